@@ -1,0 +1,3 @@
+from openenv_gym.cli import main
+
+main()

@@ -1,0 +1,87 @@
+"""The `openenv-gym` command: serve | list."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from openenv_gym.errors import OpenEnvGymError
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve an environment over WebSocket",
+                                description="Serve an environment: one isolated instance per session.")
+    serve.add_argument("env", help="a shipped or imported environment name, or a folder with an openenv.toml")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    serve.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
+                       help="worker processes (default: one per core)")
+    serve.add_argument("--max-sessions", type=_positive_int, default=10_000,
+                       help="sessions the whole server holds at once (default 10000)")
+    serve.add_argument("--token", default=os.environ.get("OPENENV_GYM_TOKEN"),
+                       help="require 'Authorization: Bearer TOKEN' (default: $OPENENV_GYM_TOKEN)")
+    serve.add_argument("--step-timeout", type=float, default=60.0,
+                       help="seconds a reset or step may take before its session is ended (default 60)")
+    serve.add_argument("--idle-timeout", type=float, default=900.0,
+                       help="seconds an unused session lives before it is reaped (default 900)")
+    serve.add_argument("--max-frame-bytes", type=_positive_int, default=16 * 2**20,
+                       help="largest request frame; bigger ones get a too_large error (default 16 MiB)")
+    serve.add_argument("--threads", type=_positive_int, default=32,
+                       help="threads per worker for environments with blocking methods (default 32)")
+    serve.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
+    serve.set_defaults(run=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> None:
+    from openenv_gym.server import Limits, ServeConfig, serve
+    from openenv_gym.server.supervisor import exit_when_stdin_closes
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
+    if args.exit_with_stdin:
+        exit_when_stdin_closes()
+    limits = Limits(max_sessions=args.max_sessions, step_timeout=args.step_timeout,
+                    idle_timeout=args.idle_timeout, max_frame_bytes=args.max_frame_bytes)
+    serve(ServeConfig(env=args.env, host=args.host, port=args.port, workers=args.workers,
+                      token=args.token, limits=limits, threads=args.threads))
+
+
+def _add_list(commands: argparse._SubParsersAction) -> None:
+    listing = commands.add_parser("list", help="list the registered environments")
+    listing.set_defaults(run=_run_list)
+
+
+def _run_list(args: argparse.Namespace) -> None:
+    from openenv_gym.manifest import shipped_manifests
+
+    for manifest in shipped_manifests():
+        print(f"{manifest.gym_id:32} {manifest.description}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    _add_serve(commands)
+    _add_list(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except OpenEnvGymError as exc:
+        sys.exit(f"openenv-gym: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The async client: one multiplexed WebSocket connection carrying many sessions.
+
+    async with openenv_gym.connect("ws://127.0.0.1:8000") as conn:
+        session = conn.session()
+        obs, info = await session.reset(seed=0)
+        obs, reward, terminated, truncated, info = await session.step("hello")
+        await session.close()
+
+Requests carry ids, so any number of them may be in flight; requests made in the same event-loop
+iteration (say, `asyncio.gather` over many sessions) leave as one batch frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+
+from openenv_gym import protocol as p
+from openenv_gym.errors import (
+    ConnectionLostError,
+    EnvError,
+    InvalidActionError,
+    RequestTimeoutError,
+    ServerUnreachableError,
+    StepTimeoutError,
+    UnauthorizedError,
+    UnknownSessionError,
+    error_from_wire,
+)
+from openenv_gym.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT = 300.0
+StepTuple = tuple[str, float, bool, bool, dict]
+
+
+def websocket_url(url: str) -> str:
+    """Accept ws://, wss://, http:// and https:// server URLs."""
+    for http, ws in (("http://", "ws://"), ("https://", "wss://")):
+        if url.startswith(http):
+            return ws + url[len(http):]
+    return url
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    token = token if token is not None else os.environ.get("OPENENV_GYM_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _handshake_error(url: str, exc: InvalidStatus) -> Exception:
+    response = exc.response
+    try:
+        error = orjson.loads(response.body)["error"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        error = None
+    if response.status_code == 401:
+        return UnauthorizedError(error["message"] if error else f"{url} refused the connection: 401")
+    return ServerUnreachableError(f"{url} refused the WebSocket handshake with HTTP {response.status_code}"
+                                  + (f": {error['message']}" if error else ""))
+
+
+class Connection:
+    """A multiplexed connection. Make sessions with `session()`; close with `await close()`."""
+
+    def __init__(self, ws: ClientConnection, url: str, request_timeout: float | None,
+                 max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.url = url
+        self.request_timeout = request_timeout
+        self._ws = ws
+        self._loop = asyncio.get_running_loop()
+        self._pending: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._outbox = Outbox(self._send_frame, self._unencodable, max_frame_bytes)
+        self._closed_reason: str | None = None
+        self._reader = self._loop.create_task(self._read())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    async def _send_frame(self, frame: bytes) -> None:
+        await self._ws.send(frame, text=True)
+
+    def _unencodable(self, message: dict, exc: Exception) -> None:
+        future = self._pending.pop(message["id"], None)
+        if future is not None and not future.done():
+            future.set_exception(InvalidActionError(
+                f"the {message.get('op')} request cannot be sent as JSON ({exc}); use JSON types "
+                "(str, int, float, bool, None, list, dict)"))
+        return None
+
+    async def _read(self) -> None:
+        reason = "the server closed the connection"
+        try:
+            async for frame in self._ws:
+                for response in orjson.loads(frame):
+                    future = self._pending.pop(response.get("id"), None)
+                    if future is None:
+                        if "error" in response:
+                            log.warning("server error for no request: %s", response["error"])
+                        continue
+                    if not future.done():
+                        future.set_result(response)
+        except ConnectionClosed as exc:
+            reason = f"the connection closed ({exc})"
+        except Exception as exc:  # a frame we cannot read: nothing after it can be trusted
+            reason = f"unreadable frame from the server ({exc})"
+            log.exception("reading from %s failed", self.url)
+            await self._ws.close()
+        finally:
+            self._closed_reason = reason
+            self._outbox.closed = True
+            pending, self._pending = self._pending, {}
+            for future in pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionLostError(
+                        f"{reason} while this request waited for its answer; its session is gone, "
+                        "reconnect and reset"))
+
+    def _expire(self, rid: int) -> None:
+        future = self._pending.pop(rid, None)
+        if future is not None and not future.done():
+            future.set_exception(RequestTimeoutError(
+                f"no answer from {self.url} within {self.request_timeout:g} s; raise request_timeout "
+                "if the environment is slow"))
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def submit(self, message: dict) -> asyncio.Future:
+        """Queue one request and return the future of its raw response."""
+        if self._closed_reason is not None:
+            raise ConnectionLostError(f"{self._closed_reason}; open a new connection")
+        future = self._loop.create_future()
+        rid = message["id"]
+        self._pending[rid] = future
+        self._outbox.put(message)
+        if self.request_timeout is not None:
+            timer = self._loop.call_later(self.request_timeout, self._expire, rid)
+            future.add_done_callback(lambda _: timer.cancel())
+        return future
+
+    async def request(self, message: dict) -> dict:
+        """Send a request and return its response; raise the typed error if it failed."""
+        response = await self.submit(message)
+        error = response.get("error")
+        if error is not None:
+            raise error_from_wire(error)
+        return response
+
+    async def info(self) -> dict[str, Any]:
+        """The server's description of its environment, protocol version and limits."""
+        return (await self.request(p.info_request(self.next_id())))["env"]
+
+    def session(self) -> Session:
+        """A handle for a new session; the server creates it at the first `reset`."""
+        return Session(self)
+
+    async def close(self) -> None:
+        await self._ws.close()
+        await asyncio.shield(self._reader)
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Session:
+    """One environment instance on the server. `id` is None until the first reset."""
+
+    __slots__ = ("connection", "id")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.id: str | None = None
+
+    async def _request(self, message: dict) -> dict:
+        try:
+            return await self.connection.request(message)
+        except (EnvError, StepTimeoutError, UnknownSessionError, ConnectionLostError):
+            self.id = None  # the server ended this session; the next reset starts a new one
+            raise
+
+    async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        conn = self.connection
+        response = await self._request(p.reset_request(conn.next_id(), self.id, seed, options))
+        self.id = response["session"]
+        return response["obs"], response["info"]
+
+    async def step(self, action: p.Action) -> StepTuple:
+        conn = self.connection
+        r = await self._request(p.step_request(conn.next_id(), self.id, action))
+        return r["obs"], r["reward"], r["terminated"], r["truncated"], r["info"]
+
+    async def close(self) -> None:
+        """End the session on the server. Idempotent."""
+        if self.id is None or self.connection.closed:
+            self.id = None
+            return
+        session_id, self.id = self.id, None
+        with contextlib.suppress(UnknownSessionError, ConnectionLostError):  # already gone
+            await self.connection.request(p.close_request(self.connection.next_id(), session_id))
+
+
+class _Connecting:
+    """What `connect()` returns: await it, or use it as `async with`."""
+
+    def __init__(self, url: str, kwargs: dict) -> None:
+        self.url = url
+        self.kwargs = kwargs
+        self.connection: Connection | None = None
+
+    def __await__(self):
+        return self._open().__await__()
+
+    async def _open(self) -> Connection:
+        url = websocket_url(self.url)
+        token = self.kwargs.get("token")
+        max_frame = self.kwargs.get("max_frame_bytes", p.DEFAULT_MAX_FRAME_BYTES)
+        try:
+            ws = await ws_connect(
+                url, additional_headers=auth_headers(token), compression=None, open_timeout=self.kwargs.get(
+                    "open_timeout", 10.0), ping_interval=None, max_size=None, max_queue=64, proxy=None)
+        except InvalidStatus as exc:
+            raise _handshake_error(url, exc) from None
+        except InvalidURI as exc:
+            raise ServerUnreachableError(f"{url!r} is not a WebSocket URL ({exc}); use ws://host:port") from None
+        except (OSError, TimeoutError) as exc:
+            raise ServerUnreachableError(
+                f"cannot connect to {url}: {exc}; is the server running? start one with "
+                "`openenv-gym serve ENV --port PORT`") from None
+        self.connection = Connection(
+            ws, url, self.kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT), max_frame)
+        return self.connection
+
+    async def __aenter__(self) -> Connection:
+        return await self._open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.connection is not None:
+            await self.connection.close()
+
+
+def connect(url: str, *, token: str | None = None, open_timeout: float = 10.0,
+            request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+            max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES) -> _Connecting:
+    """Open a connection to an openenv_gym server: `async with connect(url) as conn:` or `await`.
+
+    token: sent as `Authorization: Bearer <token>` (default: $OPENENV_GYM_TOKEN).
+    request_timeout: seconds to wait for any one answer (None waits forever).
+    """
+    return _Connecting(url, {"token": token, "open_timeout": open_timeout,
+                             "request_timeout": request_timeout, "max_frame_bytes": max_frame_bytes})

@@ -1,0 +1,166 @@
+"""The openenv_gym wire protocol, sans I/O: message shapes, frames, validation and error codes.
+
+No sockets here. Client and server both build and read messages through this module, so the two
+sides cannot disagree about a message. docs/protocol.md documents every message with an example.
+
+A client frame is one JSON request object or a JSON array of them (a batch, possibly for many
+sessions). A server frame is always a JSON array of responses. Every request carries an `id`
+chosen by the client (an int or a string), echoed in its response; responses to one batch may
+arrive spread over several frames and in any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import orjson
+
+from openenv_gym.errors import BadFrameError, BadRequestError, ProtocolError
+
+PROTOCOL_VERSION = 1
+DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
+
+OP_RESET = "reset"
+OP_STEP = "step"
+OP_CLOSE = "close"
+OP_INFO = "info"
+OPS = (OP_RESET, OP_STEP, OP_CLOSE, OP_INFO)
+
+RequestId: TypeAlias = int | str
+Action: TypeAlias = str | dict[str, Any]
+"""Raw model text, or a tool call `{"name": str, "arguments": {...}}`."""
+
+_JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
+                    bool: "boolean", type(None): "null"}
+
+
+def json_type_name(value: object) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+
+def encode_frame(messages: list[dict]) -> bytes:
+    """Encode messages as one frame. numpy scalars and arrays (common in actions) are allowed."""
+    return orjson.dumps(messages, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def decode_frame(data: str | bytes) -> list:
+    """Parse a frame into a list of (unvalidated) messages; raise BadFrameError if it is not one."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadFrameError(
+            f"frame is not valid JSON ({exc}); send a JSON request object or an array of them"
+        ) from None
+    if type(obj) is list:
+        if not obj:
+            raise BadFrameError("frame is an empty array; a batch holds at least one request")
+        return obj
+    if type(obj) is dict:
+        return [obj]
+    raise BadFrameError(
+        f"frame holds a JSON {json_type_name(obj)}; send a request object or an array of them"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests: built by the client, validated by the server
+
+
+def _without_none(message: dict) -> dict:
+    return {key: value for key, value in message.items() if value is not None}
+
+
+def reset_request(rid: RequestId, session: str | None = None, seed: int | None = None,
+                  options: dict | None = None) -> dict:
+    """Reset `session`, or create a new session and reset it when `session` is None."""
+    return _without_none({"id": rid, "op": OP_RESET, "session": session, "seed": seed, "options": options})
+
+
+def step_request(rid: RequestId, session: str | None, action: Action) -> dict:
+    return _without_none({"id": rid, "op": OP_STEP, "session": session}) | {"action": action}
+
+
+def close_request(rid: RequestId, session: str) -> dict:
+    return {"id": rid, "op": OP_CLOSE, "session": session}
+
+
+def info_request(rid: RequestId) -> dict:
+    return {"id": rid, "op": OP_INFO}
+
+
+def request_id(message: object) -> RequestId | None:
+    """The id to answer with, or None when the message has no usable id."""
+    if type(message) is dict:
+        rid = message.get("id")
+        if type(rid) is int or type(rid) is str:
+            return rid
+    return None
+
+
+def check_request(message: object) -> tuple[RequestId, str]:
+    """Return (id, op) of a request, or raise BadRequestError saying what is wrong."""
+    if type(message) is not dict:
+        raise BadRequestError(
+            f"a request is a JSON object with 'id' and 'op', got a JSON {json_type_name(message)}"
+        )
+    rid = message.get("id")
+    if type(rid) is not int and type(rid) is not str:
+        raise BadRequestError(
+            f"field 'id' must be an integer or a string, got {json_type_name(rid)}"
+            if "id" in message else "field 'id' is missing; every request carries an id"
+        )
+    op = message.get("op")
+    if type(op) is not str:
+        raise BadRequestError(
+            f"field 'op' must be a string, one of {', '.join(OPS)}; got {json_type_name(op)}"
+            if "op" in message else f"field 'op' is missing; use one of {', '.join(OPS)}"
+        )
+    return rid, op
+
+
+def optional_field(message: dict, name: str, kind: type, kind_name: str) -> Any:
+    """Return message[name] if it is absent/null or of `kind`; raise BadRequestError otherwise."""
+    value = message.get(name)
+    if value is None or type(value) is kind:
+        return value
+    raise BadRequestError(f"field '{name}' must be {kind_name} or null, got {json_type_name(value)}")
+
+
+def required_session(message: dict) -> str:
+    session = message.get("session")
+    if type(session) is not str:
+        raise BadRequestError(
+            f"field 'session' must be a string session id, got {json_type_name(session)}"
+            if "session" in message else "field 'session' is missing; name the session to act on"
+        )
+    return session
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses: built by the server, read by the client
+
+
+def reset_response(rid: RequestId, session: str, obs: str, info: dict) -> dict:
+    return {"id": rid, "session": session, "obs": obs, "info": info}
+
+
+def step_response(rid: RequestId, obs: str, reward: float, terminated: bool, truncated: bool,
+                  info: dict) -> dict:
+    return {"id": rid, "obs": obs, "reward": reward, "terminated": terminated,
+            "truncated": truncated, "info": info}
+
+
+def close_response(rid: RequestId) -> dict:
+    return {"id": rid, "closed": True}
+
+
+def info_response(rid: RequestId, env: dict) -> dict:
+    return {"id": rid, "env": env}
+
+
+def error_response(rid: RequestId | None, error: ProtocolError) -> dict:
+    return {"id": rid, "error": error.to_wire()}

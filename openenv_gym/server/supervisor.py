@@ -1,0 +1,99 @@
+"""`openenv-gym serve`: one worker per core on a shared port, restarted if it dies.
+
+Each worker binds the port with SO_REUSEPORT, so the kernel spreads connections over workers.
+With one worker everything runs in this process (the quickest start, used by the embedded default).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import wait
+
+from openenv_gym.server.sessions import SessionCounter
+from openenv_gym.server.worker import ServeConfig, Worker, listen_socket, run_event_loop
+
+log = logging.getLogger(__name__)
+
+
+def announce(config: ServeConfig, port: int) -> None:
+    """The ready line. The embedded launcher reads the URL from it."""
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    print(f"openenv-gym: serving {config.env} on ws://{host}:{port} "
+          f"(workers={config.workers}, max_sessions={config.limits.max_sessions})", flush=True)
+
+
+def exit_when_stdin_closes() -> None:
+    """Stop when our parent (who holds our stdin) goes away: the embedded default's lifeline."""
+
+    def watch() -> None:
+        while sys.stdin.buffer.read(4096):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
+
+
+def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready) -> None:
+    counter = SessionCounter(config.limits.max_sessions, slots, index, lock)
+    worker = Worker(config, counter)
+    sock = listen_socket(config.host, port)
+    run_event_loop(worker.run(sock, ready.release))
+
+
+def serve(config: ServeConfig, on_ready: Callable[[ServeConfig, int], None] = announce) -> None:
+    reserved = listen_socket(config.host, config.port)
+    port = reserved.getsockname()[1]
+    if config.workers == 1:
+        worker = Worker(config, SessionCounter(config.limits.max_sessions))
+        run_event_loop(worker.run(reserved, lambda: on_ready(config, port)))
+        return
+    _supervise(config, port, on_ready)
+    reserved.close()
+
+
+def _supervise(config: ServeConfig, port: int, on_ready: Callable[[ServeConfig, int], None]) -> None:
+    context = multiprocessing.get_context("spawn")
+    slots = context.Array("q", config.workers, lock=False)
+    lock = context.Lock()
+    ready = context.Semaphore(0)
+    stopping = threading.Event()
+
+    def start(index: int) -> multiprocessing.Process:
+        process = context.Process(target=_worker_main, name=f"openenv-worker-{index}",
+                                  args=(config, port, index, slots, lock, ready), daemon=True)
+        process.start()
+        return process
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        for process in processes.values():
+            if process.is_alive():
+                process.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    processes = {index: start(index) for index in range(config.workers)}
+    for _ in range(config.workers):
+        while not ready.acquire(timeout=0.5):
+            if any(not p.is_alive() for p in processes.values()):
+                stop()
+                raise SystemExit("openenv-gym: a worker failed to start; see the error above")
+    on_ready(config, port)
+    while not stopping.is_set():
+        by_sentinel = {p.sentinel: index for index, p in processes.items()}
+        for sentinel in wait(list(by_sentinel), timeout=1.0):
+            index = by_sentinel[sentinel]
+            if stopping.is_set():
+                break
+            log.error("worker %d exited with code %s; restarting it", index, processes[index].exitcode)
+            with lock:
+                slots[index] = 0  # its sessions died with it
+            processes[index] = start(index)
+    for process in processes.values():
+        process.join(timeout=10)
