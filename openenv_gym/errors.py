@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+__all__ = [
+    "BadFrameError", "BadRequestError", "CapacityError", "ConnectionLostError", "EnvError", "EnvNotFoundError",
+    "ErrorCode", "InvalidActionError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError", "RequestTimeoutError",
+    "ServerStartError", "ServerUnreachableError", "StepTimeoutError", "TooLargeError", "UnauthorizedError",
+    "UnknownOpError", "UnknownSessionError",
+]
+
 
 class ErrorCode(StrEnum):
     BAD_FRAME = "bad_frame"  # the frame is not a JSON text frame holding an object or an array

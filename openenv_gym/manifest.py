@@ -32,6 +32,7 @@ class Manifest(BaseModel):
     kind: str = "python"
     entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     description: str = ""
+    deterministic: bool = False  # same seed and actions give the same episode (checked by check_env)
     folder: Path = Field(exclude=True)
 
     @property

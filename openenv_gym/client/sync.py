@@ -1,0 +1,122 @@
+"""Call the async client from synchronous code (the Gymnasium facade).
+
+Outside an event loop, each thread gets a private event loop that runs only during a call:
+no thread hop, the lowest latency. Inside a running loop (Jupyter, an async trainer), calls go to
+one background loop thread instead, since a loop cannot be run from inside another.
+Connections are bound to the loop that made them, so each runner keeps its own, shared by every
+env of that runner and multiplexed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from openenv_gym.client.connection import Connection, connect
+
+T = TypeVar("T")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class Runner:
+    """Runs coroutines on one event loop and keeps that loop's shared connections."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._connections: dict[tuple[str, str | None], Connection] = {}
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        raise NotImplementedError
+
+    async def _connection(self, url: str, token: str | None, request_timeout: float | None) -> Connection:
+        key = (url, token)
+        conn = self._connections.get(key)
+        if conn is None or conn.closed:
+            conn = await connect(url, token=token, request_timeout=request_timeout)
+            self._connections[key] = conn
+        return conn
+
+    def connection(self, url: str, token: str | None = None, request_timeout: float | None = None) -> Connection:
+        """The shared connection of this runner to `url` (opened, or reopened, on demand)."""
+        return self.run(self._connection(url, token, request_timeout))
+
+    async def _close_connections(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+class PrivateLoopRunner(Runner):
+    """A loop owned by one thread, run only while a call is in progress."""
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def shutdown(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.run_until_complete(self._close_connections())
+            self.loop.close()
+
+
+class BackgroundLoopRunner(Runner):
+    """A loop running forever in a daemon thread; callers block on the result."""
+
+    def __init__(self) -> None:
+        super().__init__(new_event_loop())
+        self._thread = threading.Thread(target=self.loop.run_forever, name="openenv-gym-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def shutdown(self) -> None:
+        if self.loop.is_running():
+            with contextlib.suppress(Exception):
+                self.run(self._close_connections())
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+
+
+_local = threading.local()
+_background: BackgroundLoopRunner | None = None
+_all_private: list[PrivateLoopRunner] = []
+_lock = threading.Lock()
+
+
+def current_runner() -> Runner:
+    """The runner for sync calls made from this thread."""
+    global _background
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        runner = getattr(_local, "runner", None)
+        if runner is None or runner.loop.is_closed():
+            runner = _local.runner = PrivateLoopRunner(new_event_loop())
+            with _lock:
+                _all_private.append(runner)
+        return runner
+    with _lock:
+        if _background is None:
+            _background = BackgroundLoopRunner()
+        return _background
+
+
+@atexit.register
+def _shutdown_runners() -> None:
+    with _lock:
+        runners: list[Any] = [*_all_private, *([_background] if _background else [])]
+    for runner in runners:
+        with contextlib.suppress(Exception):
+            runner.shutdown()

@@ -1,0 +1,81 @@
+"""The embedded default: `gym.make(id)` without a base_url starts a local server for that env.
+
+One server process per environment, shared by every env made in this process, stopped at exit.
+The server holds our end of a pipe as its stdin and stops when it closes, so it also goes away
+if this process is killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from openenv_gym.errors import ServerStartError
+
+START_TIMEOUT = 60.0
+_URL = re.compile(r"(ws://\S+)")
+
+_servers: dict[str, LocalServer] = {}
+_lock = threading.Lock()
+
+
+class LocalServer:
+    """`openenv-gym serve ENV` on a free loopback port, as a child process that dies with us."""
+
+    def __init__(self, env: str, workers: int = 1, max_sessions: int = 100_000, *extra_args: str) -> None:
+        self.env = env
+        command = [sys.executable, "-m", "openenv_gym", "serve", env, "--host", "127.0.0.1", "--port", "0",
+                   "--workers", str(workers), "--max-sessions", str(max_sessions), "--exit-with-stdin",
+                   *extra_args]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.url = self._wait_for_url()
+
+    def _wait_for_url(self) -> str:
+        deadline = time.monotonic() + START_TIMEOUT
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # ends when the server exits
+            match = _URL.search(line)
+            if match:
+                return match.group(1)
+            if time.monotonic() > deadline:
+                break
+        self.stop()
+        raise ServerStartError(
+            f"the local server for {self.env!r} did not start (exit code {self.process.returncode}); its "
+            "error is printed above. Run `openenv-gym serve "
+            f"{self.env}` to see it again, or pass base_url= to use a running server")
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()  # the server stops when its stdin closes
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000) -> str:
+    """The URL of this process's local server for `env`, started on first use."""
+    with _lock:
+        server = _servers.get(env)
+        if server is None or not server.alive:
+            server = _servers[env] = LocalServer(env, workers, max_sessions)
+        return server.url
+
+
+@atexit.register
+def stop_local_servers() -> None:
+    with _lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.stop()

@@ -1,0 +1,28 @@
+"""Gymnasium ids for environments. Gymnasium 1.x has no plugin entry points: `import openenv_gym` registers."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from openenv_gym.manifest import Manifest, shipped_manifests
+
+ENTRY_POINT = "openenv_gym.env:RemoteEnv"
+
+
+def register_manifest(manifest: Manifest) -> None:
+    if manifest.gym_id in gym.registry:
+        return
+    gym.register(
+        manifest.gym_id,
+        entry_point=ENTRY_POINT,
+        nondeterministic=not manifest.deterministic,
+        kwargs={"env": str(manifest.folder)},
+    )
+
+
+def register_all() -> list[str]:
+    """Register every shipped environment; return their ids."""
+    manifests = shipped_manifests()
+    for manifest in manifests:
+        register_manifest(manifest)
+    return [m.gym_id for m in manifests]
