@@ -34,7 +34,7 @@ _LAZY = {
     "ToolCallSpace": "openenv_gym.spaces",
 }
 
-__all__ = [  # noqa: RUF022 (grouped: API, then errors)
+__all__ = [
     "Connection", "Environment", "RemoteEnv", "ResetResult", "Session", "StepResult", "ToolCallSpace",
     "ToolEnvironment", "UnicodeText", "__version__", "connect", "register_all", "tool",
     *_error_names,

@@ -60,3 +60,6 @@ class SessionCounter:
 
     def total(self) -> int:
         return sum(self.slots)
+
+    def per_worker(self) -> list[int]:
+        return list(self.slots)

@@ -86,6 +86,7 @@ class Worker:
 
     def health(self) -> dict:
         return {"status": "ok", "env": self.description["name"], "sessions": self.counter.total(),
+                "sessions_per_worker": self.counter.per_worker(),
                 "max_sessions": self.config.limits.max_sessions, "workers": self.workers}
 
     async def handle(self, connection: ServerConnection) -> None:

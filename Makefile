@@ -1,0 +1,29 @@
+# make demo: the main job (a rollout of the shipped game); make test: the tests; make bench: benchmarks.
+# Each target creates its own virtual environment (.venv) on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) examples/demo.py
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check openenv_gym servers tests benchmarks examples
+
+test: lint
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed
+	$(PY) -m pytest benchmarks --benchmark-only -q
+	$(PY) benchmarks/latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

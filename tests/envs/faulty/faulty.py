@@ -1,0 +1,30 @@
+"""A test environment that misbehaves on command; any other action is echoed back."""
+
+import asyncio
+
+from openenv_gym.environment import Environment, ResetResult, StepResult
+
+
+class FaultyEnv(Environment):
+    name = "faulty"
+
+    async def reset(self, *, seed=None, options=None):
+        if (options or {}).get("fail"):
+            raise RuntimeError("reset failed on purpose")
+        return ResetResult("ready", {"seed": seed})
+
+    async def step(self, action):
+        if action == "raise":
+            raise RuntimeError("boom")
+        if action == "hang":
+            await asyncio.sleep(3600)
+        if action == "slow":
+            await asyncio.sleep(0.3)
+            return StepResult("slow done")
+        if action == "unencodable":
+            return StepResult("x", info={"value": object()})
+        if action == "not-a-result":
+            return "a plain string"
+        if action == "end":
+            return StepResult("bye", 1.0, terminated=True)
+        return StepResult(action if isinstance(action, str) else repr(action))

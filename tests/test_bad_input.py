@@ -1,0 +1,134 @@
+"""Every bad input gets its typed error; the connection, other sessions and the server keep working."""
+
+import asyncio
+
+import orjson
+import pytest
+from conftest import health, run
+from websockets.asyncio.client import connect as ws_connect
+
+import openenv_gym
+
+
+class RawClient:
+    """A bare WebSocket to send frames the real client never would."""
+
+    def __init__(self, ws):
+        self.ws = ws
+
+    async def send(self, frame):
+        await self.ws.send(frame)
+        return orjson.loads(await asyncio.wait_for(self.ws.recv(), 5))
+
+    async def request(self, **message):
+        (answer,) = await self.send(orjson.dumps(message).decode())
+        return answer
+
+    async def new_session(self, **reset):
+        answer = await self.request(id="r", op="reset", **reset)
+        return answer["session"]
+
+
+async def keep_stepping(url, stop: asyncio.Event, counts: dict):
+    """Another session on the same server, stepping the whole time."""
+    async with openenv_gym.connect(url) as conn:
+        session = conn.session()
+        await session.reset()
+        while not stop.is_set():
+            obs, *_ = await session.step("alive")
+            assert obs == "alive"
+            counts["steps"] += 1
+            await asyncio.sleep(0)
+
+
+CASES = {
+    "malformed JSON": ('{"id": 1, "op": ', "bad_frame"),
+    "binary frame": (b'{"id": 1, "op": "info"}', "bad_frame"),
+    "array of nothing": ("[]", "bad_frame"),
+    "unknown op": ('{"id": 1, "op": "explode"}', "unknown_op"),
+    "missing id": ('{"op": "info"}', "bad_request"),
+    "missing op": ('{"id": 1}', "bad_request"),
+    "request not an object": ("[1]", "bad_request"),
+    "seed of the wrong type": ('{"id": 1, "op": "reset", "seed": "three"}', "bad_request"),
+    "options of the wrong type": ('{"id": 1, "op": "reset", "options": [1]}', "bad_request"),
+    "session of the wrong type": ('{"id": 1, "op": "step", "session": 5, "action": "x"}', "bad_request"),
+    "close without session": ('{"id": 1, "op": "close"}', "bad_request"),
+    "unknown session id": ('{"id": 1, "op": "step", "session": "AAAAAAAAAAAAAAAAAAAAAA", "action": "x"}',
+                           "unknown_session"),
+    "step before reset": ('{"id": 1, "op": "step", "action": "x"}', "no_episode"),
+    "oversize frame": ('{"id": 1, "op": "step", "action": "' + "x" * 5000 + '"}', "too_large"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_frame_matrix(faulty_url, case):
+    frame, code = CASES[case]
+
+    async def main():
+        stop, counts = asyncio.Event(), {"steps": 0}
+        bystander = asyncio.create_task(keep_stepping(faulty_url, stop, counts))
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            (answer,) = await raw.send(frame)
+            assert answer["error"]["code"] == code, answer
+            assert answer["error"]["message"]
+            # the same connection still answers
+            assert (await raw.request(id=2, op="info"))["env"]["env"]["name"] == "faulty"
+        before = counts["steps"]
+        await asyncio.sleep(0.05)
+        stop.set()
+        await bystander
+        assert counts["steps"] > before > 0
+
+    run(main())
+
+
+def test_session_errors_matrix(faulty_url):
+    """Errors that need a session: each answered with its code, the connection lives on."""
+
+    async def main():
+        async with ws_connect(faulty_url) as owner_ws, ws_connect(faulty_url) as other_ws:
+            owner, other = RawClient(owner_ws), RawClient(other_ws)
+            sid = await owner.new_session()
+
+            # another connection's session id
+            answer = await other.request(id=1, op="step", session=sid, action="x")
+            assert answer["error"]["code"] == "unknown_session"
+            assert (await other.request(id=2, op="close", session=sid))["error"]["code"] == "unknown_session"
+
+            # an invalid action (neither text nor a tool call object)
+            answer = await owner.request(id=3, op="step", session=sid, action=42)
+            assert answer["error"]["code"] == "invalid_action"
+            # missing action
+            assert (await owner.request(id=4, op="step", session=sid))["error"]["code"] == "bad_request"
+
+            # step after the episode ended
+            assert (await owner.request(id=5, op="step", session=sid, action="end"))["terminated"] is True
+            answer = await owner.request(id=6, op="step", session=sid, action="x")
+            assert answer["error"]["code"] == "no_episode"
+
+            # the session is still usable after all of that
+            await owner.request(id=7, op="reset", session=sid)
+            assert (await owner.request(id=8, op="step", session=sid, action="ok"))["obs"] == "ok"
+
+    run(main())
+
+
+def test_batch_with_good_and_bad_requests_answers_each(faulty_url):
+    async def main():
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            sid = await raw.new_session()
+            batch = [{"id": 1, "op": "step", "session": sid, "action": "a"}, {"id": 2, "op": "nope"},
+                     {"id": 3}, {"id": 4, "op": "info"}]
+            answers = {a["id"]: a for a in await raw.send(orjson.dumps(batch).decode())}
+            assert answers[1]["obs"] == "a"
+            assert answers[2]["error"]["code"] == "unknown_op"
+            assert answers[3]["error"]["code"] == "bad_request"
+            assert "env" in answers[4]
+
+    run(main())
+
+
+def test_server_health_unaffected(faulty_url):
+    assert health(faulty_url)["status"] == "ok"

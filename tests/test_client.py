@@ -1,0 +1,97 @@
+"""The async client against a real server on loopback."""
+
+import asyncio
+
+import pytest
+from conftest import run
+
+import openenv_gym
+from openenv_gym import errors
+
+
+def test_reset_step_close(echo_url):
+    async def main():
+        async with openenv_gym.connect(echo_url) as conn:
+            session = conn.session()
+            assert session.id is None
+            obs, info = await session.reset(seed=1, options={"max_steps": 2})
+            assert obs.startswith("Send me") and info == {"max_steps": 2}
+            assert len(session.id) >= 22  # 128 random bits, URL-safe base64
+            assert await session.step("héllo 🙂") == ("héllo 🙂", 0.7, False, False, {"step": 1})
+            assert (await session.step("ab"))[2:4] == (False, True)  # truncated at max_steps
+            with pytest.raises(errors.NoEpisodeError, match="call reset"):
+                await session.step("after the end")
+            first_id = session.id
+            await session.reset()  # a reset reuses the session
+            assert session.id == first_id
+            await session.close()
+            await session.close()  # idempotent
+            assert session.id is None
+
+    run(main())
+
+
+def test_info_describes_env_and_limits(echo_url):
+    async def main():
+        async with openenv_gym.connect(echo_url) as conn:
+            info = await conn.info()
+            assert info["env"]["name"] == "echo" and info["env"]["action"] == "text"
+            assert info["limits"]["max_sessions"] == 10_000 and info["protocol"] == 1
+
+    run(main())
+
+
+def test_many_sessions_share_one_connection(echo_url):
+    async def main():
+        async with openenv_gym.connect(echo_url) as conn:
+            sessions = [conn.session() for _ in range(200)]
+            await asyncio.gather(*(s.reset() for s in sessions))
+            assert len({s.id for s in sessions}) == 200
+            results = await asyncio.gather(*(s.step(f"m{i}") for i, s in enumerate(sessions)))
+            assert [r[0] for r in results] == [f"m{i}" for i in range(200)]
+            await asyncio.gather(*(s.close() for s in sessions))
+
+    run(main())
+
+
+def test_request_timeout_leaves_the_connection_usable(faulty_url):
+    async def main():
+        async with openenv_gym.connect(faulty_url, request_timeout=0.05) as conn:
+            session = conn.session()
+            await session.reset()
+            with pytest.raises(errors.RequestTimeoutError, match="request_timeout"):
+                await session.step("slow")
+            await asyncio.sleep(0.4)  # the late answer arrives and is dropped by id
+            other = conn.session()
+            await other.reset()
+            assert (await other.step("fine"))[0] == "fine"
+
+    run(main())
+
+
+def test_unreachable_server_is_a_clear_error():
+    async def main():
+        await openenv_gym.connect("ws://127.0.0.1:9")
+
+    with pytest.raises(errors.ServerUnreachableError, match="is the server running"):
+        run(main())
+
+
+def test_http_urls_are_accepted(echo_url):
+    async def main():
+        async with openenv_gym.connect("http://" + echo_url.removeprefix("ws://")) as conn:
+            assert (await conn.info())["env"]["name"] == "echo"
+
+    run(main())
+
+
+def test_unencodable_action_fails_only_that_request(echo_url):
+    async def main():
+        async with openenv_gym.connect(echo_url) as conn:
+            session = conn.session()
+            await session.reset()
+            with pytest.raises(errors.InvalidActionError, match="JSON"):
+                await session.step({"name": "x", "arguments": {"v": object()}})
+            assert (await session.step("still fine"))[0] == "still fine"
+
+    run(main())

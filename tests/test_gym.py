@@ -1,0 +1,136 @@
+"""The Gymnasium facade: gym.make embedded and with base_url, check_env, random actions."""
+
+import asyncio
+import warnings
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import openenv_gym
+from openenv_gym.manifest import shipped_manifests
+from openenv_gym.spaces import ToolCallSpace, UnicodeText
+
+SHIPPED_IDS = [m.gym_id for m in shipped_manifests()]
+
+
+def test_import_registers_every_shipped_env():
+    assert {"openenv/echo", "openenv/guess"} <= set(SHIPPED_IDS)
+    for env_id in SHIPPED_IDS:
+        assert gym.spec(env_id).entry_point == "openenv_gym.env:RemoteEnv"
+
+
+@pytest.mark.parametrize("env_id", SHIPPED_IDS)
+def test_check_env_passes_for_every_shipped_env(env_id):
+    env = gym.make(env_id)
+    with warnings.catch_warnings(record=True) as caught:  # check_env reports problems as warnings
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    env.close()
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("env_id", SHIPPED_IDS)
+def test_random_actions_never_crash(env_id):
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    obs, info = env.reset(seed=0)
+    episodes = steps = 0
+    while steps < 300:
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert obs in env.observation_space and isinstance(reward, float)
+        steps += 1
+        if terminated or truncated:
+            episodes += 1
+            env.reset()
+    assert episodes > 0
+    env.close()
+
+
+def test_embedded_guess_plays_a_game():
+    env = gym.make("openenv/guess")
+    assert isinstance(env.action_space, ToolCallSpace)
+    assert env.action_space.tool_names == ["divisible_by", "give_up", "guess"]
+    obs, info = env.reset(seed=5, options={"low": 1, "high": 8})
+    low, high, total, guesses = info["low"], info["high"], 0.0, 0
+    while True:
+        middle = (low + high) // 2
+        obs, reward, terminated, truncated, info = env.step({"name": "guess", "arguments": {"number": middle}})
+        total += reward
+        guesses += 1
+        if terminated:
+            break
+        low, high = (middle + 1, high) if "higher" in obs else (low, middle - 1)
+    assert "correct" in obs and guesses <= 4
+    assert reward == pytest.approx(1.0 - 0.05 * (guesses - 1))
+    env.close()
+
+
+def test_raw_text_actions_and_invalid_actions():
+    env = gym.make("openenv/guess")
+    env.reset(seed=1)
+    obs, *_ = env.step('<tool_call>{"name": "divisible_by", "arguments": {"divisor": 2}}</tool_call>')
+    assert "divisible by 2" in obs
+    obs, reward, terminated, truncated, info = env.step("I have no idea")
+    assert obs.startswith("Invalid action") and info["error"]["code"] == "invalid_action" and reward == -0.05
+    obs, reward, terminated, truncated, info = env.step(12.5)  # not even text: still an observation
+    assert info["error"]["code"] == "invalid_action" and not terminated
+    obs, *_ = env.step("guess(number=1000)")
+    assert "lower" in obs
+    env.close()
+
+
+def test_truncation_at_step_limit():
+    env = gym.make("openenv/echo")
+    env.reset(options={"max_steps": 2})
+    assert env.step("a")[3] is False
+    obs, reward, terminated, truncated, info = env.step("abc")
+    assert (obs, reward, terminated, truncated) == ("abc", pytest.approx(0.3), False, True)
+    env.close()
+
+
+def test_make_with_base_url_uses_that_server(echo_url):
+    env = gym.make("openenv/echo", base_url=echo_url, render_mode="ansi")
+    assert env.unwrapped.base_url == echo_url
+    assert isinstance(env.observation_space, UnicodeText)
+    env.reset()
+    env.step("héllo wörld 🙂")
+    assert env.render() == "héllo wörld 🙂"
+    env.close()
+    env.close()  # idempotent
+
+
+def test_default_options_from_make(echo_url):
+    env = gym.make("openenv/echo", base_url=echo_url, options={"max_steps": 1})
+    env.reset()
+    assert env.step("x")[3] is True
+    env.close()
+
+
+def test_seeding_reproduces_episodes():
+    a, b = gym.make("openenv/guess"), gym.make("openenv/guess")
+    a.reset(seed=42)
+    b.reset(seed=42)
+    call = {"name": "guess", "arguments": {"number": 50}}
+    assert [a.reset()[0] for _ in range(3)] == [b.reset()[0] for _ in range(3)]
+    assert a.step(call) == b.step(call)
+    a.close()
+    b.close()
+
+
+def test_works_inside_a_running_event_loop(echo_url):
+    """Jupyter and async trainers call gym envs from inside a loop: they go to the background runner."""
+
+    async def main():
+        env = gym.make("openenv/echo", base_url=echo_url)
+        env.reset()
+        result = env.step("from a loop")
+        env.close()
+        return result
+
+    assert asyncio.run(main())[0] == "from a loop"
+
+
+def test_remote_env_without_env_or_url_is_a_clear_error():
+    with pytest.raises(ValueError, match="env= .* or base_url="):
+        openenv_gym.RemoteEnv()

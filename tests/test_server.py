@@ -1,0 +1,201 @@
+"""Server behaviour: isolation, reaping, timeouts, capacity, auth, workers, HTTP catalog."""
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from conftest import env_path, health, http_url, run, wait_until
+from websockets.asyncio.client import connect as ws_connect
+
+import openenv_gym
+from openenv_gym import errors
+
+
+def test_dropped_connection_sessions_are_reaped(start_server):
+    url = start_server("echo")
+
+    async def main():
+        ws = await ws_connect(url)
+        conn = openenv_gym.Connection(ws, url, 10)
+        sessions = [conn.session() for _ in range(50)]
+        await asyncio.gather(*(s.reset() for s in sessions))
+        assert health(url)["sessions"] == 50
+        ws.transport.abort()  # drop the TCP connection without a close handshake
+        await asyncio.sleep(0)
+
+    run(main())
+    assert wait_until(lambda: health(url)["sessions"] == 0)
+
+
+def test_env_exception_ends_only_its_session(faulty_url):
+    async def main():
+        async with openenv_gym.connect(faulty_url) as conn:
+            bad, good = conn.session(), conn.session()
+            await asyncio.gather(bad.reset(), good.reset())
+            bad_id = bad.id
+            before = health(faulty_url)["sessions"]
+            with pytest.raises(errors.EnvError, match="RuntimeError: boom"):
+                await bad.step("raise")
+            assert bad.id is None  # the client forgets the ended session
+            assert health(faulty_url)["sessions"] == before - 1
+            assert (await good.step("still here"))[0] == "still here"
+            with pytest.raises(errors.UnknownSessionError):
+                await conn.request({"id": 99, "op": "step", "session": bad_id, "action": "x"})
+            await bad.reset()  # a new session
+            assert (await bad.step("again"))[0] == "again"
+
+    run(main())
+
+
+@pytest.mark.parametrize("action, error", [("not-a-result", "StepResult"), ("unencodable", "JSON")])
+def test_env_returning_garbage_is_an_env_error(faulty_url, action, error):
+    async def main():
+        async with openenv_gym.connect(faulty_url) as conn:
+            session, other = conn.session(), conn.session()
+            await asyncio.gather(session.reset(), other.reset())
+            results = await asyncio.gather(session.step(action), other.step("fine"), return_exceptions=True)
+            assert isinstance(results[0], errors.EnvError) and error in str(results[0])
+            assert results[1][0] == "fine"
+
+    run(main())
+
+
+def test_failing_first_reset_leaves_no_session(faulty_url):
+    async def main():
+        async with openenv_gym.connect(faulty_url) as conn:
+            before = health(faulty_url)["sessions"]
+            with pytest.raises(errors.EnvError, match="reset failed on purpose"):
+                await conn.session().reset(options={"fail": True})
+            assert health(faulty_url)["sessions"] == before
+
+    run(main())
+
+
+def test_hung_step_times_out_while_others_step(faulty_url):
+    async def main():
+        async with openenv_gym.connect(faulty_url) as conn:
+            hung, other = conn.session(), conn.session()
+            await asyncio.gather(hung.reset(), other.reset())
+            hang = asyncio.create_task(hung.step("hang"))
+            steps = 0
+            while not hang.done():
+                await other.step("x")
+                steps += 1
+            with pytest.raises(errors.StepTimeoutError, match="step timeout"):
+                await hang
+            assert steps > 10  # the server kept answering during the hang
+            assert hung.id is None
+
+    run(main())
+
+
+def test_blocking_env_runs_off_the_event_loop(start_server):
+    url = start_server(env_path("blocking"), "--step-timeout", "1")
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            slow, fast, hung = conn.session(), conn.session(), conn.session()
+            await asyncio.gather(slow.reset(), fast.reset(), hung.reset())
+            sleeping = asyncio.create_task(slow.step("0.5"))
+            quick = 0
+            while not sleeping.done():
+                await fast.step("0")
+                quick += 1
+            assert (await sleeping)[0] == "slept 0.5"
+            assert quick > 5  # other sessions were served while one step slept in its thread
+            with pytest.raises(errors.StepTimeoutError):
+                await hung.step("3")  # longer than --step-timeout 1
+            assert (await fast.step("0"))[0] == "slept 0"
+
+    run(main())
+
+
+def test_capacity_is_a_typed_error_and_frees_up(start_server):
+    url = start_server("echo", max_sessions=3)
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            sessions = [conn.session() for _ in range(3)]
+            await asyncio.gather(*(s.reset() for s in sessions))
+            extra = conn.session()
+            with pytest.raises(errors.CapacityError, match="maximum of 3 sessions"):
+                await extra.reset()
+            await sessions[0].close()
+            await extra.reset()
+            assert (await extra.step("in"))[0] == "in"
+
+    run(main())
+
+
+def test_idle_sessions_are_reaped(start_server):
+    url = start_server("echo", "--idle-timeout", "0.3")
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            idle, busy = conn.session(), conn.session()
+            await asyncio.gather(idle.reset(options={"max_steps": 1000}), busy.reset(options={"max_steps": 1000}))
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                await busy.step("x")
+                await asyncio.sleep(0.05)
+            with pytest.raises(errors.UnknownSessionError):
+                await idle.step("x")
+            assert (await busy.step("y"))[0] == "y"
+            assert health(url)["sessions"] == 1
+
+    run(main())
+
+
+def test_token_is_required(start_server):
+    url = start_server("echo", "--token", "s3cret")
+    assert httpx.get(http_url(url) + "/healthz").status_code == 200  # liveness stays open
+    refused = httpx.get(http_url(url) + "/info")
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+    assert httpx.get(http_url(url) + "/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+    async def main():
+        with pytest.raises(errors.UnauthorizedError, match="Bearer"):
+            await openenv_gym.connect(url)
+        with pytest.raises(errors.UnauthorizedError):
+            await openenv_gym.connect(url, token="wrong")
+        async with openenv_gym.connect(url, token="s3cret") as conn:
+            session = conn.session()
+            await session.reset()
+            assert (await session.step("ok"))[0] == "ok"
+
+    run(main())
+
+
+def test_http_catalog(echo_url):
+    info = httpx.get(http_url(echo_url) + "/info").json()
+    assert info["env"]["name"] == "echo" and info["limits"]["max_frame_bytes"] > 0
+    missing = httpx.get(http_url(echo_url) + "/nope")
+    assert missing.status_code == 404 and "try /healthz" in missing.json()["error"]["message"]
+
+
+def test_two_workers_share_the_port_and_the_session_count(start_server):
+    url = start_server("echo", workers=2, max_sessions=40)
+    assert health(url)["workers"] == 2
+
+    async def main():
+        conns = [await openenv_gym.connect(url) for _ in range(20)]
+        sessions = [c.session() for c in conns for _ in range(2)]
+        await asyncio.gather(*(s.reset() for s in sessions))
+        status = health(url)
+        assert status["sessions"] == 40
+        assert all(count > 0 for count in status["sessions_per_worker"])  # the kernel spread connections
+        with pytest.raises(errors.CapacityError):  # the limit holds over both workers
+            await conns[0].session().reset()
+        results = await asyncio.gather(*(s.step("w") for s in sessions))
+        assert all(r[0] == "w" for r in results)
+        for c in conns:
+            await c.close()
+
+    run(main())
+    assert wait_until(lambda: health(url)["sessions"] == 0)
+
+
+def test_unknown_env_fails_to_start_with_a_clear_error(start_server):
+    with pytest.raises(errors.ServerStartError, match="did not start"):
+        start_server("no-such-env")
