@@ -132,5 +132,5 @@ def test_works_inside_a_running_event_loop(echo_url):
 
 
 def test_remote_env_without_env_or_url_is_a_clear_error():
-    with pytest.raises(ValueError, match="env= .* or base_url="):
+    with pytest.raises(ValueError, match=r"env= .* or base_url="):
         openenv_gym.RemoteEnv()
