@@ -158,8 +158,9 @@ def close_response(rid: RequestId) -> dict:
     return {"id": rid, "closed": True}
 
 
-def info_response(rid: RequestId, env: dict) -> dict:
-    return {"id": rid, "env": env}
+def info_response(rid: RequestId, server_info: dict) -> dict:
+    """server_info: {"env": <description>, "protocol": <version>, "limits": {...}}."""
+    return {"id": rid, **server_info}
 
 
 def error_response(rid: RequestId | None, error: ProtocolError) -> dict:

@@ -29,7 +29,7 @@ class RawClient:
         return answer["session"]
 
 
-async def keep_stepping(url, stop: asyncio.Event, counts: dict):
+async def keep_stepping(url, started: asyncio.Event, stop: asyncio.Event, counts: dict):
     """Another session on the same server, stepping the whole time."""
     async with openenv_gym.connect(url) as conn:
         session = conn.session()
@@ -38,6 +38,7 @@ async def keep_stepping(url, stop: asyncio.Event, counts: dict):
             obs, *_ = await session.step("alive")
             assert obs == "alive"
             counts["steps"] += 1
+            started.set()
             await asyncio.sleep(0)
 
 
@@ -65,15 +66,16 @@ def test_bad_frame_matrix(faulty_url, case):
     frame, code = CASES[case]
 
     async def main():
-        stop, counts = asyncio.Event(), {"steps": 0}
-        bystander = asyncio.create_task(keep_stepping(faulty_url, stop, counts))
+        started, stop, counts = asyncio.Event(), asyncio.Event(), {"steps": 0}
+        bystander = asyncio.create_task(keep_stepping(faulty_url, started, stop, counts))
+        await asyncio.wait_for(started.wait(), 5)
         async with ws_connect(faulty_url) as ws:
             raw = RawClient(ws)
             (answer,) = await raw.send(frame)
             assert answer["error"]["code"] == code, answer
             assert answer["error"]["message"]
             # the same connection still answers
-            assert (await raw.request(id=2, op="info"))["env"]["env"]["name"] == "faulty"
+            assert (await raw.request(id=2, op="info"))["env"]["name"] == "faulty"
         before = counts["steps"]
         await asyncio.sleep(0.05)
         stop.set()

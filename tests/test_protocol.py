@@ -37,7 +37,7 @@ def test_responses_roundtrip():
         p.reset_response(1, "sid", "obs", {"k": [1, 2]}),
         p.step_response(2, "obs", 0.5, True, False, {}),
         p.close_response(3),
-        p.info_response(4, {"name": "echo"}),
+        p.info_response(4, {"env": {"name": "echo"}, "protocol": 1, "limits": {}}),
         p.error_response(5, errors.NoEpisodeError("call reset")),
         p.error_response(None, errors.BadFrameError("not JSON")),
     ]

@@ -160,7 +160,9 @@ class Connection:
 
     async def info(self) -> dict[str, Any]:
         """The server's description of its environment, protocol version and limits."""
-        return (await self.request(p.info_request(self.next_id())))["env"]
+        response = await self.request(p.info_request(self.next_id()))
+        response.pop("id")
+        return response
 
     def session(self) -> Session:
         """A handle for a new session; the server creates it at the first `reset`."""
