@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from openenv_gym import protocol as p
-from openenv_gym.manifest import find_manifest
 from openenv_gym.adapters import load_factory
+from openenv_gym.manifest import find_manifest
 from openenv_gym.server.dispatch import Dispatcher, Limits, Peer
 from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.toolcalls import parse_tool_call
