@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import re
+import select
 import subprocess
 import sys
 import threading
@@ -36,18 +37,23 @@ class LocalServer:
 
     def _wait_for_url(self) -> str:
         deadline = time.monotonic() + START_TIMEOUT
-        assert self.process.stdout is not None
-        for line in self.process.stdout:  # ends when the server exits
+        stdout = self.process.stdout
+        assert stdout is not None
+        while (remaining := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([stdout], [], [], remaining)
+            if not readable:
+                break
+            line = stdout.readline()
+            if not line:  # the server exited
+                break
             match = _URL.search(line)
             if match:
                 return match.group(1)
-            if time.monotonic() > deadline:
-                break
         self.stop()
         raise ServerStartError(
-            f"the local server for {self.env!r} did not start (exit code {self.process.returncode}); its "
-            "error is printed above. Run `openenv-gym serve "
-            f"{self.env}` to see it again, or pass base_url= to use a running server")
+            f"the local server for {self.env!r} did not start within {START_TIMEOUT:g} s (exit code "
+            f"{self.process.returncode}); its error is printed above. Run `openenv-gym serve {self.env}` "
+            "to see it again, or pass base_url= to use a running server")
 
     @property
     def alive(self) -> bool:

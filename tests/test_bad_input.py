@@ -89,6 +89,9 @@ def test_session_errors_matrix(faulty_url):
     """Errors that need a session: each answered with its code, the connection lives on."""
 
     async def main():
+        started, stop, counts = asyncio.Event(), asyncio.Event(), {"steps": 0}
+        bystander = asyncio.create_task(keep_stepping(faulty_url, started, stop, counts))
+        await asyncio.wait_for(started.wait(), 5)
         async with ws_connect(faulty_url) as owner_ws, ws_connect(faulty_url) as other_ws:
             owner, other = RawClient(owner_ws), RawClient(other_ws)
             sid = await owner.new_session()
@@ -112,6 +115,11 @@ def test_session_errors_matrix(faulty_url):
             # the session is still usable after all of that
             await owner.request(id=7, op="reset", session=sid)
             assert (await owner.request(id=8, op="step", session=sid, action="ok"))["obs"] == "ok"
+        before = counts["steps"]
+        await asyncio.sleep(0.05)
+        stop.set()
+        await bystander
+        assert counts["steps"] > before > 0
 
     run(main())
 
