@@ -1,6 +1,7 @@
 """Every bad input gets its typed error; the connection, other sessions and the server keep working."""
 
 import asyncio
+import contextlib
 
 import orjson
 import pytest
@@ -29,17 +30,30 @@ class RawClient:
         return answer["session"]
 
 
-async def keep_stepping(url, started: asyncio.Event, stop: asyncio.Event, counts: dict):
-    """Another session on the same server, stepping the whole time."""
-    async with openenv_gym.connect(url) as conn:
-        session = conn.session()
-        await session.reset()
-        while not stop.is_set():
-            obs, *_ = await session.step("alive")
-            assert obs == "alive"
-            counts["steps"] += 1
-            started.set()
-            await asyncio.sleep(0)
+@contextlib.asynccontextmanager
+async def session_stepping_beside(url):
+    """Another session on the same server steps the whole time; it must still be stepping at the end."""
+    started, stop, counts = asyncio.Event(), asyncio.Event(), {"steps": 0}
+
+    async def keep_stepping():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            await session.reset()
+            while not stop.is_set():
+                obs, *_ = await session.step("alive")
+                assert obs == "alive"
+                counts["steps"] += 1
+                started.set()
+                await asyncio.sleep(0)
+
+    bystander = asyncio.create_task(keep_stepping())
+    await asyncio.wait_for(started.wait(), 5)
+    yield
+    before = counts["steps"]
+    await asyncio.sleep(0.05)
+    stop.set()
+    await bystander
+    assert counts["steps"] > before > 0
 
 
 CASES = {
@@ -66,21 +80,13 @@ def test_bad_frame_matrix(faulty_url, case):
     frame, code = CASES[case]
 
     async def main():
-        started, stop, counts = asyncio.Event(), asyncio.Event(), {"steps": 0}
-        bystander = asyncio.create_task(keep_stepping(faulty_url, started, stop, counts))
-        await asyncio.wait_for(started.wait(), 5)
-        async with ws_connect(faulty_url) as ws:
+        async with session_stepping_beside(faulty_url), ws_connect(faulty_url) as ws:
             raw = RawClient(ws)
             (answer,) = await raw.send(frame)
             assert answer["error"]["code"] == code, answer
             assert answer["error"]["message"]
             # the same connection still answers
             assert (await raw.request(id=2, op="info"))["env"]["name"] == "faulty"
-        before = counts["steps"]
-        await asyncio.sleep(0.05)
-        stop.set()
-        await bystander
-        assert counts["steps"] > before > 0
 
     run(main())
 
@@ -89,10 +95,8 @@ def test_session_errors_matrix(faulty_url):
     """Errors that need a session: each answered with its code, the connection lives on."""
 
     async def main():
-        started, stop, counts = asyncio.Event(), asyncio.Event(), {"steps": 0}
-        bystander = asyncio.create_task(keep_stepping(faulty_url, started, stop, counts))
-        await asyncio.wait_for(started.wait(), 5)
-        async with ws_connect(faulty_url) as owner_ws, ws_connect(faulty_url) as other_ws:
+        async with (session_stepping_beside(faulty_url), ws_connect(faulty_url) as owner_ws,
+                    ws_connect(faulty_url) as other_ws):
             owner, other = RawClient(owner_ws), RawClient(other_ws)
             sid = await owner.new_session()
 
@@ -115,11 +119,6 @@ def test_session_errors_matrix(faulty_url):
             # the session is still usable after all of that
             await owner.request(id=7, op="reset", session=sid)
             assert (await owner.request(id=8, op="step", session=sid, action="ok"))["obs"] == "ok"
-        before = counts["steps"]
-        await asyncio.sleep(0.05)
-        stop.set()
-        await bystander
-        assert counts["steps"] > before > 0
 
     run(main())
 
