@@ -134,3 +134,12 @@ def test_works_inside_a_running_event_loop(echo_url):
 def test_remote_env_without_env_or_url_is_a_clear_error():
     with pytest.raises(ValueError, match=r"env= .* or base_url="):
         openenv_gym.RemoteEnv()
+
+
+def test_tool_spaces_in_http_catalog_match_the_gym_spaces():
+    import httpx
+
+    env = gym.make("openenv/guess")
+    url = "http://" + env.unwrapped.base_url.removeprefix("ws://") + "/info"
+    assert httpx.get(url).json()["spaces"]["action"]["tools"] == env.action_space.tool_names
+    env.close()

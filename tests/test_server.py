@@ -170,6 +170,7 @@ def test_token_is_required(start_server):
 def test_http_catalog(echo_url):
     info = httpx.get(http_url(echo_url) + "/info").json()
     assert info["env"]["name"] == "echo" and info["limits"]["max_frame_bytes"] > 0
+    assert info["spaces"]["observation"]["type"] == "UnicodeText" and info["spaces"]["action"]["type"] == "UnicodeText"
     missing = httpx.get(http_url(echo_url) + "/nope")
     assert missing.status_code == 404 and "try /healthz" in missing.json()["error"]["message"]
 

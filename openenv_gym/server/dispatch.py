@@ -65,7 +65,7 @@ class Dispatcher:
         self.counter = counter
         self.sessions: dict[str, Session] = {}  # every session of this worker, for the reaper
         self.loop = asyncio.get_running_loop()
-        self.info = {"env": description, "protocol": p.PROTOCOL_VERSION,
+        self.info = {"env": description, "spaces": _spaces(description), "protocol": p.PROTOCOL_VERSION,
                      "limits": {"max_sessions": limits.max_sessions, "step_timeout": limits.step_timeout,
                                 "idle_timeout": limits.idle_timeout,
                                 "max_frame_bytes": limits.max_frame_bytes}}
@@ -290,6 +290,16 @@ class Dispatcher:
             return
         session.live = True
         peer.reply(p.reset_response(rid, session.id, result.obs, result.info))
+
+
+def _spaces(description: dict[str, Any]) -> dict[str, Any]:
+    """The Gymnasium spaces clients build for this env (see openenv_gym.spaces), as data."""
+    if description.get("action") == "tools":
+        action = {"type": "ToolCallSpace", "tools": [t["name"] for t in description.get("tools", [])],
+                  "accepts": "a tool call {name, arguments} or model text holding one"}
+    else:
+        action = {"type": "UnicodeText", "accepts": "any Unicode text"}
+    return {"observation": {"type": "UnicodeText", "accepts": "any Unicode text"}, "action": action}
 
 
 def _log_close_failure(task: asyncio.Task) -> None:
