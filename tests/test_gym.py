@@ -143,3 +143,41 @@ def test_tool_spaces_in_http_catalog_match_the_gym_spaces():
     url = "http://" + env.unwrapped.base_url.removeprefix("ws://") + "/info"
     assert httpx.get(url).json()["spaces"]["action"]["tools"] == env.action_space.tool_names
     env.close()
+
+
+def test_embedded_server_is_shared_within_a_process():
+    a, b = gym.make("openenv/echo"), gym.make("openenv/echo")
+    assert a.unwrapped.base_url == b.unwrapped.base_url
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("ending", ["exit", "kill"])
+def test_embedded_server_stops_with_its_process(ending):
+    """At exit the local server is stopped; if the process is killed, the server notices and stops too."""
+    import subprocess
+    import sys
+
+    from conftest import wait_until
+
+    code = ("import gymnasium as gym, openenv_gym, sys, time\n"
+            "env = gym.make('openenv/echo'); env.reset()\n"
+            "print(env.unwrapped.base_url, flush=True)\n"
+            + ("time.sleep(60)\n" if ending == "kill" else ""))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    url = child.stdout.readline().strip()
+    if ending == "kill":
+        child.kill()
+    child.wait(timeout=30)
+
+    async def reachable():
+        try:
+            await (await openenv_gym.connect(url, open_timeout=1)).close()
+        except openenv_gym.ServerUnreachableError:
+            return False
+        return True
+
+    def server_gone():
+        return not asyncio.run(reachable())
+
+    assert url.startswith("ws://") and wait_until(server_gone, timeout=10)
