@@ -49,6 +49,14 @@ class Outbox:
             self._scheduled = True
             self._loop.call_soon(self._flush)
 
+    def put_many(self, messages: list[dict]) -> None:
+        if self.closed or not messages:
+            return
+        self._pending.extend(messages)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush)
+
     def _encode(self, messages: list[dict]) -> bytes | None:
         try:
             return encode_frame(messages)

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from websockets.asyncio.client import ClientConnection
@@ -42,6 +41,30 @@ log = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 300.0
 StepTuple = tuple[str, float, bool, bool, dict]
+
+
+class BatchSink(Protocol):
+    """Receives the answers to a block of requests sent with `Connection.submit_batch`."""
+
+    def answer(self, offset: int, response: dict) -> None: ...
+
+    def lost(self, offset: int, error: Exception) -> None: ...
+
+
+class _Batch:
+    """Requests with ids start..stop-1, answered into one sink (no future or dict entry per request)."""
+
+    __slots__ = ("answered", "remaining", "sink", "start", "stop")
+
+    def __init__(self, start: int, stop: int, sink: BatchSink) -> None:
+        self.start, self.stop, self.sink = start, stop, sink
+        self.answered = bytearray(stop - start)
+        self.remaining = stop - start
+
+    def fail_unanswered(self, error: Exception) -> None:
+        for offset, done in enumerate(self.answered):
+            if not done:
+                self.sink.lost(offset, error)
 
 
 def websocket_url(url: str) -> str:
@@ -79,7 +102,8 @@ class Connection:
         self._ws = ws
         self._loop = asyncio.get_running_loop()
         self._pending: dict[int, asyncio.Future] = {}
-        self._ids = itertools.count(1)
+        self._batches: list[_Batch] = []
+        self._next_id = 1
         self._outbox = Outbox(self._send_frame, self._unencodable, max_frame_bytes)
         self._closed_reason: str | None = None
         self._reader = self._loop.create_task(self._read())
@@ -104,13 +128,13 @@ class Connection:
         try:
             async for frame in self._ws:
                 for response in orjson.loads(frame):
-                    future = self._pending.pop(response.get("id"), None)
-                    if future is None:
-                        if "error" in response:
-                            log.warning("server error for no request: %s", response["error"])
-                        continue
-                    if not future.done():
-                        future.set_result(response)
+                    rid = response.get("id")
+                    future = self._pending.pop(rid, None)
+                    if future is not None:
+                        if not future.done():
+                            future.set_result(response)
+                    elif not self._answer_batch(rid, response) and "error" in response:
+                        log.warning("server error for no request: %s", response["error"])
         except ConnectionClosed as exc:
             reason = f"the connection closed ({exc})"
         except Exception as exc:  # a frame we cannot read: nothing after it can be trusted
@@ -120,6 +144,10 @@ class Connection:
         finally:
             self._closed_reason = reason
             self._outbox.closed = True
+            lost = ConnectionLostError(f"{reason}; the sessions of this connection are gone")
+            batches, self._batches = self._batches, []
+            for batch in batches:
+                batch.fail_unanswered(lost)
             pending, self._pending = self._pending, {}
             for future in pending.values():
                 if not future.done():
@@ -135,7 +163,44 @@ class Connection:
                 "if the environment is slow"))
 
     def next_id(self) -> int:
-        return next(self._ids)
+        rid = self._next_id
+        self._next_id += 1
+        return rid
+
+    def reserve_ids(self, count: int) -> int:
+        """Reserve `count` consecutive request ids; return the first."""
+        start = self._next_id
+        self._next_id += count
+        return start
+
+    def _answer_batch(self, rid: object, response: dict) -> bool:
+        if type(rid) is not int:
+            return False
+        for batch in self._batches:
+            if batch.start <= rid < batch.stop:
+                offset = rid - batch.start
+                if not batch.answered[offset]:
+                    batch.answered[offset] = 1
+                    batch.remaining -= 1
+                    if batch.remaining == 0:
+                        self._batches.remove(batch)
+                    batch.sink.answer(offset, response)
+                return True
+        return False
+
+    def submit_batch(self, messages: list[dict], start: int, sink: BatchSink) -> _Batch:
+        """Send requests whose ids are start, start+1, ...; their answers go to `sink` by offset."""
+        if self._closed_reason is not None:
+            raise ConnectionLostError(f"{self._closed_reason}; open a new connection")
+        batch = _Batch(start, start + len(messages), sink)
+        self._batches.append(batch)
+        self._outbox.put_many(messages)
+        return batch
+
+    def forget_batch(self, batch: _Batch) -> None:
+        """Stop routing answers to `batch` (its caller gave up waiting); late answers are dropped."""
+        if batch in self._batches:
+            self._batches.remove(batch)
 
     def submit(self, message: dict) -> asyncio.Future:
         """Queue one request and return the future of its raw response."""

@@ -68,7 +68,9 @@ class Dispatcher:
         self.info = {"env": description, "spaces": _spaces(description), "protocol": p.PROTOCOL_VERSION,
                      "limits": {"max_sessions": limits.max_sessions, "step_timeout": limits.step_timeout,
                                 "idle_timeout": limits.idle_timeout,
-                                "max_frame_bytes": limits.max_frame_bytes}}
+                                "max_frame_bytes": limits.max_frame_bytes},
+                     # which worker process answers this connection: lets clients spread sessions evenly
+                     "worker": counter.index, "workers": counter.workers}
         self._ops = {p.OP_STEP: self._step, p.OP_RESET: self._reset, p.OP_CLOSE: self._close,
                      p.OP_INFO: self._info}
 

@@ -58,6 +58,10 @@ class SessionCounter:
         with self.lock:
             self.slots[self.index] -= 1
 
+    @property
+    def workers(self) -> int:
+        return len(self.slots)
+
     def total(self) -> int:
         return sum(self.slots)
 

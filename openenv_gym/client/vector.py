@@ -1,0 +1,359 @@
+"""AsyncVectorClient: N sessions over a few multiplexed connections to one or more servers.
+
+    async with AsyncVectorClient("ws://127.0.0.1:8000", num_envs=1024) as client:
+        result = await client.reset(seed=0)
+        result = await client.step(["hello"] * 1024)          # lock-step: all answers
+        client.send(actions, ids=[3, 7])                        # EnvPool style:
+        first = await client.recv(min_results=1)                # whoever answers first
+
+Each `send` is one batch frame per connection (not one message per env) and the answers are routed
+by request-id block, with no future per env. Sessions are spread over the given URLs and, within a
+server, evenly over its worker processes. A session error is reported for that env only
+(`result.errors`); a full server (`capacity`) on reset moves the env to another URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openenv_gym import protocol as p
+from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT, Connection, connect
+from openenv_gym.errors import (
+    CapacityError,
+    ErrorCode,
+    InvalidActionError,
+    NoEpisodeError,
+    OpenEnvGymError,
+    ProtocolError,
+    RequestTimeoutError,
+    error_from_wire,
+)
+
+Ids = Sequence[int] | np.ndarray | None
+
+
+@dataclass
+class VectorResult:
+    """Answers for a set of envs, in the order of `ids`. Failed envs are in `errors` (and info["error"])."""
+
+    ids: np.ndarray
+    obs: list[str]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: list[dict[str, Any]]
+    errors: dict[int, OpenEnvGymError] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+_STEP, _RESET = 0, 1
+
+
+class _Sink:
+    """Routes the answers of one connection's batch to the client, tagged with env and kind."""
+
+    __slots__ = ("client", "envs", "kind")
+
+    def __init__(self, client: AsyncVectorClient, envs: list[int], kind: int) -> None:
+        self.client, self.envs, self.kind = client, envs, kind
+
+    def answer(self, offset: int, response: dict) -> None:
+        self.client._arrived(self.envs[offset], self.kind, response)
+
+    def lost(self, offset: int, error: Exception) -> None:
+        self.client._arrived(self.envs[offset], self.kind, error)
+
+
+class AsyncVectorClient:
+    def __init__(self, urls: str | Sequence[str], num_envs: int, *, token: str | None = None,
+                 connections_per_worker: int = 2, request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+                 open_timeout: float = 10.0) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        self.urls = [urls] if isinstance(urls, str) else list(urls)
+        if not self.urls:
+            raise ValueError("AsyncVectorClient needs at least one server URL")
+        self.num_envs = num_envs
+        self.token = token
+        self.connections_per_worker = connections_per_worker
+        self.request_timeout = request_timeout
+        self.open_timeout = open_timeout
+        self.description: dict[str, Any] = {}
+        self.connections: list[Connection] = []
+        self._by_url: dict[str, list[list[Connection]]] = {}  # url -> connections grouped by worker
+        self.conn_of: list[Connection] = []
+        self.session_ids: list[str | None] = [None] * num_envs
+        self.live = np.zeros(num_envs, dtype=bool)  # an episode is running
+        self.in_flight = np.zeros(num_envs, dtype=bool)
+        self._ready: list[tuple[int, int, Any]] = []
+        self._open_batches: list[tuple[Connection, Any]] = []
+        self._waiter: asyncio.Future | None = None
+        self._want = 0
+
+    # -- connections and placement -------------------------------------------------------------
+
+    async def _connect(self, url: str) -> tuple[Connection, dict]:
+        conn = await connect(url, token=self.token, open_timeout=self.open_timeout,
+                             request_timeout=self.request_timeout)
+        return conn, await conn.info()
+
+    async def _open_url(self, url: str) -> list[list[Connection]]:
+        """Connections to `url` until each worker process has `connections_per_worker` (within a bound)."""
+        conn, info = await self._connect(url)
+        self.description = self.description or info["env"]
+        workers = info.get("workers", 1)
+        groups: list[list[Connection]] = [[] for _ in range(workers)]
+        groups[info.get("worker", 0)].append(conn)
+        attempts, budget = 1, 8 * workers * self.connections_per_worker
+        # The kernel picks the worker of each new connection: open until every worker has its share.
+        while min(map(len, groups)) < self.connections_per_worker and attempts < budget:
+            opened = await asyncio.gather(*(self._connect(url) for _ in range(workers)))
+            attempts += workers
+            for conn, info in opened:
+                group = groups[info.get("worker", 0)]
+                if len(group) < self.connections_per_worker:
+                    group.append(conn)
+                else:
+                    await conn.close()
+        groups = [g for g in groups if g]
+        for group in groups:
+            self.connections.extend(group)
+        return groups
+
+    def _slots(self, url: str) -> list[Connection]:
+        """The connections of `url` in placement order: round robin over workers, then over connections."""
+        groups = self._by_url[url]
+        depth = max(map(len, groups))
+        return [g[i] for i in range(depth) for g in groups if i < len(g)]
+
+    async def open(self) -> AsyncVectorClient:
+        for url in self.urls:
+            self._by_url[url] = await self._open_url(url)
+        per_url = [self._slots(url) for url in self.urls]
+        self.conn_of = [per_url[i % len(per_url)][(i // len(per_url)) % len(per_url[i % len(per_url)])]
+                        for i in range(self.num_envs)]
+        return self
+
+    async def close(self) -> None:
+        """Close every connection; the server ends their sessions."""
+        connections, self.connections = self.connections, []
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+        self.live[:] = False
+        self.session_ids = [None] * self.num_envs
+
+    async def __aenter__(self) -> AsyncVectorClient:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def _ids(self, ids: Ids) -> list[int]:
+        if ids is None:
+            return list(range(self.num_envs))
+        envs = [int(i) for i in ids]
+        bad = [i for i in envs if not 0 <= i < self.num_envs]
+        if bad:
+            raise IndexError(f"env ids {bad[:5]} are out of range 0..{self.num_envs - 1}")
+        if len(set(envs)) != len(envs):
+            raise ValueError("an env id appears twice in one call; each env takes one request at a time")
+        busy = [i for i in envs if self.in_flight[i]]
+        if busy:
+            raise RuntimeError(f"envs {busy[:5]} still wait for an answer; recv() it before sending again")
+        return envs
+
+    def _submit(self, envs: list[int], kind: int, build) -> None:
+        """One batch frame per connection: `build(env, rid)` makes each env's request."""
+        by_conn: dict[int, tuple[Connection, list[int]]] = {}
+        for env in envs:
+            conn = self.conn_of[env]
+            by_conn.setdefault(id(conn), (conn, []))[1].append(env)
+        for conn, conn_envs in by_conn.values():
+            start = conn.reserve_ids(len(conn_envs))
+            messages = [build(env, start + k) for k, env in enumerate(conn_envs)]
+            batch = conn.submit_batch(messages, start, _Sink(self, conn_envs, kind))
+            self._open_batches.append((conn, batch))
+        self.in_flight[envs] = True
+
+    def send(self, actions: Sequence[p.Action], ids: Ids = None) -> None:
+        """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`."""
+        envs = self._ids(ids)
+        if len(actions) != len(envs):
+            raise ValueError(f"got {len(actions)} actions for {len(envs)} envs")
+        ended = [i for i in envs if not self.live[i]]
+        if ended:
+            raise NoEpisodeError(f"envs {ended[:5]} have no running episode (never reset, or ended); "
+                                 "reset them before stepping")
+        action_of = dict(zip(envs, actions, strict=True))
+        sessions = self.session_ids
+        self._submit(envs, _STEP, lambda env, rid: {"id": rid, "op": "step", "session": sessions[env],
+                                                    "action": action_of[env]})
+
+    def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
+                   options: dict | None = None) -> None:
+        """Reset the envs `ids` (creating their sessions if needed), without waiting."""
+        envs = self._ids(ids)
+        if seed is None or isinstance(seed, int | np.integer):
+            seeds = [None if seed is None else int(seed) + k for k in range(len(envs))]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != len(envs):
+                raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
+        seed_of = dict(zip(envs, seeds, strict=True))
+        self.live[envs] = False
+        sessions = self.session_ids
+        self._submit(envs, _RESET, lambda env, rid: p.reset_request(rid, sessions[env], seed_of[env], options))
+
+    # -- receiving -----------------------------------------------------------------------------
+
+    def _arrived(self, env: int, kind: int, answer: Any) -> None:
+        self._ready.append((env, kind, answer))
+        waiter = self._waiter
+        if waiter is not None and len(self._ready) >= self._want and not waiter.done():
+            waiter.set_result(None)
+
+    async def _wait_for(self, count: int, timeout: float | None) -> bool:
+        """Wait until `count` answers are ready; False if `timeout` passed first."""
+        if len(self._ready) >= count:
+            return True
+        self._want = count
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(self._waiter, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            self._waiter = None
+        return True
+
+    def _expire_unanswered(self, waited: float) -> None:
+        """Give up on requests with no answer yet: each becomes that env's RequestTimeoutError."""
+        batches, self._open_batches = self._open_batches, []
+        error = RequestTimeoutError(f"no answer within {waited:g} s; the session is abandoned, reset the env")
+        for conn, batch in batches:
+            conn.forget_batch(batch)
+            batch.fail_unanswered(error)
+
+    async def recv(self, min_results: int = 1, max_results: int | None = None,
+                   timeout: float | None = None) -> VectorResult:
+        """Answers that arrived: at least `min_results` (fewer if only that many are in flight, or if
+        `timeout` passes first), at most `max_results`. Slow sessions never hold back fast ones."""
+        await self._wait_for(min(min_results, int(self.in_flight.sum())), timeout)
+        count = len(self._ready) if max_results is None else min(max_results, len(self._ready))
+        taken, self._ready = self._ready[:count], self._ready[count:]
+        return self._collect(taken, [env for env, _, _ in taken])
+
+    async def step(self, actions: Sequence[p.Action], ids: Ids = None) -> VectorResult:
+        """Step envs `ids` (default all) and wait for every answer; results follow the order of `ids`."""
+        if self.in_flight.any() or self._ready:
+            raise RuntimeError("step() with send()s still outstanding; recv() them first")
+        envs = self._ids(ids)
+        self.send(actions, envs)
+        return await self._gather(envs)
+
+    async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
+                    options: dict | None = None) -> VectorResult:
+        """Reset envs `ids` (default all); envs refused for capacity move to another URL if there is one."""
+        if self.in_flight.any() or self._ready:
+            raise RuntimeError("reset() with send()s still outstanding; recv() them first")
+        envs = self._ids(ids)
+        self.send_reset(envs, seed, options)
+        result = await self._gather(envs)
+        for _ in range(len(self.urls) - 1):
+            full = [env for env, err in result.errors.items()
+                    if isinstance(err, CapacityError) and self.session_ids[env] is None]
+            if not full:
+                break
+            for env in full:
+                self._move(env)
+            seeds = None if seed is None else [_seed_for(seed, envs, env) for env in full]
+            self.send_reset(full, seeds, options)
+            retried = await self._gather(full)
+            result = _merge(result, retried, envs)
+        full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
+        if full:
+            raise CapacityError(
+                f"{len(full)} of {len(envs)} sessions could not be placed: every server is full "
+                f"({', '.join(self.urls)}); raise --max-sessions, add a server URL, or use fewer envs")
+        return result
+
+    def _move(self, env: int) -> None:
+        """Place a session that found its server full on the next URL's connections."""
+        current = next(url for url, groups in self._by_url.items() if any(self.conn_of[env] in g for g in groups))
+        url = self.urls[(self.urls.index(current) + 1) % len(self.urls)]
+        slots = self._slots(url)
+        self.conn_of[env] = slots[env % len(slots)]
+
+    async def _gather(self, envs: list[int]) -> VectorResult:
+        if not await self._wait_for(len(envs), self.request_timeout):
+            self._expire_unanswered(self.request_timeout or 0)
+        taken, self._ready = self._ready, []
+        return self._collect(taken, envs)
+
+    def _collect(self, taken: list[tuple[int, int, Any]], order: list[int]) -> VectorResult:
+        """Turn answers into a VectorResult ordered like `order` (which holds exactly the answered envs)."""
+        position = {env: k for k, env in enumerate(order)}
+        n = len(order)
+        obs: list[str] = [""] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        infos: list[dict] = [{}] * n
+        errors: dict[int, OpenEnvGymError] = {}
+        in_flight, live, sessions = self.in_flight, self.live, self.session_ids
+        for env, kind, answer in taken:
+            k = position[env]
+            in_flight[env] = False
+            if type(answer) is dict and "error" not in answer:
+                if kind == _STEP:
+                    obs[k], rewards[k], infos[k] = answer["obs"], answer["reward"], answer["info"]
+                    term, trunc = answer["terminated"], answer["truncated"]
+                    terminated[k], truncated[k] = term, trunc
+                    live[env] = not (term or trunc)
+                else:
+                    sessions[env] = answer["session"]
+                    obs[k], infos[k] = answer["obs"], answer["info"]
+                    live[env] = True
+                continue
+            error = answer if isinstance(answer, Exception) else error_from_wire(answer["error"])
+            wire = error.to_wire() if isinstance(error, ProtocolError) else {
+                "code": type(error).__name__, "message": str(error)}
+            infos[k] = {"error": wire}
+            if isinstance(error, InvalidActionError):  # like an env's own error observation
+                obs[k] = f"Invalid action: {error}"
+                continue
+            errors[env] = error
+            live[env] = False
+            truncated[k] = kind == _STEP
+            if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
+                sessions[env] = None
+        self._open_batches = [(c, b) for c, b in self._open_batches if b.remaining]
+        return VectorResult(np.asarray(order, dtype=np.int64), obs, rewards, terminated, truncated, infos, errors)
+
+
+_SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}
+
+
+def _seed_for(seed: int | Sequence[int | None], envs: list[int], env: int) -> int | None:
+    k = envs.index(env)
+    return seed + k if isinstance(seed, int | np.integer) else seed[k]
+
+
+def _merge(first: VectorResult, retried: VectorResult, envs: list[int]) -> VectorResult:
+    """`first` with the envs of `retried` replaced by their new answers."""
+    position = {env: k for k, env in enumerate(envs)}
+    for j, env in enumerate(retried.ids.tolist()):
+        k = position[env]
+        first.obs[k], first.infos[k] = retried.obs[j], retried.infos[j]
+        first.errors.pop(env, None)
+        if env in retried.errors:
+            first.errors[env] = retried.errors[env]
+    return first
