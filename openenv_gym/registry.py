@@ -7,6 +7,7 @@ import gymnasium as gym
 from openenv_gym.manifest import Manifest, shipped_manifests
 
 ENTRY_POINT = "openenv_gym.env:RemoteEnv"
+VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
 
 
 def register_manifest(manifest: Manifest) -> None:
@@ -15,6 +16,7 @@ def register_manifest(manifest: Manifest) -> None:
     gym.register(
         manifest.gym_id,
         entry_point=ENTRY_POINT,
+        vector_entry_point=VECTOR_ENTRY_POINT,
         nondeterministic=not manifest.deterministic,
         kwargs={"env": str(manifest.folder)},
     )

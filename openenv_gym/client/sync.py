@@ -67,6 +67,11 @@ class PrivateLoopRunner(Runner):
     def shutdown(self) -> None:
         if not self.loop.is_closed():
             self.loop.run_until_complete(self._close_connections())
+            # what is left (connections of envs nobody closed) is cancelled, as asyncio.run does
+            leftover = asyncio.all_tasks(self.loop)
+            for task in leftover:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
             self.loop.close()
 
 

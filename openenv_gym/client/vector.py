@@ -257,7 +257,7 @@ class AsyncVectorClient:
             raise RuntimeError("step() with send()s still outstanding; recv() them first")
         envs = self._ids(ids)
         self.send(actions, envs)
-        return await self._gather(envs)
+        return await self.gather(envs)
 
     async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                     options: dict | None = None) -> VectorResult:
@@ -266,7 +266,7 @@ class AsyncVectorClient:
             raise RuntimeError("reset() with send()s still outstanding; recv() them first")
         envs = self._ids(ids)
         self.send_reset(envs, seed, options)
-        result = await self._gather(envs)
+        result = await self.gather(envs)
         for _ in range(len(self.urls) - 1):
             full = [env for env, err in result.errors.items()
                     if isinstance(err, CapacityError) and self.session_ids[env] is None]
@@ -276,7 +276,7 @@ class AsyncVectorClient:
                 self._move(env)
             seeds = None if seed is None else [_seed_for(seed, envs, env) for env in full]
             self.send_reset(full, seeds, options)
-            retried = await self._gather(full)
+            retried = await self.gather(full)
             result = _merge(result, retried, envs)
         full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
         if full:
@@ -292,7 +292,9 @@ class AsyncVectorClient:
         slots = self._slots(url)
         self.conn_of[env] = slots[env % len(slots)]
 
-    async def _gather(self, envs: list[int]) -> VectorResult:
+    async def gather(self, envs: list[int]) -> VectorResult:
+        """Wait for the answers of every env in `envs` (all sent, none received yet); ordered like `envs`.
+        An env with no answer within request_timeout gets a RequestTimeoutError in `errors`."""
         if not await self._wait_for(len(envs), self.request_timeout):
             self._expire_unanswered(self.request_timeout or 0)
         taken, self._ready = self._ready, []

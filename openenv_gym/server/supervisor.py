@@ -32,7 +32,10 @@ def exit_when_stdin_closes() -> None:
     """Stop when our parent (who holds our stdin) goes away: the embedded default's lifeline."""
 
     def watch() -> None:
-        while sys.stdin.buffer.read(4096):
+        # os.read, not sys.stdin: a thread blocked in sys.stdin holds its lock, and forked workers
+        # close sys.stdin at start-up (multiprocessing), which would wait on that lock forever.
+        fd = sys.stdin.fileno()
+        while os.read(fd, 4096):
             pass
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -58,7 +61,8 @@ def serve(config: ServeConfig, on_ready: Callable[[ServeConfig, int], None] = an
 
 
 def _supervise(config: ServeConfig, port: int, on_ready: Callable[[ServeConfig, int], None]) -> None:
-    context = multiprocessing.get_context("spawn")
+    # fork: workers start in milliseconds and share no named semaphores with a resource tracker
+    context = multiprocessing.get_context("fork")
     slots = context.Array("q", config.workers, lock=False)
     lock = context.Lock()
     ready = context.Semaphore(0)

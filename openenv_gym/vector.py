@@ -1,0 +1,193 @@
+"""RemoteVectorEnv: a Gymnasium VectorEnv over N sessions of the async vector client.
+
+    envs = gym.make_vec("openenv/echo", num_envs=1024)                     # embedded local server
+    envs = gym.make_vec("openenv/echo", num_envs=1024, base_url=["ws://a:8000", "ws://b:8000"])
+
+Not N processes: N sessions multiplexed over a few WebSocket connections, one batch frame per
+connection per step. Observations are a tuple of str; rewards, terminations and truncations are
+numpy arrays; infos are Gymnasium's dict of arrays with `_key` masks. Autoreset modes: NEXT_STEP
+(default), SAME_STEP and DISABLED (reset finished envs with `reset(options={"reset_mask": mask})`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT
+from openenv_gym.client.sync import current_runner
+from openenv_gym.client.vector import AsyncVectorClient, VectorResult
+from openenv_gym.embedded import local_server_url
+from openenv_gym.spaces import spaces_for
+
+SEED_BOUND = 2**31
+
+
+def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
+    """Gymnasium's dict-of-arrays infos (as VectorEnv._add_info builds them), one column at a time."""
+    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    for env, info in zip(envs, infos, strict=True):
+        for key, value in info.items():
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = ([], [])
+            column[0].append(env)
+            column[1].append(value)
+    batched: dict[str, Any] = {}
+    for key, (column_envs, values) in columns.items():
+        first = values[0]
+        if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+            array: Any = batch_infos(values, column_envs, num_envs)
+        elif type(first) in (int, float, bool) or isinstance(first, np.number):
+            array = np.zeros(num_envs, dtype=type(first))
+            array[column_envs] = values
+        else:
+            array = np.full(num_envs, None, dtype=object)
+            for env, value in zip(column_envs, values, strict=True):
+                array[env] = value
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        mask[column_envs] = True
+        batched[key], batched[f"_{key}"] = array, mask
+    return batched
+
+
+def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask)}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must have shape ({num_envs},), got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"options['reset_mask'] must have dtype np.bool_, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError("options['reset_mask'] must have at least one True value")
+    return mask
+
+
+class RemoteVectorEnv(VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(self, env: str | None = None, num_envs: int = 1, base_url: str | Sequence[str] | None = None, *,
+                 token: str | None = None, options: dict[str, Any] | None = None,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
+                 max_episode_steps: int | None = None, connections_per_worker: int = 2,
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT) -> None:
+        """
+        env: the environment (name or folder) for the embedded default; set by registration.
+        base_url: one server URL or a list of them (sessions are spread over all); None starts a local
+            server for `env` with one worker per core.
+        options: reset options used by every reset (those passed to reset() take precedence).
+        max_episode_steps: truncate episodes after this many steps (client side).
+        """
+        if base_url is None:
+            if env is None:
+                raise ValueError("RemoteVectorEnv needs env= (to start a local server) or base_url= (to use one)")
+            base_url = local_server_url(env, workers=os.cpu_count() or 1)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.num_envs = num_envs
+        self.default_options = dict(options or {})
+        self.max_episode_steps = max_episode_steps
+        self._runner = current_runner()
+        self.client = AsyncVectorClient(base_url, num_envs, token=token, request_timeout=request_timeout,
+                                        connections_per_worker=connections_per_worker)
+        self._runner.run(self.client.open())
+        self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._obs: list[str] = [""] * num_envs
+        self._autoreset = np.zeros(num_envs, dtype=np.bool_)
+        self._episode_steps = np.zeros(num_envs, dtype=np.int64)
+
+    def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int | None]:
+        if seed is None:  # draw from our generator, so that reset(seed=s) fixes later resets too
+            return [int(s) for s in self.np_random.integers(SEED_BOUND, size=len(envs))]
+        if isinstance(seed, int | np.integer):
+            return [int(seed) + env for env in envs]
+        if len(seed) != self.num_envs:
+            raise ValueError(f"a list of seeds needs one per env ({self.num_envs}), got {len(seed)}")
+        return [seed[env] for env in envs]
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+        super().reset(seed=seed if isinstance(seed, int | np.integer) else None)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        envs = list(range(self.num_envs)) if mask is None else np.flatnonzero(
+            _check_reset_mask(mask, self.num_envs)).tolist()
+        result = self._runner.run(self.client.reset(envs, self._seeds(seed, envs), self.default_options | options))
+        if result.errors:
+            env, error = next(iter(result.errors.items()))
+            raise type(error)(f"reset of env {env} failed: {error}") from error
+        self._absorb(result)
+        self._autoreset[envs] = False
+        self._episode_steps[envs] = 0
+        return tuple(self._obs), batch_infos(result.infos, envs, self.num_envs)
+
+    def _count_steps(self, result: VectorResult, stepped: list[int]) -> None:
+        """Client-side step limit: truncate episodes that reached max_episode_steps."""
+        if self.max_episode_steps is None or not stepped:
+            return
+        self._episode_steps[stepped] += 1
+        position = {env: k for k, env in enumerate(result.ids.tolist())}
+        for env in stepped:
+            if self._episode_steps[env] >= self.max_episode_steps:
+                result.truncated[position[env]] = True
+
+    async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
+        client, every = self.client, list(range(self.num_envs))
+        if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
+            # envs whose episode ended last step are reset now, their actions ignored
+            resetting = np.flatnonzero(self._autoreset).tolist()
+            stepping = np.flatnonzero(~self._autoreset).tolist()
+            if stepping:
+                client.send([actions[i] for i in stepping], stepping)
+            client.send_reset(resetting, self._seeds(None, resetting), self.default_options)
+            self._episode_steps[resetting] = 0
+            result = await client.gather(every)
+            self._count_steps(result, stepping)
+            return result, {}
+        result = await client.step(actions)
+        self._count_steps(result, every)
+        done = np.flatnonzero(result.terminated | result.truncated).tolist()
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP or not done:
+            return result, {}
+        # SAME_STEP: reset finished envs now; their last observation and info go to final_obs/final_info
+        mask = np.zeros(self.num_envs, dtype=np.bool_)
+        mask[done] = True
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for env in done:
+            final_obs[env] = result.obs[env]
+        extra = {"final_obs": final_obs, "_final_obs": mask, "_final_info": mask.copy(),
+                 "final_info": batch_infos([result.infos[i] for i in done], done, self.num_envs)}
+        restarted = await client.reset(done, self._seeds(None, done), self.default_options)
+        for k, env in enumerate(done):
+            result.obs[env], result.infos[env] = restarted.obs[k], restarted.infos[k]
+        self._episode_steps[done] = 0
+        return result, extra
+
+    def step(self, actions: Sequence[Any]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict]:
+        if len(actions) != self.num_envs:
+            raise ValueError(f"step needs {self.num_envs} actions, got {len(actions)}")
+        result, extra = self._runner.run(self._step(actions))
+        self._absorb(result)
+        self._autoreset = result.terminated | result.truncated
+        infos = batch_infos(result.infos, range(self.num_envs), self.num_envs) | extra
+        return tuple(self._obs), result.rewards, result.terminated, result.truncated, infos
+
+    def _absorb(self, result: VectorResult) -> None:
+        for env, obs in zip(result.ids.tolist(), result.obs, strict=True):
+            self._obs[env] = obs
+
+    def render(self) -> tuple[str, ...] | None:
+        return tuple(self._obs) if self.render_mode == "ansi" else None
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._runner.run(self.client.close())
