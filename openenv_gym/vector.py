@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.utils.seeding import np_random
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -23,9 +24,8 @@ from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.vector import AsyncVectorClient, VectorResult
 from openenv_gym.embedded import local_server_url
+from openenv_gym.env import SEED_BOUND
 from openenv_gym.spaces import spaces_for
-
-SEED_BOUND = 2**31
 
 
 def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
@@ -105,15 +105,34 @@ class RemoteVectorEnv(VectorEnv):
         self._obs: list[str] = [""] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self._episode_steps = np.zeros(num_envs, dtype=np.int64)
+        self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
 
-    def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int | None]:
-        if seed is None:  # draw from our generator, so that reset(seed=s) fixes later resets too
-            return [int(s) for s in self.np_random.integers(SEED_BOUND, size=len(envs))]
-        if isinstance(seed, int | np.integer):
-            return [int(seed) + env for env in envs]
-        if len(seed) != self.num_envs:
+    def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
+        """The server seed of each env's next episode.
+
+        Each env has its own generator, seeded like a single RemoteEnv's: envs reset with seed s
+        behave exactly like RemoteEnvs reset with seeds s, s+1, ... (Gymnasium's convention), and
+        every later episode's seed comes from that env's generator.
+        """
+        if seed is None:
+            given: list[int | None] = [None] * len(envs)
+        elif isinstance(seed, int | np.integer):
+            given = [int(seed) + env for env in envs]
+        elif len(seed) != self.num_envs:
             raise ValueError(f"a list of seeds needs one per env ({self.num_envs}), got {len(seed)}")
-        return [seed[env] for env in envs]
+        else:
+            given = [seed[env] for env in envs]
+        seeds = []
+        for env, env_seed in zip(envs, given, strict=True):
+            if env_seed is not None:
+                self._env_rngs[env] = np_random(env_seed)[0]
+                seeds.append(int(env_seed))
+                continue
+            rng = self._env_rngs[env]
+            if rng is None:
+                rng = self._env_rngs[env] = np_random(int(self.np_random.integers(SEED_BOUND)))[0]
+            seeds.append(int(rng.integers(SEED_BOUND)))
+        return seeds
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:

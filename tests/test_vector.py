@@ -1,0 +1,198 @@
+"""RemoteVectorEnv and AsyncVectorClient against real servers: Gymnasium semantics, spreading, errors."""
+
+import asyncio
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import env_path, health, run
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from openenv_gym import errors
+from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.env import RemoteEnv
+from openenv_gym.vector import RemoteVectorEnv, batch_infos
+
+N = 4
+ACTIONS = ["a", "bb", "ccc", "dddd"]
+
+
+def assert_same(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
+        if isinstance(a, dict):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert_same([a[key]], [b[key]])
+        elif isinstance(a, np.ndarray) and a.dtype == object:
+            assert list(a) == list(b)
+        else:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# "end" terminates an episode of the faulty env: envs finish on different steps
+SCHEDULE = [["a", "end", "b", "c"], ["d", "e", "end", "f"], ["end", "g", "h", "end"], ["i", "j", "k", "l"],
+            ["end", "end", "m", "n"], ["o", "p", "q", "r"]]
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_matches_gymnasium_sync_vector_env(faulty_url, mode):
+    """Gymnasium's SyncVectorEnv over single RemoteEnvs on the same server is the behaviour to match."""
+    ours = RemoteVectorEnv(num_envs=N, base_url=faulty_url, autoreset_mode=mode)
+    theirs = SyncVectorEnv([lambda: RemoteEnv(base_url=faulty_url) for _ in range(N)], autoreset_mode=mode)
+    assert ours.metadata["autoreset_mode"] == mode
+    assert_same(ours.reset(seed=3), theirs.reset(seed=3))
+    for actions in SCHEDULE:
+        assert_same(ours.step(actions), theirs.step(actions))
+    ours.close()
+    theirs.close()
+
+
+def test_make_vec_returns_a_remote_vector_env(echo_url):
+    envs = gym.make_vec("openenv/echo", num_envs=N, base_url=echo_url)
+    assert isinstance(envs, RemoteVectorEnv) and envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    obs, infos = envs.reset(options={"max_steps": 2})
+    assert obs == ("Send me a message and I will echo it.",) * N and infos["max_steps"].tolist() == [2] * N
+    obs, rewards, terminated, truncated, infos = envs.step(ACTIONS)
+    assert obs == tuple(ACTIONS) and rewards.tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert infos["step"].tolist() == [1] * N and infos["_step"].all()
+    assert envs.step(ACTIONS)[3].all()  # truncated at max_steps
+    envs.close()
+
+
+def test_mixed_terminations_next_step(faulty_url):
+    envs = RemoteVectorEnv(num_envs=3, base_url=faulty_url)
+    envs.reset()
+    obs, rewards, terminated, truncated, infos = envs.step(["end", "x", "y"])
+    assert list(terminated) == [True, False, False] and rewards[0] == 1.0
+    obs, rewards, terminated, truncated, infos = envs.step(["ignored", "x2", "y2"])
+    assert obs == ("ready", "x2", "y2")  # env 0 was reset, its action ignored
+    assert rewards[0] == 0.0 and not terminated[0] and infos["_seed"].tolist() == [True, False, False]
+    envs.close()
+
+
+def test_disabled_mode_with_partial_reset(faulty_url):
+    envs = RemoteVectorEnv(num_envs=3, base_url=faulty_url, autoreset_mode=AutoresetMode.DISABLED)
+    obs, infos = envs.reset(seed=10)
+    assert infos["seed"].tolist() == [10, 11, 12]
+    envs.step(["end", "x", "end"])
+    with pytest.raises(errors.NoEpisodeError, match="reset them"):
+        envs.step(["a", "b", "c"])
+    mask = np.array([True, False, True])
+    obs, infos = envs.reset(options={"reset_mask": mask})
+    assert obs == ("ready", "x", "ready") and infos["_seed"].tolist() == [True, False, True]
+    assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+    with pytest.raises(TypeError, match=r"np\.bool_"):
+        envs.reset(options={"reset_mask": np.array([1, 0, 1])})
+    with pytest.raises(ValueError, match="at least one True"):
+        envs.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
+    envs.close()
+
+
+def test_close_is_idempotent_and_ends_sessions(start_server):
+    url = start_server("echo")
+    envs = gym.make_vec("openenv/echo", num_envs=8, base_url=url)
+    envs.reset()
+    assert health(url)["sessions"] == 8
+    envs.close()
+    envs.close()
+    from conftest import wait_until
+    assert wait_until(lambda: health(url)["sessions"] == 0)
+
+
+def test_max_episode_steps_truncates(echo_url):
+    envs = RemoteVectorEnv(num_envs=2, base_url=echo_url, max_episode_steps=2, options={"max_steps": 100})
+    envs.reset()
+    assert envs.step(["a", "b"])[3].tolist() == [False, False]
+    assert envs.step(["a", "b"])[3].tolist() == [True, True]
+    envs.step(["a", "b"])  # autoreset
+    assert envs.step(["a", "b"])[3].tolist() == [False, False]
+    envs.close()
+
+
+def test_session_error_is_reported_for_that_env_only(faulty_url):
+    envs = RemoteVectorEnv(num_envs=3, base_url=faulty_url)
+    envs.reset()
+    obs, rewards, terminated, truncated, infos = envs.step(["x", "raise", 42])
+    assert obs[0] == "x" and truncated.tolist() == [False, True, False]
+    assert infos["error"]["code"][1] == "env_error" and infos["_error"].tolist() == [False, True, True]
+    assert infos["error"]["code"][2] == "invalid_action" and obs[2].startswith("Invalid action")
+    obs, *_ = envs.step(["y", "ignored", "z"])
+    assert obs == ("y", "ready", "z")  # env 1 got a new session
+    envs.close()
+
+
+def test_sessions_spread_over_two_servers(start_server):
+    urls = [start_server("echo", workers=2), start_server("echo")]
+    envs = gym.make_vec("openenv/echo", num_envs=30, base_url=urls)
+    envs.reset()
+    first, second = health(urls[0]), health(urls[1])
+    assert first["sessions"] == 15 and second["sessions"] == 15
+    assert all(count > 0 for count in first["sessions_per_worker"])  # both workers of the first server
+    assert envs.step(["hi"] * 30)[0] == ("hi",) * 30
+    envs.close()
+
+
+def test_capacity_moves_sessions_to_another_server(start_server):
+    small, big = start_server("echo", max_sessions=2), start_server("echo")
+
+    async def main():
+        async with AsyncVectorClient([small, big], 6) as client:
+            result = await client.reset()
+            assert not result.errors and health(small)["sessions"] == 2 and health(big)["sessions"] == 4
+            assert (await client.step(["x"] * 6)).obs == ["x"] * 6
+        async with AsyncVectorClient(small, 3) as client:
+            with pytest.raises(errors.CapacityError, match="every server is full"):
+                await client.reset()
+
+    run(main())
+
+
+def test_send_recv_returns_fast_sessions_first(start_server):
+    url = start_server(env_path("faulty"))
+
+    async def main():
+        async with AsyncVectorClient(url, 4) as client:
+            await client.reset()
+            client.send(["slow", "a", "b", "c"])
+            first = await client.recv(min_results=3)
+            assert sorted(first.ids.tolist()) == [1, 2, 3]  # not held back by env 0
+            with pytest.raises(RuntimeError, match="still wait"):
+                client.send(["x"], ids=[0])
+            late = await client.recv(min_results=1)
+            assert late.ids.tolist() == [0] and late.obs == ["slow done"]
+            assert len(await client.recv()) == 0  # nothing in flight
+
+    run(main())
+
+
+def test_batch_infos_matches_gymnasium_add_info():
+    infos = [{"a": 1, "s": "x", "d": {"k": 2.5}}, {}, {"a": 3, "f": 1.5, "b": True, "d": {"k": 1.0}}]
+    envs = [0, 2, 3]
+    expected: dict = {}
+    helper = SyncVectorEnv.__new__(SyncVectorEnv)
+    helper.num_envs = 5
+    for env, info in zip(envs, infos, strict=True):
+        expected = helper._add_info(expected, info, env)
+    assert_same([batch_infos(infos, envs, 5)], [expected])
+
+
+def test_ten_thousand_sessions_smoke(start_server):
+    url = start_server("echo", workers=2, max_sessions=10_000)
+    envs = gym.make_vec("openenv/echo", num_envs=10_000, base_url=url, options={"max_steps": 100})
+    obs, infos = envs.reset(seed=0)
+    assert len(obs) == 10_000 and health(url)["sessions"] == 10_000
+    for step in range(3):
+        obs, rewards, terminated, truncated, infos = envs.step([f"m{step}"] * 10_000)
+        assert obs == (f"m{step}",) * 10_000 and (rewards == 0.2).all() and not truncated.any()
+    envs.close()
+
+
+def test_vector_env_in_a_running_loop(echo_url):
+    async def main():
+        envs = RemoteVectorEnv(num_envs=2, base_url=echo_url)
+        envs.reset()
+        obs = envs.step(["p", "q"])[0]
+        envs.close()
+        return obs
+
+    assert asyncio.run(main()) == ("p", "q")
