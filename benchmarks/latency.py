@@ -27,6 +27,7 @@ import openenv_gym
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
+WIRE_SERVER = Path(openenv_gym.__file__).parent / "bench" / "wire_server.py"
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
@@ -35,7 +36,7 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 
 def bare_websocket_roundtrip(n: int) -> dict[str, float]:
-    server = subprocess.Popen([sys.executable, str(HERE / "ws_echo_server.py")], stdin=subprocess.PIPE,
+    server = subprocess.Popen([sys.executable, str(WIRE_SERVER), "--mode", "echo"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     url = server.stdout.readline().strip()
 

@@ -1,4 +1,4 @@
-"""The `openenv-gym` command: serve | list."""
+"""The `openenv-gym` command: serve | list | bench."""
 
 from __future__ import annotations
 
@@ -67,16 +67,32 @@ def _run_list(args: argparse.Namespace) -> None:
         print(f"{manifest.gym_id:32} {manifest.description}")
 
 
+def _add_bench(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="throughput against OpenEnv and the wire limit, in one run",
+                                add_help=False)
+    bench.set_defaults(run=_run_bench)
+
+
+def _run_bench(args: argparse.Namespace) -> None:
+    from openenv_gym.bench.compare import main as bench_main
+
+    bench_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_serve(commands)
     _add_list(commands)
+    _add_bench(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args, rest = build_parser().parse_known_args(argv)
+    if rest and args.run is not _run_bench:
+        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
     try:
         args.run(args)
     except OpenEnvGymError as exc:

@@ -35,6 +35,7 @@ from openenv_gym.errors import (
 )
 
 Ids = Sequence[int] | np.ndarray | None
+OPEN_CONCURRENCY = 256  # connection handshakes in flight at once while opening
 
 
 @dataclass
@@ -111,17 +112,22 @@ class AsyncVectorClient:
         workers = info.get("workers", 1)
         groups: list[list[Connection]] = [[] for _ in range(workers)]
         groups[info.get("worker", 0)].append(conn)
-        attempts, budget = 1, 8 * workers * self.connections_per_worker
+        attempts, budget = 1, 4 * workers * self.connections_per_worker + 8
+        opening = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+        async def one() -> tuple[Connection, dict]:
+            async with opening:
+                return await self._connect(url)
+
         # The kernel picks the worker of each new connection: open until every worker has its share.
-        while min(map(len, groups)) < self.connections_per_worker and attempts < budget:
-            opened = await asyncio.gather(*(self._connect(url) for _ in range(workers)))
-            attempts += workers
+        while (missing := sum(max(0, self.connections_per_worker - len(g)) for g in groups)) and attempts < budget:
+            opened = await asyncio.gather(*(one() for _ in range(missing)))
+            attempts += missing
+            surplus = []
             for conn, info in opened:
                 group = groups[info.get("worker", 0)]
-                if len(group) < self.connections_per_worker:
-                    group.append(conn)
-                else:
-                    await conn.close()
+                (group if len(group) < self.connections_per_worker else surplus).append(conn)
+            await asyncio.gather(*(conn.close() for conn in surplus))
         groups = [g for g in groups if g]
         for group in groups:
             self.connections.extend(group)

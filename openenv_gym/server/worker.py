@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # Above the protocol's own frame limit (answered with `too_large` on a live connection), the
 # WebSocket layer closes the connection instead of buffering without bound.
 HARD_FRAME_FACTOR = 4
+LISTEN_BACKLOG = 4096  # thousands of clients may connect at once
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class Worker:
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=64,
-            ping_interval=self.config.ping_interval, server_header=None,
+            ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
         ):
             ready()
             housekeeping = loop.create_task(self._housekeeping(stop))

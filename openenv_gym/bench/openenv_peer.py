@@ -1,0 +1,168 @@
+"""OpenEnv's side of the throughput comparison. Runs in its own venv with `openenv` installed.
+
+    python openenv_peer.py --sessions 1024 --steps 20 [--workers 2 --async-env]
+
+Starts OpenEnv's own server (create_app + uvicorn) for a trivial echo environment with concurrent
+sessions enabled, then drives it with OpenEnv's own client (GenericEnvClient, one WebSocket per
+session, as OpenEnv works). Two set-ups: the template's (sync reset/step, one uvicorn worker) and
+the tuned one (--async-env: reset_async/step_async overrides, OpenEnv's fastest path; --workers N).
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from procinfo import tree_rss  # this folder is on sys.path: the script runs in another venv
+
+MAX_SESSIONS_ENV = "OPENENV_PEER_MAX_SESSIONS"
+ASYNC_ENV = "OPENENV_PEER_ASYNC"
+
+
+def make_app():
+    """The app factory uvicorn imports in each worker."""
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
+
+    class EchoAction(Action):
+        message: str
+
+    class EchoObservation(Observation):
+        echo: str = ""
+
+    class EchoEnv(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self):
+            super().__init__()
+            self._state = State(episode_id=None, step_count=0)
+
+        def reset(self, seed=None, episode_id=None, **kwargs):
+            self._state = State(episode_id=episode_id, step_count=0)
+            return EchoObservation(echo="Send me a message and I will echo it.")
+
+        def step(self, action, timeout_s=None, **kwargs):
+            self._state.step_count += 1
+            return EchoObservation(echo=action.message, reward=len(action.message) / 10)
+
+        @property
+        def state(self):
+            return self._state
+
+    class AsyncEchoEnv(EchoEnv):
+        async def reset_async(self, seed=None, episode_id=None, **kwargs):
+            return self.reset(seed, episode_id, **kwargs)
+
+        async def step_async(self, action, timeout_s=None, **kwargs):
+            return self.step(action)
+
+    env_class = AsyncEchoEnv if os.environ.get(ASYNC_ENV) == "1" else EchoEnv
+    return create_app(env_class, EchoAction, EchoObservation, env_name="echo",
+                      max_concurrent_envs=int(os.environ[MAX_SESSIONS_ENV]))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(sessions: int, workers: int, async_env: bool) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = os.environ | {MAX_SESSIONS_ENV: str(sessions), ASYNC_ENV: "1" if async_env else "0"}
+    command = [sys.executable, "-m", "uvicorn", "openenv_peer:make_app", "--factory", "--host", "127.0.0.1",
+               "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--ws-max-queue", "64",
+               "--backlog", "4096", "--app-dir", str(Path(__file__).parent)]
+    server = subprocess.Popen(command, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server, url
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("the OpenEnv server did not start")
+
+
+async def drive(url: str, sessions: int, steps: int, deadline_s: float, server_pid: int) -> dict:
+    from openenv.core.generic_client import GenericEnvClient
+
+    clients = [GenericEnvClient(base_url=url, message_timeout_s=deadline_s) for _ in range(sessions)]
+    errors = 0
+    opening = asyncio.Semaphore(256)
+
+    async def open_one(client):
+        nonlocal errors
+        try:
+            async with opening:
+                await client.connect()
+                await client.reset()
+            return True
+        except Exception:
+            errors += 1
+            return False
+
+    ok = await asyncio.gather(*(open_one(c) for c in clients))
+    live = [c for c, good in zip(clients, ok, strict=True) if good]
+    rss_with_sessions = tree_rss(server_pid)
+    latencies: list[float] = []
+    done = 0
+
+    async def run(client):
+        nonlocal errors, done
+        for _ in range(steps):
+            start = time.perf_counter()
+            try:
+                await client.step({"message": "hi"})
+            except Exception:
+                errors += 1
+                return
+            latencies.append(time.perf_counter() - start)
+            done += 1
+
+    started = time.perf_counter()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(run(c) for c in live)), deadline_s)
+    except TimeoutError:
+        errors += 1
+    elapsed = time.perf_counter() - started
+    await asyncio.gather(*(c.close() for c in live), return_exceptions=True)
+    latencies.sort()
+    pick = (lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000) if latencies else (
+        lambda q: float("nan"))
+    return {"steps_per_s": done / elapsed if elapsed else 0.0, "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+            "errors": errors, "sessions_open": len(live), "steps": done, "server_rss_sessions": rss_with_sessions}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--async-env", action="store_true")
+    parser.add_argument("--deadline", type=float, default=120.0)
+    args = parser.parse_args()
+    server, url = start_server(args.sessions, args.workers, args.async_env)
+    try:
+        idle = tree_rss(server.pid)
+        result = asyncio.run(drive(url, args.sessions, args.steps, args.deadline, server.pid))
+        result["server_rss_idle"] = idle
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
