@@ -24,6 +24,7 @@ test: lint
 bench: $(VENV)/.installed
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) benchmarks/latency.py
+	$(PY) benchmarks/capacity.py
 	$(VENV)/bin/openenv-gym bench
 
 clean:

@@ -67,6 +67,8 @@ CASES = {
     "seed of the wrong type": ('{"id": 1, "op": "reset", "seed": "three"}', "bad_request"),
     "options of the wrong type": ('{"id": 1, "op": "reset", "options": [1]}', "bad_request"),
     "session of the wrong type": ('{"id": 1, "op": "step", "session": 5, "action": "x"}', "bad_request"),
+    "session that is a list": ('{"id": 1, "op": "step", "session": [1], "action": "x"}', "bad_request"),
+    "op that is a list": ('{"id": 1, "op": ["step"]}', "bad_request"),
     "close without session": ('{"id": 1, "op": "close"}', "bad_request"),
     "unknown session id": ('{"id": 1, "op": "step", "session": "AAAAAAAAAAAAAAAAAAAAAA", "action": "x"}',
                            "unknown_session"),

@@ -60,16 +60,19 @@ _STEP, _RESET = 0, 1
 class _Sink:
     """Routes the answers of one connection's batch to the client, tagged with env and kind."""
 
-    __slots__ = ("client", "envs", "kind")
+    __slots__ = ("client", "envs", "kind", "ready")
 
     def __init__(self, client: AsyncVectorClient, envs: list[int], kind: int) -> None:
-        self.client, self.envs, self.kind = client, envs, kind
+        self.client, self.envs, self.kind, self.ready = client, envs, kind, client._ready
 
-    def answer(self, offset: int, response: dict) -> None:
-        self.client._arrived(self.envs[offset], self.kind, response)
+    def answer(self, offset: int, answer: dict | Exception) -> None:
+        ready = self.ready
+        ready.append((self.envs[offset], self.kind, answer))
+        client = self.client
+        if client._waiter is not None and len(ready) >= client._want:
+            client._wake()
 
-    def lost(self, offset: int, error: Exception) -> None:
-        self.client._arrived(self.envs[offset], self.kind, error)
+    lost = answer
 
 
 class AsyncVectorClient:
@@ -220,11 +223,9 @@ class AsyncVectorClient:
 
     # -- receiving -----------------------------------------------------------------------------
 
-    def _arrived(self, env: int, kind: int, answer: Any) -> None:
-        self._ready.append((env, kind, answer))
-        waiter = self._waiter
-        if waiter is not None and len(self._ready) >= self._want and not waiter.done():
-            waiter.set_result(None)
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def _wait_for(self, count: int, timeout: float | None) -> bool:
         """Wait until `count` answers are ready; False if `timeout` passed first."""
@@ -254,7 +255,8 @@ class AsyncVectorClient:
         `timeout` passes first), at most `max_results`. Slow sessions never hold back fast ones."""
         await self._wait_for(min(min_results, int(self.in_flight.sum())), timeout)
         count = len(self._ready) if max_results is None else min(max_results, len(self._ready))
-        taken, self._ready = self._ready[:count], self._ready[count:]
+        taken = self._ready[:count]
+        del self._ready[:count]  # the same list object: sinks hold it
         return self._collect(taken, [env for env, _, _ in taken])
 
     async def step(self, actions: Sequence[p.Action], ids: Ids = None) -> VectorResult:
@@ -303,7 +305,8 @@ class AsyncVectorClient:
         An env with no answer within request_timeout gets a RequestTimeoutError in `errors`."""
         if not await self._wait_for(len(envs), self.request_timeout):
             self._expire_unanswered(self.request_timeout or 0)
-        taken, self._ready = self._ready, []
+        taken = self._ready[:]
+        self._ready.clear()  # the same list object: sinks hold it
         return self._collect(taken, envs)
 
     def _collect(self, taken: list[tuple[int, int, Any]], order: list[int]) -> VectorResult:

@@ -29,7 +29,7 @@ from openenv_gym.errors import (
     UnknownOpError,
     UnknownSessionError,
 )
-from openenv_gym.server.eager import start_eagerly
+from openenv_gym.server.eager import continue_in_task, start_eagerly
 from openenv_gym.server.sessions import Session, SessionCounter, new_session_id
 
 log = logging.getLogger(__name__)
@@ -92,15 +92,21 @@ class Dispatcher:
             peer.reply(p.error_response(None, exc))
             return
         now = self.loop.time()
+        ops = self._ops
         for message in messages:
             try:
-                rid, op = p.check_request(message)
-                handler = self._ops.get(op)
-                if handler is None:
+                # valid requests pass these cheap checks; check_request explains what is wrong otherwise
+                handler = ops.get(message.get("op")) if type(message) is dict else None
+                rid = message.get("id") if handler is not None else None
+                if handler is None or (type(rid) is not int and type(rid) is not str):
+                    rid, op = p.check_request(message)
                     raise UnknownOpError(f"unknown op {op!r}; use one of {', '.join(p.OPS)}")
                 handler(peer, rid, message, now)
             except ProtocolError as exc:
                 peer.reply(p.error_response(p.request_id(message), exc))
+            except TypeError:  # an unhashable op or session (a list, say)
+                peer.reply(p.error_response(p.request_id(message), BadRequestError(
+                    "fields 'op' and 'session' must be strings")))
 
     def _session_of(self, peer: Peer, message: dict) -> Session:
         session_id = p.required_session(message)
@@ -120,6 +126,16 @@ class Dispatcher:
         peer.reply(p.info_response(rid, self.info))
 
     def _step(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
+        session = peer.sessions.get(message.get("session"))
+        action = message.get("action")
+        if (session is None or not session.live or session.task is not None
+                or (type(action) is not str and type(action) is not dict)):
+            self._refuse_step(peer, message)
+        session.last_active = now
+        self._run(peer, session, rid, session.env.step(action), self._stepped)
+
+    def _refuse_step(self, peer: Peer, message: dict) -> None:
+        """Raise the typed error that explains why this step cannot run."""
         if message.get("session") is None:
             raise NoEpisodeError("step before reset: this request names no session; "
                                  "call reset first, it creates the session")
@@ -131,11 +147,8 @@ class Dispatcher:
             raise InvalidActionError(
                 f"an action is model text (a string) or a tool call object, got a JSON "
                 f"{p.json_type_name(action)}")
-        if not session.live:
-            raise NoEpisodeError(f"session {_short(session.id)} has no running episode (it ended, or "
-                                 "was never reset); call reset to start one")
-        session.last_active = now
-        self._run(peer, session, rid, session.env.step(action), self._stepped)
+        raise NoEpisodeError(f"session {_short(session.id)} has no running episode (it ended, or "
+                             "was never reset); call reset to start one")
 
     def _reset(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
         seed = p.optional_field(message, "seed", int, "an integer")
@@ -216,17 +229,19 @@ class Dispatcher:
 
     def _run(self, peer: Peer, session: Session, rid: p.RequestId, coro: Any, on_result: Callable,
              *extra: Any) -> None:
+        # Run inline until the environment first waits (see eager.py); most steps never do.
         try:
-            done, value = start_eagerly(coro)
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            on_result(peer, session, rid, stop.value, *extra)
+            return
         except ProtocolError as exc:  # the environment refused the request with a typed error
             self._refused(peer, session, rid, exc, *extra)
             return
         except Exception as exc:
             self._failed(peer, session, rid, exc)
             return
-        if done:
-            on_result(peer, session, rid, value, *extra)
-            return
+        value = continue_in_task(coro, yielded)
         session.task = value
         timer = self.loop.call_later(self.limits.step_timeout, self._time_out, session, value)
         value.add_done_callback(lambda task: self._finished(task, timer, peer, session, rid, on_result, *extra))
@@ -274,11 +289,13 @@ class Dispatcher:
             self._failed(peer, session, rid, TypeError(
                 f"step must return a StepResult(obs: str, ..., info: dict), got {result!r:.200}"))
             return
-        try:
-            reward = float(result.reward)
-        except (TypeError, ValueError):
-            self._failed(peer, session, rid, TypeError(f"reward must be a number, got {result.reward!r:.100}"))
-            return
+        reward = result.reward
+        if type(reward) is not float:
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError):
+                self._failed(peer, session, rid, TypeError(f"reward must be a number, got {reward!r:.100}"))
+                return
         terminated, truncated = bool(result.terminated), bool(result.truncated)
         if terminated or truncated:
             session.live = False

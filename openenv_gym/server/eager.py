@@ -35,6 +35,11 @@ async def _resume(coro: Coroutine, yielded: Any) -> Any:
     return await _continue(coro, yielded)
 
 
+def continue_in_task(coro: Coroutine, yielded: Any) -> asyncio.Task:
+    """A task that finishes a coroutine which already ran up to its first wait (`yielded`)."""
+    return asyncio.get_running_loop().create_task(_resume(coro, yielded))
+
+
 def start_eagerly(coro: Coroutine) -> tuple[bool, Any]:
     """Return (True, result) if the coroutine finished without waiting, else (False, task).
 
@@ -44,4 +49,4 @@ def start_eagerly(coro: Coroutine) -> tuple[bool, Any]:
         yielded = coro.send(None)
     except StopIteration as stop:
         return True, stop.value
-    return False, asyncio.get_running_loop().create_task(_resume(coro, yielded))
+    return False, continue_in_task(coro, yielded)
