@@ -31,13 +31,18 @@ from openenv_gym.spaces import spaces_for
 def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
     """Gymnasium's dict-of-arrays infos (as VectorEnv._add_info builds them), one column at a time."""
     columns: dict[str, tuple[list[int], list[Any]]] = {}
-    for env, info in zip(envs, infos, strict=True):
-        for key, value in info.items():
-            column = columns.get(key)
-            if column is None:
-                column = columns[key] = ([], [])
-            column[0].append(env)
-            column[1].append(value)
+    keys = infos[0].keys() if infos else ()
+    if all(info.keys() == keys for info in infos):  # the usual case: every env reports the same keys
+        env_list = list(envs)
+        columns = {key: (env_list, [info[key] for info in infos]) for key in keys}
+    else:
+        for env, info in zip(envs, infos, strict=True):
+            for key, value in info.items():
+                column = columns.get(key)
+                if column is None:
+                    column = columns[key] = ([], [])
+                column[0].append(env)
+                column[1].append(value)
     batched: dict[str, Any] = {}
     for key, (column_envs, values) in columns.items():
         first = values[0]

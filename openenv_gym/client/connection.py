@@ -127,14 +127,7 @@ class Connection:
         reason = "the server closed the connection"
         try:
             async for frame in self._ws:
-                for response in orjson.loads(frame):
-                    rid = response.get("id")
-                    future = self._pending.pop(rid, None)
-                    if future is not None:
-                        if not future.done():
-                            future.set_result(response)
-                    elif not self._answer_batch(rid, response) and "error" in response:
-                        log.warning("server error for no request: %s", response["error"])
+                self._route(orjson.loads(frame))
         except ConnectionClosed as exc:
             reason = f"the connection closed ({exc})"
         except Exception as exc:  # a frame we cannot read: nothing after it can be trusted
@@ -173,20 +166,39 @@ class Connection:
         self._next_id += count
         return start
 
-    def _answer_batch(self, rid: object, response: dict) -> bool:
-        if type(rid) is not int:
-            return False
-        for batch in self._batches:
-            if batch.start <= rid < batch.stop:
-                offset = rid - batch.start
-                if not batch.answered[offset]:
-                    batch.answered[offset] = 1
-                    batch.remaining -= 1
-                    if batch.remaining == 0:
-                        self._batches.remove(batch)
-                    batch.sink.answer(offset, response)
-                return True
-        return False
+    def _route(self, responses: list[dict]) -> None:
+        """Hand each answer of a frame to its future or its batch's sink (one frame is mostly one batch)."""
+        pending = self._pending
+        batch: _Batch | None = None
+        for response in responses:
+            rid = response.get("id")
+            if pending:
+                future = pending.pop(rid, None)
+                if future is not None:
+                    if not future.done():
+                        future.set_result(response)
+                    continue
+            if batch is None or not (type(rid) is int and batch.start <= rid < batch.stop):
+                batch = self._batch_of(rid)
+                if batch is None:
+                    if "error" in response:
+                        log.warning("server error for no request: %s", response["error"])
+                    continue
+            offset = rid - batch.start
+            if batch.answered[offset]:
+                continue
+            batch.answered[offset] = 1
+            batch.remaining -= 1
+            if batch.remaining == 0:
+                self._batches.remove(batch)
+            batch.sink.answer(offset, response)
+
+    def _batch_of(self, rid: object) -> _Batch | None:
+        if type(rid) is int:
+            for batch in self._batches:
+                if batch.start <= rid < batch.stop:
+                    return batch
+        return None
 
     def submit_batch(self, messages: list[dict], start: int, sink: BatchSink) -> _Batch:
         """Send requests whose ids are start, start+1, ...; their answers go to `sink` by offset."""

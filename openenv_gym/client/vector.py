@@ -98,6 +98,8 @@ class AsyncVectorClient:
         self.in_flight = np.zeros(num_envs, dtype=bool)
         self._ready: list[tuple[int, int, Any]] = []
         self._open_batches: list[tuple[Connection, Any]] = []
+        self._all_grouped: list[tuple[Connection, list[int]]] | None = None
+        self._all_ids = list(range(num_envs))
         self._waiter: asyncio.Future | None = None
         self._want = 0
 
@@ -148,6 +150,7 @@ class AsyncVectorClient:
         per_url = [self._slots(url) for url in self.urls]
         self.conn_of = [per_url[i % len(per_url)][(i // len(per_url)) % len(per_url[i % len(per_url)])]
                         for i in range(self.num_envs)]
+        self._all_grouped = None
         return self
 
     async def close(self) -> None:
@@ -167,7 +170,7 @@ class AsyncVectorClient:
 
     def _ids(self, ids: Ids) -> list[int]:
         if ids is None:
-            return list(range(self.num_envs))
+            return self._all_ids.copy()
         envs = [int(i) for i in ids]
         bad = [i for i in envs if not 0 <= i < self.num_envs]
         if bad:
@@ -179,16 +182,24 @@ class AsyncVectorClient:
             raise RuntimeError(f"envs {busy[:5]} still wait for an answer; recv() it before sending again")
         return envs
 
-    def _submit(self, envs: list[int], kind: int, build) -> None:
-        """One batch frame per connection: `build(env, rid)` makes each env's request."""
+    def _by_connection(self, envs: list[int]) -> list[tuple[Connection, list[int]]]:
+        """Envs grouped by their connection (cached for the common case: all envs)."""
+        if len(envs) == self.num_envs and self._all_grouped is not None:
+            return self._all_grouped
         by_conn: dict[int, tuple[Connection, list[int]]] = {}
         for env in envs:
             conn = self.conn_of[env]
             by_conn.setdefault(id(conn), (conn, []))[1].append(env)
-        for conn, conn_envs in by_conn.values():
+        groups = list(by_conn.values())
+        if len(envs) == self.num_envs:
+            self._all_grouped = groups
+        return groups
+
+    def _submit(self, envs: list[int], kind: int, build) -> None:
+        """One batch frame per connection: `build(envs, start)` makes the requests, ids from `start`."""
+        for conn, conn_envs in self._by_connection(envs):
             start = conn.reserve_ids(len(conn_envs))
-            messages = [build(env, start + k) for k, env in enumerate(conn_envs)]
-            batch = conn.submit_batch(messages, start, _Sink(self, conn_envs, kind))
+            batch = conn.submit_batch(build(conn_envs, start), start, _Sink(self, conn_envs, kind))
             self._open_batches.append((conn, batch))
         self.in_flight[envs] = True
 
@@ -201,10 +212,11 @@ class AsyncVectorClient:
         if ended:
             raise NoEpisodeError(f"envs {ended[:5]} have no running episode (never reset, or ended); "
                                  "reset them before stepping")
-        action_of = dict(zip(envs, actions, strict=True))
+        action_of = actions if envs == self._all_ids else dict(zip(envs, actions, strict=True))
         sessions = self.session_ids
-        self._submit(envs, _STEP, lambda env, rid: {"id": rid, "op": "step", "session": sessions[env],
-                                                    "action": action_of[env]})
+        self._submit(envs, _STEP, lambda group, start: [
+            {"id": start + k, "op": "step", "session": sessions[env], "action": action_of[env]}
+            for k, env in enumerate(group)])
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                    options: dict | None = None) -> None:
@@ -219,7 +231,8 @@ class AsyncVectorClient:
         seed_of = dict(zip(envs, seeds, strict=True))
         self.live[envs] = False
         sessions = self.session_ids
-        self._submit(envs, _RESET, lambda env, rid: p.reset_request(rid, sessions[env], seed_of[env], options))
+        self._submit(envs, _RESET, lambda group, start: [
+            p.reset_request(start + k, sessions[env], seed_of[env], options) for k, env in enumerate(group)])
 
     # -- receiving -----------------------------------------------------------------------------
 
@@ -299,6 +312,7 @@ class AsyncVectorClient:
         url = self.urls[(self.urls.index(current) + 1) % len(self.urls)]
         slots = self._slots(url)
         self.conn_of[env] = slots[env % len(slots)]
+        self._all_grouped = None
 
     async def gather(self, envs: list[int]) -> VectorResult:
         """Wait for the answers of every env in `envs` (all sent, none received yet); ordered like `envs`.
