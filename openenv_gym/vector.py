@@ -111,6 +111,7 @@ class RemoteVectorEnv(VectorEnv):
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self._episode_steps = np.zeros(num_envs, dtype=np.int64)
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
+        self._all_envs = list(range(num_envs))
 
     def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
         """The server seed of each env's next episode.
@@ -166,7 +167,7 @@ class RemoteVectorEnv(VectorEnv):
                 result.truncated[position[env]] = True
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
-        client, every = self.client, list(range(self.num_envs))
+        client, every = self.client, self._all_envs
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
             # envs whose episode ended last step are reset now, their actions ignored
             resetting = np.flatnonzero(self._autoreset).tolist()
@@ -201,9 +202,9 @@ class RemoteVectorEnv(VectorEnv):
         if len(actions) != self.num_envs:
             raise ValueError(f"step needs {self.num_envs} actions, got {len(actions)}")
         result, extra = self._runner.run(self._step(actions))
-        self._absorb(result)
+        self._obs = result.obs  # every env answered, in env order
         self._autoreset = result.terminated | result.truncated
-        infos = batch_infos(result.infos, range(self.num_envs), self.num_envs) | extra
+        infos = batch_infos(result.infos, self._all_envs, self.num_envs) | extra
         return tuple(self._obs), result.rewards, result.terminated, result.truncated, infos
 
     def _absorb(self, result: VectorResult) -> None:

@@ -324,29 +324,34 @@ class AsyncVectorClient:
         return self._collect(taken, envs)
 
     def _collect(self, taken: list[tuple[int, int, Any]], order: list[int]) -> VectorResult:
-        """Turn answers into a VectorResult ordered like `order` (which holds exactly the answered envs)."""
+        """Turn answers into a VectorResult ordered like `order` (which holds exactly the answered envs).
+
+        Plain lists in the loop and numpy conversions at the end: element-wise numpy writes cost
+        about 100 ns each, several per env.
+        """
         position = {env: k for k, env in enumerate(order)}
         n = len(order)
         obs: list[str] = [""] * n
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=bool)
-        truncated = np.zeros(n, dtype=bool)
+        rewards = [0.0] * n
+        terminated = [False] * n
+        truncated = [False] * n
         infos: list[dict] = [{}] * n
         errors: dict[int, OpenEnvGymError] = {}
-        in_flight, live, sessions = self.in_flight, self.live, self.session_ids
+        live_now: list[int] = []
+        sessions = self.session_ids
         for env, kind, answer in taken:
             k = position[env]
-            in_flight[env] = False
             if type(answer) is dict and "error" not in answer:
                 if kind == _STEP:
                     obs[k], rewards[k], infos[k] = answer["obs"], answer["reward"], answer["info"]
                     term, trunc = answer["terminated"], answer["truncated"]
                     terminated[k], truncated[k] = term, trunc
-                    live[env] = not (term or trunc)
+                    if not (term or trunc):
+                        live_now.append(env)
                 else:
                     sessions[env] = answer["session"]
                     obs[k], infos[k] = answer["obs"], answer["info"]
-                    live[env] = True
+                    live_now.append(env)
                 continue
             error = answer if isinstance(answer, Exception) else error_from_wire(answer["error"])
             wire = error.to_wire() if isinstance(error, ProtocolError) else {
@@ -354,14 +359,19 @@ class AsyncVectorClient:
             infos[k] = {"error": wire}
             if isinstance(error, InvalidActionError):  # like an env's own error observation
                 obs[k] = f"Invalid action: {error}"
+                live_now.append(env)
                 continue
             errors[env] = error
-            live[env] = False
             truncated[k] = kind == _STEP
             if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
                 sessions[env] = None
+        answered = [env for env, _, _ in taken]
+        self.in_flight[answered] = False
+        self.live[answered] = False
+        self.live[live_now] = True
         self._open_batches = [(c, b) for c, b in self._open_batches if b.remaining]
-        return VectorResult(np.asarray(order, dtype=np.int64), obs, rewards, terminated, truncated, infos, errors)
+        return VectorResult(np.asarray(order, dtype=np.int64), obs, np.array(rewards, dtype=np.float64),
+                            np.array(terminated, dtype=bool), np.array(truncated, dtype=bool), infos, errors)
 
 
 _SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}
