@@ -32,7 +32,7 @@ def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: 
     """Gymnasium's dict-of-arrays infos (as VectorEnv._add_info builds them), one column at a time."""
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     keys = infos[0].keys() if infos else ()
-    if all(info.keys() == keys for info in infos):  # the usual case: every env reports the same keys
+    if all(map(keys.__eq__, map(dict.keys, infos))):  # the usual case: every env reports the same keys
         env_list = list(envs)
         columns = {key: (env_list, [info[key] for info in infos]) for key in keys}
     else:

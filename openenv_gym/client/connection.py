@@ -46,9 +46,8 @@ StepTuple = tuple[str, float, bool, bool, dict]
 class BatchSink(Protocol):
     """Receives the answers to a block of requests sent with `Connection.submit_batch`."""
 
-    def answer(self, offset: int, response: dict) -> None: ...
-
-    def lost(self, offset: int, error: Exception) -> None: ...
+    def answer(self, offsets: list[int], answers: list[dict] | list[Exception]) -> None:
+        """Answers (or errors) for the requests at these offsets of the block."""
 
 
 class _Batch:
@@ -62,9 +61,9 @@ class _Batch:
         self.remaining = stop - start
 
     def fail_unanswered(self, error: Exception) -> None:
-        for offset, done in enumerate(self.answered):
-            if not done:
-                self.sink.lost(offset, error)
+        offsets = [offset for offset, done in enumerate(self.answered) if not done]
+        if offsets:
+            self.sink.answer(offsets, [error] * len(offsets))
 
 
 def websocket_url(url: str) -> str:
@@ -167,9 +166,11 @@ class Connection:
         return start
 
     def _route(self, responses: list[dict]) -> None:
-        """Hand each answer of a frame to its future or its batch's sink (one frame is mostly one batch)."""
+        """Hand each answer of a frame to its future, or to its batch's sink (one call per batch and frame)."""
         pending = self._pending
         batch: _Batch | None = None
+        offsets: list[int] = []
+        answers: list[dict] = []
         for response in responses:
             rid = response.get("id")
             if pending:
@@ -179,19 +180,27 @@ class Connection:
                         future.set_result(response)
                     continue
             if batch is None or not (type(rid) is int and batch.start <= rid < batch.stop):
+                self._deliver(batch, offsets, answers)
+                offsets, answers = [], []
                 batch = self._batch_of(rid)
                 if batch is None:
                     if "error" in response:
                         log.warning("server error for no request: %s", response["error"])
                     continue
             offset = rid - batch.start
-            if batch.answered[offset]:
-                continue
-            batch.answered[offset] = 1
-            batch.remaining -= 1
-            if batch.remaining == 0:
-                self._batches.remove(batch)
-            batch.sink.answer(offset, response)
+            if not batch.answered[offset]:
+                batch.answered[offset] = 1
+                offsets.append(offset)
+                answers.append(response)
+        self._deliver(batch, offsets, answers)
+
+    def _deliver(self, batch: _Batch | None, offsets: list[int], answers: list[dict]) -> None:
+        if batch is None or not offsets:
+            return
+        batch.remaining -= len(offsets)
+        if batch.remaining == 0:
+            self._batches.remove(batch)
+        batch.sink.answer(offsets, answers)
 
     def _batch_of(self, rid: object) -> _Batch | None:
         if type(rid) is int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -65,14 +66,12 @@ class _Sink:
     def __init__(self, client: AsyncVectorClient, envs: list[int], kind: int) -> None:
         self.client, self.envs, self.kind, self.ready = client, envs, kind, client._ready
 
-    def answer(self, offset: int, answer: dict | Exception) -> None:
-        ready = self.ready
-        ready.append((self.envs[offset], self.kind, answer))
+    def answer(self, offsets: list[int], answers: list[dict] | list[Exception]) -> None:
+        ready, envs = self.ready, self.envs
+        ready.extend(zip([envs[o] for o in offsets], repeat(self.kind), answers))
         client = self.client
         if client._waiter is not None and len(ready) >= client._want:
             client._wake()
-
-    lost = answer
 
 
 class AsyncVectorClient:
