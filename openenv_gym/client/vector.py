@@ -287,6 +287,7 @@ class AsyncVectorClient:
         envs = self._ids(ids)
         self.send_reset(envs, seed, options)
         result = await self.gather(envs)
+        position = {env: k for k, env in enumerate(envs)}
         for _ in range(len(self.urls) - 1):
             full = [env for env, err in result.errors.items()
                     if isinstance(err, CapacityError) and self.session_ids[env] is None]
@@ -294,10 +295,12 @@ class AsyncVectorClient:
                 break
             for env in full:
                 self._move(env)
-            seeds = None if seed is None else [_seed_for(seed, envs, env) for env in full]
+            seeds = None if seed is None else [
+                int(seed) + position[env] if isinstance(seed, int | np.integer) else seed[position[env]]
+                for env in full]
             self.send_reset(full, seeds, options)
             retried = await self.gather(full)
-            result = _merge(result, retried, envs)
+            result = _merge(result, retried, position)
         full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
         if full:
             raise CapacityError(
@@ -376,14 +379,8 @@ class AsyncVectorClient:
 _SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}
 
 
-def _seed_for(seed: int | Sequence[int | None], envs: list[int], env: int) -> int | None:
-    k = envs.index(env)
-    return seed + k if isinstance(seed, int | np.integer) else seed[k]
-
-
-def _merge(first: VectorResult, retried: VectorResult, envs: list[int]) -> VectorResult:
-    """`first` with the envs of `retried` replaced by their new answers."""
-    position = {env: k for k, env in enumerate(envs)}
+def _merge(first: VectorResult, retried: VectorResult, position: dict[int, int]) -> VectorResult:
+    """`first` with the envs of `retried` replaced by their new answers (`position`: env -> index in first)."""
     for j, env in enumerate(retried.ids.tolist()):
         k = position[env]
         first.obs[k], first.infos[k] = retried.obs[j], retried.infos[j]
