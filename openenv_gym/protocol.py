@@ -24,7 +24,8 @@ OP_RESET = "reset"
 OP_STEP = "step"
 OP_CLOSE = "close"
 OP_INFO = "info"
-OPS = (OP_RESET, OP_STEP, OP_CLOSE, OP_INFO)
+OP_STEPS = "steps"
+OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_CLOSE, OP_INFO)
 
 RequestId: TypeAlias = int | str
 Action: TypeAlias = str | dict[str, Any]
@@ -82,6 +83,11 @@ def reset_request(rid: RequestId, session: str | None = None, seed: int | None =
 
 def step_request(rid: RequestId, session: str | None, action: Action) -> dict:
     return _without_none({"id": rid, "op": OP_STEP, "session": session}) | {"action": action}
+
+
+def steps_request(rid: RequestId, sessions: list[str | None], actions: list[Action]) -> dict:
+    """Step many sessions at once; the answer comes as one response of columns (see steps_response)."""
+    return {"id": rid, "op": OP_STEPS, "sessions": sessions, "actions": actions}
 
 
 def close_request(rid: RequestId, session: str) -> dict:
@@ -152,6 +158,16 @@ def step_response(rid: RequestId, obs: str, reward: float, terminated: bool, tru
                   info: dict) -> dict:
     return {"id": rid, "obs": obs, "reward": reward, "terminated": terminated,
             "truncated": truncated, "info": info}
+
+
+def steps_response(rid: RequestId, obs: list[str], rewards: list[float], terminated: list[bool],
+                   truncated: list[bool], infos: list[dict], errors: list[dict | None] | None) -> dict:
+    """Entry k answers sessions[k]; `error` is present only when an entry failed (null for the others)."""
+    response = {"id": rid, "obs": obs, "reward": rewards, "terminated": terminated, "truncated": truncated,
+                "info": infos}
+    if errors is not None:
+        response["error"] = errors
+    return response
 
 
 def close_response(rid: RequestId) -> dict:

@@ -143,3 +143,47 @@ def test_batch_with_good_and_bad_requests_answers_each(faulty_url):
 
 def test_server_health_unaffected(faulty_url):
     assert health(faulty_url)["status"] == "ok"
+
+
+@pytest.mark.parametrize("message", [
+    {"id": 1, "op": "steps", "sessions": ["a"]},
+    {"id": 1, "op": "steps", "sessions": "a", "actions": "x"},
+    {"id": 1, "op": "steps", "sessions": ["a", "b"], "actions": ["x"]},
+    {"id": 1, "op": "steps", "sessions": [], "actions": []},
+])
+def test_malformed_steps_request(faulty_url, message):
+    async def main():
+        async with ws_connect(faulty_url) as ws:
+            answer = await RawClient(ws).request(**message)
+            assert answer["error"]["code"] == "bad_request" and "same non-zero length" in answer["error"]["message"]
+
+    run(main())
+
+
+def test_steps_answers_each_entry_in_columns(faulty_url):
+    """Good entries are answered; each bad one gets its own typed error in `error`; the connection lives on."""
+
+    async def main():
+        async with session_stepping_beside(faulty_url), ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            a, b, c = [await raw.new_session() for _ in range(3)]
+            answer = await raw.request(id=5, op="steps", sessions=[a, "nope", b, None, c, [1]],
+                                       actions=["x", "y", 42, "z", "raise", "w"])
+            assert answer["obs"][0] == "x" and answer["error"][0] is None
+            assert [e and e["code"] for e in answer["error"]] == [
+                None, "unknown_session", "invalid_action", "no_episode", "env_error", "bad_request"]
+            answer = await raw.request(id=6, op="steps", sessions=[a, b], actions=["again", "fine"])
+            assert answer["obs"] == ["again", "fine"] and "error" not in answer
+
+    run(main())
+
+
+def test_steps_with_a_hung_entry_answers_after_the_timeout(faulty_url):
+    async def main():
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            a, b = await raw.new_session(), await raw.new_session()
+            answer = await raw.request(id=7, op="steps", sessions=[a, b], actions=["hang", "quick"])
+            assert answer["obs"][1] == "quick" and answer["error"][0]["code"] == "timeout"
+
+    run(main())

@@ -19,11 +19,12 @@ def test_requests_roundtrip_in_one_batch_frame():
         p.step_request("four", "abc", {"name": "guess", "arguments": {"number": 3}}),
         p.close_request(5, "abc"),
         p.info_request(6),
+        p.steps_request(7, ["abc", "def"], ["x", {"name": "guess", "arguments": {}}]),
     ]
     decoded = roundtrip(batch)
     assert decoded == batch
     assert [p.check_request(m) for m in decoded] == [
-        (1, "reset"), (2, "reset"), (3, "step"), ("four", "step"), (5, "close"), (6, "info")]
+        (1, "reset"), (2, "reset"), (3, "step"), ("four", "step"), (5, "close"), (6, "info"), (7, "steps")]
     assert "session" not in decoded[0] and "seed" not in decoded[0]  # None fields are left out
     assert decoded[1]["options"] == {"split": "train", "index": 3}
 
@@ -40,6 +41,9 @@ def test_responses_roundtrip():
         p.info_response(4, {"env": {"name": "echo"}, "protocol": 1, "limits": {}}),
         p.error_response(5, errors.NoEpisodeError("call reset")),
         p.error_response(None, errors.BadFrameError("not JSON")),
+        p.steps_response(8, ["a", "b"], [0.1, 0.0], [False, True], [False, False], [{}, {"k": 1}], None),
+        p.steps_response(9, ["a", ""], [0.1, 0.0], [False, False], [False, False], [{}, {}],
+                         [None, {"code": "env_error", "message": "boom"}]),
     ]
     assert roundtrip(responses) == responses
 

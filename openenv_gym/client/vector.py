@@ -146,9 +146,13 @@ class AsyncVectorClient:
     async def open(self) -> AsyncVectorClient:
         for url in self.urls:
             self._by_url[url] = await self._open_url(url)
+        # Contiguous blocks: an equal share per URL, within it an equal share per connection (the
+        # connections alternate workers), so the answers of a lock-step `steps` request line up with env order.
         per_url = [self._slots(url) for url in self.urls]
-        self.conn_of = [per_url[i % len(per_url)][(i // len(per_url)) % len(per_url[i % len(per_url)])]
-                        for i in range(self.num_envs)]
+        self.conn_of = []
+        for u, slots in enumerate(per_url):
+            share = range(u * self.num_envs // len(per_url), (u + 1) * self.num_envs // len(per_url))
+            self.conn_of += [slots[j * len(slots) // len(share)] for j in range(len(share))]
         self._all_grouped = None
         return self
 
@@ -202,16 +206,20 @@ class AsyncVectorClient:
             self._open_batches.append((conn, batch))
         self.in_flight[envs] = True
 
+    def _checked_actions(self, actions: Sequence[p.Action], envs: list[int]) -> Any:
+        """The actions indexable by env id, once the envs are known to have running episodes."""
+        if len(actions) != len(envs):
+            raise ValueError(f"got {len(actions)} actions for {len(envs)} envs")
+        if not self.live[envs].all():
+            ended = [i for i in envs if not self.live[i]]
+            raise NoEpisodeError(f"envs {ended[:5]} have no running episode (never reset, or ended); "
+                                 "reset them before stepping")
+        return actions if envs == self._all_ids else dict(zip(envs, actions, strict=True))
+
     def send(self, actions: Sequence[p.Action], ids: Ids = None) -> None:
         """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`."""
         envs = self._ids(ids)
-        if len(actions) != len(envs):
-            raise ValueError(f"got {len(actions)} actions for {len(envs)} envs")
-        ended = [i for i in envs if not self.live[i]]
-        if ended:
-            raise NoEpisodeError(f"envs {ended[:5]} have no running episode (never reset, or ended); "
-                                 "reset them before stepping")
-        action_of = actions if envs == self._all_ids else dict(zip(envs, actions, strict=True))
+        action_of = self._checked_actions(actions, envs)
         sessions = self.session_ids
         self._submit(envs, _STEP, lambda group, start: [
             {"id": start + k, "op": "step", "session": sessions[env], "action": action_of[env]}
@@ -272,12 +280,23 @@ class AsyncVectorClient:
         return self._collect(taken, [env for env, _, _ in taken])
 
     async def step(self, actions: Sequence[p.Action], ids: Ids = None) -> VectorResult:
-        """Step envs `ids` (default all) and wait for every answer; results follow the order of `ids`."""
+        """Step envs `ids` (default all) and wait for every answer; results follow the order of `ids`.
+
+        Lock-step: one `steps` request per connection, answered with columns (no per-env message
+        to route on either side). Use send/recv to get fast sessions' answers before slow ones'.
+        """
         if self.in_flight.any() or self._ready:
             raise RuntimeError("step() with send()s still outstanding; recv() them first")
         envs = self._ids(ids)
-        self.send(actions, envs)
-        return await self.gather(envs)
+        action_of = self._checked_actions(actions, envs)
+        sessions = self.session_ids
+        groups = self._by_connection(envs)
+        self.in_flight[envs] = True
+        answers = await asyncio.gather(*(
+            _ask(conn, p.steps_request(conn.next_id(), [sessions[e] for e in group], [action_of[e] for e in group]))
+            for conn, group in groups), return_exceptions=True)
+        self.in_flight[envs] = False
+        return self._collect_columns(envs, groups, answers)
 
     async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                     options: dict | None = None) -> VectorResult:
@@ -356,17 +375,9 @@ class AsyncVectorClient:
                     live_now.append(env)
                 continue
             error = answer if isinstance(answer, Exception) else error_from_wire(answer["error"])
-            wire = error.to_wire() if isinstance(error, ProtocolError) else {
-                "code": type(error).__name__, "message": str(error)}
-            infos[k] = {"error": wire}
-            if isinstance(error, InvalidActionError):  # like an env's own error observation
-                obs[k] = f"Invalid action: {error}"
+            obs[k], infos[k], truncated[k], alive = self._failed(env, kind, error, errors)
+            if alive:
                 live_now.append(env)
-                continue
-            errors[env] = error
-            truncated[k] = kind == _STEP
-            if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
-                sessions[env] = None
         answered = [env for env, _, _ in taken]
         self.in_flight[answered] = False
         self.live[answered] = False
@@ -374,6 +385,74 @@ class AsyncVectorClient:
         self._open_batches = [(c, b) for c, b in self._open_batches if b.remaining]
         return VectorResult(np.asarray(order, dtype=np.int64), obs, np.array(rewards, dtype=np.float64),
                             np.array(terminated, dtype=bool), np.array(truncated, dtype=bool), infos, errors)
+
+
+    def _failed(self, env: int, kind: int, error: Exception, errors: dict[int, OpenEnvGymError]
+                ) -> tuple[str, dict, bool, bool]:
+        """What an env whose request failed reports: (obs, info, truncated, episode still running)."""
+        wire = error.to_wire() if isinstance(error, ProtocolError) else {
+            "code": type(error).__name__, "message": str(error)}
+        if isinstance(error, InvalidActionError):  # like an env's own error observation; the episode goes on
+            return f"Invalid action: {error}", {"error": wire}, False, True
+        errors[env] = error  # type: ignore[assignment]
+        if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
+            self.session_ids[env] = None
+        return "", {"error": wire}, kind == _STEP, False
+
+    def _collect_columns(self, envs: list[int], groups: list[tuple[Connection, list[int]]],
+                         answers: list[Any]) -> VectorResult:
+        """Join the column answers of `steps` requests (one per connection) into a result ordered like `envs`."""
+        order: list[int] = []
+        obs: list[str] = []
+        rewards: list[float] = []
+        terminated: list[bool] = []
+        truncated: list[bool] = []
+        infos: list[dict] = []
+        failed: list[tuple[int, Exception]] = []
+        for (_, group), answer in zip(groups, answers, strict=True):
+            base = len(order)
+            order.extend(group)
+            if isinstance(answer, Exception) or ("error" in answer and "obs" not in answer):
+                error = answer if isinstance(answer, Exception) else error_from_wire(answer["error"])
+                obs += [""] * len(group)
+                rewards += [0.0] * len(group)
+                terminated += [False] * len(group)
+                truncated += [False] * len(group)
+                infos += [{}] * len(group)
+                failed += [(base + j, error) for j in range(len(group))]
+                continue
+            obs += answer["obs"]
+            rewards += answer["reward"]
+            terminated += answer["terminated"]
+            truncated += answer["truncated"]
+            infos += answer["info"]
+            for j, wire in enumerate(answer.get("error") or ()):
+                if wire is not None:
+                    failed.append((base + j, error_from_wire(wire)))
+        term = np.array(terminated, dtype=bool)
+        trunc = np.array(truncated, dtype=bool)
+        alive = ~(term | trunc)
+        errors: dict[int, OpenEnvGymError] = {}
+        for k, error in failed:
+            obs[k], infos[k], trunc[k], alive[k] = self._failed(order[k], _STEP, error, errors)
+        self.live[order] = alive
+        result = VectorResult(np.asarray(order, dtype=np.int64), obs, np.array(rewards, dtype=np.float64),
+                              term, trunc, infos, errors)
+        return result if order == envs else _reordered(result, envs)
+
+
+async def _ask(conn: Connection, message: dict) -> dict:
+    """The raw answer to one request; a closed connection fails this request only."""
+    return await conn.submit(message)
+
+
+def _reordered(result: VectorResult, envs: list[int]) -> VectorResult:
+    """The same result with its entries in the order of `envs`."""
+    position = {env: k for k, env in enumerate(result.ids.tolist())}
+    index = [position[env] for env in envs]
+    return VectorResult(np.asarray(envs, dtype=np.int64), [result.obs[k] for k in index], result.rewards[index],
+                        result.terminated[index], result.truncated[index], [result.infos[k] for k in index],
+                        result.errors)
 
 
 _SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}

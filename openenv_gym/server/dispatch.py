@@ -71,8 +71,8 @@ class Dispatcher:
                                 "max_frame_bytes": limits.max_frame_bytes},
                      # which worker process answers this connection: lets clients spread sessions evenly
                      "worker": counter.index, "workers": counter.workers}
-        self._ops = {p.OP_STEP: self._step, p.OP_RESET: self._reset, p.OP_CLOSE: self._close,
-                     p.OP_INFO: self._info}
+        self._ops = {p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset,
+                     p.OP_CLOSE: self._close, p.OP_INFO: self._info}
 
     # -- frames and requests ------------------------------------------------------------------
 
@@ -133,6 +133,26 @@ class Dispatcher:
             self._refuse_step(peer, message)
         session.last_active = now
         self._run(peer, session, rid, session.env.step(action), self._stepped)
+
+    def _steps(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
+        """Many steps in one request, answered with one response of columns once all are done.
+
+        Each entry runs exactly like a `step` (same checks, errors and timeouts); its answer is
+        written into the columns instead of being sent on its own.
+        """
+        sessions, actions = message.get("sessions"), message.get("actions")
+        if type(sessions) is not list or type(actions) is not list or len(sessions) != len(actions) or not sessions:
+            raise BadRequestError("'steps' needs 'sessions' and 'actions': arrays of the same non-zero length")
+        columns = _Columns(peer, rid, len(sessions))
+        for index, (session_id, action) in enumerate(zip(sessions, actions, strict=True)):
+            slot = _Slot(columns, index, peer.sessions)
+            entry = {"session": session_id, "action": action}
+            try:
+                self._step(slot, index, entry, now)
+            except ProtocolError as exc:
+                slot.reply(p.error_response(index, exc))
+            except TypeError:  # an unhashable session id
+                slot.reply(p.error_response(index, BadRequestError("each session id must be a string")))
 
     def _refuse_step(self, peer: Peer, message: dict) -> None:
         """Raise the typed error that explains why this step cannot run."""
@@ -309,6 +329,47 @@ class Dispatcher:
             return
         session.live = True
         peer.reply(p.reset_response(rid, session.id, result.obs, result.info))
+
+
+class _Columns:
+    """The answer to a `steps` request, filled entry by entry, sent when the last entry is in."""
+
+    __slots__ = ("errors", "infos", "obs", "peer", "remaining", "rewards", "rid", "terminated", "truncated")
+
+    def __init__(self, peer: Peer, rid: p.RequestId, size: int) -> None:
+        self.peer, self.rid, self.remaining = peer, rid, size
+        self.obs: list[str] = [""] * size
+        self.rewards: list[float] = [0.0] * size
+        self.terminated: list[bool] = [False] * size
+        self.truncated: list[bool] = [False] * size
+        self.infos: list[dict] = [{}] * size
+        self.errors: list[dict | None] | None = None
+
+    def fill(self, index: int, answer: dict) -> None:
+        error = answer.get("error")
+        if error is None:
+            self.obs[index], self.rewards[index], self.infos[index] = answer["obs"], answer["reward"], answer["info"]
+            self.terminated[index], self.truncated[index] = answer["terminated"], answer["truncated"]
+        else:
+            if self.errors is None:
+                self.errors = [None] * len(self.obs)
+            self.errors[index] = error
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.peer.reply(p.steps_response(self.rid, self.obs, self.rewards, self.terminated, self.truncated,
+                                             self.infos, self.errors))
+
+
+class _Slot:
+    """Stands in for the peer while one entry of a `steps` request runs: its answer fills a column."""
+
+    __slots__ = ("columns", "index", "sessions")
+
+    def __init__(self, columns: _Columns, index: int, sessions: dict[str, Session]) -> None:
+        self.columns, self.index, self.sessions = columns, index, sessions
+
+    def reply(self, answer: dict) -> None:
+        self.columns.fill(self.index, answer)
 
 
 def _spaces(description: dict[str, Any]) -> dict[str, Any]:
