@@ -172,11 +172,9 @@ class RemoteVectorEnv(VectorEnv):
             # envs whose episode ended last step are reset now, their actions ignored
             resetting = np.flatnonzero(self._autoreset).tolist()
             stepping = np.flatnonzero(~self._autoreset).tolist()
-            if stepping:
-                client.send([actions[i] for i in stepping], stepping)
-            client.send_reset(resetting, self._seeds(None, resetting), self.default_options)
+            result = await client.step_and_reset([actions[i] for i in stepping], stepping, resetting,
+                                                 self._seeds(None, resetting), self.default_options)
             self._episode_steps[resetting] = 0
-            result = await client.gather(every)
             self._count_steps(result, stepping)
             return result, {}
         result = await client.step(actions)

@@ -288,7 +288,22 @@ class AsyncVectorClient:
         if self.in_flight.any() or self._ready:
             raise RuntimeError("step() with send()s still outstanding; recv() them first")
         envs = self._ids(ids)
-        action_of = self._checked_actions(actions, envs)
+        return await self._steps(self._checked_actions(actions, envs), envs)
+
+    async def step_and_reset(self, actions: Sequence[p.Action], stepping: list[int], resetting: list[int],
+                             seeds: Sequence[int | None] | None = None, options: dict | None = None) -> VectorResult:
+        """Step `stepping` (actions in that order) and reset `resetting` at once; results ordered by env id."""
+        if self.in_flight.any() or self._ready:
+            raise RuntimeError("step_and_reset() with send()s still outstanding; recv() them first")
+        stepping, resetting = self._ids(stepping), self._ids(resetting)
+        action_of = self._checked_actions(actions, stepping)
+        self.send_reset(resetting, seeds, options)
+        parts = [await self._steps(action_of, stepping)] if stepping else []
+        parts.append(await self.gather(resetting))
+        return _joined(parts, sorted(stepping + resetting))
+
+    async def _steps(self, action_of: Any, envs: list[int]) -> VectorResult:
+        """Lock-step `steps` requests, one per connection; `action_of[env]` is each env's action."""
         sessions = self.session_ids
         groups = self._by_connection(envs)
         self.in_flight[envs] = True
@@ -448,11 +463,21 @@ async def _ask(conn: Connection, message: dict) -> dict:
 
 def _reordered(result: VectorResult, envs: list[int]) -> VectorResult:
     """The same result with its entries in the order of `envs`."""
-    position = {env: k for k, env in enumerate(result.ids.tolist())}
+    return _joined([result], envs)
+
+
+def _joined(parts: list[VectorResult], envs: list[int]) -> VectorResult:
+    """Results for disjoint sets of envs, joined into one ordered like `envs`."""
+    ids = [env for part in parts for env in part.ids.tolist()]
+    position = {env: k for k, env in enumerate(ids)}
     index = [position[env] for env in envs]
-    return VectorResult(np.asarray(envs, dtype=np.int64), [result.obs[k] for k in index], result.rewards[index],
-                        result.terminated[index], result.truncated[index], [result.infos[k] for k in index],
-                        result.errors)
+    obs = [o for part in parts for o in part.obs]
+    infos = [i for part in parts for i in part.infos]
+    errors = {env: error for part in parts for env, error in part.errors.items()}
+    return VectorResult(np.asarray(envs, dtype=np.int64), [obs[k] for k in index],
+                        np.concatenate([part.rewards for part in parts])[index],
+                        np.concatenate([part.terminated for part in parts])[index],
+                        np.concatenate([part.truncated for part in parts])[index], [infos[k] for k in index], errors)
 
 
 _SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}
