@@ -1,4 +1,4 @@
-"""The `openenv-gym` command: serve | list | bench."""
+"""The `openenv-gym` command: serve | import | list | bench."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from openenv_gym.errors import OpenEnvGymError
 
@@ -55,15 +56,40 @@ def _run_serve(args: argparse.Namespace) -> None:
                       token=args.token, limits=limits, threads=args.threads))
 
 
+def _add_import(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "import", help="import an ORS environment (a .py file or a folder) as openenv/<kind>-NAME",
+        description="Detect environments in SOURCE by reading it (nothing is run), vendor it without secrets "
+                    "or junk, and write NAME/openenv.toml under the output folder.")
+    parser.add_argument("source", type=Path, help="a .py file or a folder (a checkout)")
+    parser.add_argument("--name", required=True, help="the environment's name: gym id openenv/<kind>-NAME")
+    parser.add_argument("--output-dir", type=Path, default=Path("servers"), help="where to write (default ./servers)")
+    parser.add_argument("--data", type=Path, nargs="+", default=[], help="data files or folders to copy in")
+    parser.add_argument("--env", dest="env_class", help="the class to import when the source holds several")
+    parser.add_argument("--force", action="store_true", help="replace an existing NAME; allow shadowing modules")
+    parser.set_defaults(run=_run_import)
+
+
+def _run_import(args: argparse.Namespace) -> None:
+    from openenv_gym.importers import import_environment
+
+    for result in import_environment(args.source, args.name, args.output_dir, args.data, args.env_class, args.force):
+        print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
+        print(f"  folder: {result.folder}")
+        print(f"  copied {len(result.report.copied)} files; dependencies: {', '.join(result.dependencies) or 'none'}")
+        for path, why in result.report.left_out:
+            print(f"  left out {path}: {why}")
+
+
 def _add_list(commands: argparse._SubParsersAction) -> None:
     listing = commands.add_parser("list", help="list the registered environments")
     listing.set_defaults(run=_run_list)
 
 
 def _run_list(args: argparse.Namespace) -> None:
-    from openenv_gym.manifest import shipped_manifests
+    from openenv_gym.manifest import all_manifests
 
-    for manifest in shipped_manifests():
+    for manifest in all_manifests():
         print(f"{manifest.gym_id:32} {manifest.description}")
 
 
@@ -83,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_serve(commands)
+    _add_import(commands)
     _add_list(commands)
     _add_bench(commands)
     return parser

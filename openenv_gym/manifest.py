@@ -9,6 +9,7 @@ A manifest folder holds the environment's code and an `openenv.toml`:
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openenv_gym.errors import EnvNotFoundError, OpenEnvGymError
 
 MANIFEST_FILE = "openenv.toml"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -28,7 +30,7 @@ class ManifestError(OpenEnvGymError):
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=rf"^{NAME_PATTERN.pattern}$")
     kind: str = "python"
     entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     description: str = ""
@@ -71,12 +73,34 @@ def shipped_manifests() -> list[Manifest]:
     return [load_manifest(path.parent) for path in sorted(root.glob(f"*/{MANIFEST_FILE}"))]
 
 
+def imported_manifests() -> list[Manifest]:
+    """Environments in the folders `openenv-gym import` recorded in the user registry."""
+    from openenv_gym.home import registered_dirs
+
+    found = []
+    for folder in registered_dirs():
+        for path in sorted(folder.glob(f"*/{MANIFEST_FILE}")):
+            try:
+                found.append(load_manifest(path.parent))
+            except ManifestError:
+                continue  # a broken import must not stop `import openenv_gym`
+    return found
+
+
+def all_manifests() -> list[Manifest]:
+    """Shipped environments, then imported ones (a later one with the same gym id is ignored)."""
+    unique: dict[str, Manifest] = {}
+    for manifest in [*shipped_manifests(), *imported_manifests()]:
+        unique.setdefault(manifest.gym_id, manifest)
+    return list(unique.values())
+
+
 def find_manifest(name_or_path: str | Path) -> Manifest:
-    """A manifest by env name (shipped envs) or by the path of its folder."""
+    """A manifest by env name or gym id (shipped and imported envs), or by the path of its folder."""
     path = Path(name_or_path)
     if (path / MANIFEST_FILE).is_file():
         return load_manifest(path)
-    manifests = shipped_manifests()
+    manifests = all_manifests()
     for manifest in manifests:
         if str(name_or_path) in (manifest.name, manifest.gym_id):
             return manifest

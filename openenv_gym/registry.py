@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from openenv_gym.manifest import Manifest, shipped_manifests
+from openenv_gym.manifest import Manifest, all_manifests
 
 ENTRY_POINT = "openenv_gym.env:RemoteEnv"
 VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
@@ -23,8 +23,8 @@ def register_manifest(manifest: Manifest) -> None:
 
 
 def register_all() -> list[str]:
-    """Register every shipped environment; return their ids."""
-    manifests = shipped_manifests()
+    """Register every shipped and imported environment; return their ids."""
+    manifests = all_manifests()
     for manifest in manifests:
         register_manifest(manifest)
     return [m.gym_id for m in manifests]

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+# Imports in the tests go to a home of their own, never the user's ~/.openenv_gym.
+os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
 
 from openenv_gym.embedded import LocalServer
 

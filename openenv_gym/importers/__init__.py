@@ -1,0 +1,108 @@
+"""`openenv-gym import SOURCE --name NAME`: detect, vendor, write a manifest, record the folder.
+
+An import writes data (a manifest and the vendored source), never generated code: the adapter of
+the manifest's kind does the work at run time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+
+from openenv_gym.home import record_dir
+from openenv_gym.importers.base import Detected, Importer, ImportFailedError
+from openenv_gym.importers.ors import OrsImporter
+from openenv_gym.importers.scan import top_level_modules
+from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
+from openenv_gym.manifest import MANIFEST_FILE, NAME_PATTERN
+
+IMPORTERS: list[Importer] = [OrsImporter()]
+VENDOR_DIR = "vendor"
+# Modules a vendored top-level module must not take the name of (besides the standard library).
+RUNTIME_MODULES = {"openenv_gym", "gymnasium", "numpy", "websockets", "orjson", "pydantic", "httpx", "uvloop",
+                   "tqdm", "packaging", "tomli_w", "openreward", "ors", "verifiers"}
+
+
+@dataclass
+class ImportResult:
+    name: str
+    folder: Path
+    detected: Detected
+    dependencies: list[str]
+    report: VendorReport
+    gym_id: str
+
+
+def detect_all(source: Path) -> list[Detected]:
+    return [found for importer in IMPORTERS for found in importer.detect(source)]
+
+
+def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[Detected]:
+    if not found:
+        looked_for = "; or ".join(importer.looks_for for importer in IMPORTERS)
+        raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}")
+    if env_class is None:
+        return found
+    chosen = [d for d in found if env_class in (d.attribute, d.entry)]
+    if not chosen:
+        names = ", ".join(d.entry for d in found)
+        raise ImportFailedError(f"--env {env_class!r} is not among the environments found: {names}")
+    return chosen
+
+
+def _names(name: str, chosen: list[Detected]) -> list[str]:
+    """One name per environment: NAME alone, or NAME-<class> when the source holds several."""
+    if len(chosen) == 1:
+        return [name]
+    return [f"{name}-{d.attribute.lower()}" for d in chosen]
+
+
+def _shadowed(source: Path, dependencies: list[str]) -> list[str]:
+    from packaging.requirements import Requirement
+
+    taken = set(sys.stdlib_module_names) | RUNTIME_MODULES
+    taken |= {Requirement(d).name.lower().replace("-", "_") for d in dependencies}
+    return sorted(top_level_modules(source) & taken)
+
+
+def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
+                       env_class: str | None = None, force: bool = False) -> list[ImportResult]:
+    source = source.resolve()
+    if not source.exists():
+        raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
+    if not NAME_PATTERN.fullmatch(name):
+        raise ImportFailedError(f"--name {name!r} may only hold letters, digits, '_', '.' and '-'")
+    for path in data or []:
+        if not path.exists():
+            raise ImportFailedError(f"--data {path} does not exist")
+    chosen = _choose(detect_all(source), env_class, source)
+    importer = {i.kind: i for i in IMPORTERS}
+    results = []
+    for env_name, found in zip(_names(name, chosen), chosen, strict=True):
+        folder = (output_dir / env_name).resolve()
+        if folder.exists() and not force:
+            raise ImportFailedError(f"{folder} already exists; choose another --name, or pass --force to replace it")
+        dependencies = importer[found.kind].dependencies(source, found)
+        shadowed = _shadowed(source, dependencies)
+        if shadowed and not force:
+            raise ImportFailedError(
+                f"the source's top-level modules {', '.join(shadowed)} would shadow standard-library or dependency "
+                "modules of the same name; rename them, or pass --force to import anyway")
+        if folder == source or folder in source.parents or source in folder.parents:
+            raise ImportFailedError(f"the output folder {folder} must lie outside the source {source}")
+        if folder.exists():
+            shutil.rmtree(folder)
+        vendored = folder / VENDOR_DIR
+        report = vendor(source, vendored)
+        report.copied += copy_data(data or [], vendored)
+        manifest = {"name": env_name, "kind": found.kind, "entry": found.entry, "source": VENDOR_DIR,
+                    "dependencies": dependencies, "source_hash": tree_hash(vendored),
+                    "imported_from": str(source)}
+        (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest))
+        record_dir(output_dir)
+        results.append(ImportResult(env_name, folder, found, dependencies, report, f"openenv/{found.kind}-{env_name}"))
+    return results

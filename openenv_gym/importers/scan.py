@@ -1,0 +1,45 @@
+"""Walk a source (a .py file or a folder) and parse its modules, without importing or running anything."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "build", "dist",
+                "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "site-packages"}
+
+
+def python_files(source: Path) -> Iterator[Path]:
+    if source.is_file():
+        yield source
+        return
+    for path in sorted(source.rglob("*.py")):
+        if not any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in path.relative_to(source).parts):
+            yield path
+
+
+def module_name(source: Path, path: Path) -> str:
+    """Dotted module path of `path` inside `source` (a file source is its own top-level module)."""
+    relative = path.relative_to(source.parent if source.is_file() else source).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def parse(path: Path) -> ast.Module | None:
+    """The module's syntax tree, or None when it is not valid Python (it is skipped, never run)."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def top_level_modules(source: Path) -> set[str]:
+    """Names the source's own top-level modules and packages would take if put on sys.path."""
+    if source.is_file():
+        return {source.stem}
+    names = {p.stem for p in source.glob("*.py")}
+    names |= {p.name for p in source.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return names - {"__init__", "setup", "conftest"}

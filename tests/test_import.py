@@ -1,0 +1,151 @@
+"""openenv-gym import: AST detection (nothing is run), vendoring without secrets, manifests, the registry."""
+
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from openenv_gym.home import registered_dirs
+from openenv_gym.importers import ImportFailedError, detect_all, import_environment
+from openenv_gym.manifest import find_manifest, load_manifest
+
+ORS_ENV = '''
+from openreward.environments import Environment, tool
+
+raise SystemExit("detection must never run the source")
+
+
+class Counter(Environment):
+    pass
+'''
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return folder
+
+
+@pytest.mark.parametrize("code, sdk", [
+    ("from openreward.environments import Environment\nclass A(Environment): ...", "openreward"),
+    ("from openreward import environments\nclass A(environments.Environment): ...", "openreward"),
+    ("import openreward.environments as orw\nclass A(orw.Environment): ...", "openreward"),
+    ("from openreward.environments.environment import Environment as Base\nclass A(Base): ...", "openreward"),
+    ("import ors\nclass A(ors.Environment): ...", "ors-sdk"),
+    ("from ors import Environment\nfrom typing import Generic\nclass A(Environment, Generic[int]): ...", "ors-sdk"),
+    ("from ors import Environment\nclass A(Environment[int]): ...", "ors-sdk"),
+])
+def test_detects_ors_environments_without_running_them(tmp_path, code, sdk):
+    source = write(tmp_path / "src", {"env.py": code})
+    (found,) = detect_all(source)
+    assert (found.kind, found.entry) == ("ors", "env:A")
+    (result,) = import_environment(source, "a", tmp_path / "out")
+    assert result.dependencies == [sdk]
+
+
+@pytest.mark.parametrize("code", [
+    "# Environment from openreward\nx = 'class A(Environment): from openreward import Environment'",
+    "from gymnasium import Env as Environment\nclass A(Environment): ...",
+    "class Environment: ...\nclass A(Environment): ...",
+    "from openreward import Environment\ndef f():\n    class Inner(Environment): ...",
+    "from openrewardish import Environment\nclass A(Environment): ...",
+    "this is not python (",
+])
+def test_detection_negatives(tmp_path, code):
+    source = write(tmp_path / "src", {"env.py": code})
+    assert detect_all(source) == []
+    with pytest.raises(ImportFailedError, match=r"no environment found .* looked for a top-level class"):
+        import_environment(source, "x", tmp_path / "out")
+
+
+def test_import_writes_manifest_and_vendored_source_and_records_the_folder(tmp_path):
+    source = write(tmp_path / "src", {"counter.py": ORS_ENV, "helpers/util.py": "X = 1\n",
+                                      "pyproject.toml": '[project]\nname = "c"\ndependencies = ["numpy>=1.26"]\n'})
+    data = write(tmp_path / "data", {"tasks.json": "[]"}) / "tasks.json"
+    out = tmp_path / "servers"
+    (result,) = import_environment(source, "counter", out, data=[data])
+    assert result.gym_id == "openenv/ors-counter"
+    manifest = tomllib.loads((out / "counter" / "openenv.toml").read_text())
+    assert manifest["kind"] == "ors" and manifest["entry"] == "counter:Counter"
+    assert manifest["dependencies"] == ["numpy>=1.26", "openreward"]  # declared ones plus the SDK it imports
+    assert manifest["source_hash"].startswith("sha256:") and manifest["imported_from"] == str(source.resolve())
+    vendored = out / "counter" / "vendor"
+    assert (vendored / "counter.py").read_text() == (source / "counter.py").read_text()
+    assert (vendored / "helpers" / "util.py").exists() and (vendored / "tasks.json").exists()
+    assert out.resolve() in registered_dirs()
+    assert find_manifest("counter").folder == (out / "counter").resolve()
+    assert load_manifest(out / "counter").gym_id == "openenv/ors-counter"
+
+
+def test_secrets_and_junk_are_left_out_and_reported(tmp_path):
+    source = write(tmp_path / "src", {
+        "env.py": ORS_ENV, ".env": "KEY=1", ".env.local": "KEY=2", "id_rsa": "key", "id_rsa.pub": "pub",
+        "server.pem": "x", "private.key": "x", "cert.p12": "x", "secrets.toml": "x", "credentials.json": "{}",
+        ".git/config": "x", "__pycache__/env.cpython-311.pyc": "x", ".venv/pyvenv.cfg": "home = /usr",
+        "myvenv/pyvenv.cfg": "home = /usr", "dist/pkg.whl": "x", "pkg.egg-info/PKG-INFO": "x",
+        "notes.md": "keep me"})
+    (result,) = import_environment(source, "leaky", tmp_path / "out")
+    vendored = {p.relative_to(result.folder / "vendor").as_posix()
+                for p in (result.folder / "vendor").rglob("*") if p.is_file()}
+    assert vendored == {"env.py", "notes.md"}
+    left_out = {path.as_posix() for path, _ in result.report.left_out}
+    assert {".env", ".env.local", "id_rsa", "id_rsa.pub", "server.pem", "private.key", "cert.p12", "secrets.toml",
+            "credentials.json", ".git", "__pycache__", ".venv", "myvenv", "dist", "pkg.egg-info"} <= left_out
+
+
+def test_several_classes_get_an_id_each_or_env_picks_one(tmp_path):
+    source = write(tmp_path / "src", {"envs.py": """
+        from openreward.environments import Environment
+        class Base(Environment): ...
+        class Hard(Base): ...
+        """})
+    results = import_environment(source, "multi", tmp_path / "out")
+    assert sorted(r.gym_id for r in results) == ["openenv/ors-multi-base", "openenv/ors-multi-hard"]
+    (hard,) = import_environment(source, "one", tmp_path / "out2", env_class="Hard")
+    assert hard.detected.entry == "envs:Hard"
+    with pytest.raises(ImportFailedError, match="not among the environments found: envs:Base, envs:Hard"):
+        import_environment(source, "none", tmp_path / "out3", env_class="Missing")
+
+
+def test_existing_name_is_refused_unless_forced(tmp_path):
+    source = write(tmp_path / "src", {"env.py": ORS_ENV.replace("Counter", "A")})
+    import_environment(source, "same", tmp_path / "out")
+    with pytest.raises(ImportFailedError, match=r"already exists.*--force"):
+        import_environment(source, "same", tmp_path / "out")
+    write(source, {"env.py": ORS_ENV.replace("Counter", "B")})
+    (result,) = import_environment(source, "same", tmp_path / "out", force=True)
+    assert result.detected.attribute == "B"
+
+
+@pytest.mark.parametrize("module", ["json.py", "pydantic.py", "openreward/__init__.py"])
+def test_modules_that_would_shadow_others_are_refused_unless_forced(tmp_path, module):
+    source = write(tmp_path / "src", {"env.py": ORS_ENV, module: "X = 1\n"})
+    with pytest.raises(ImportFailedError, match="would shadow"):
+        import_environment(source, "shadow", tmp_path / "out")
+    import_environment(source, "shadow", tmp_path / "out", force=True)
+
+
+def test_bad_inputs_are_clear_errors(tmp_path):
+    with pytest.raises(ImportFailedError, match="does not exist"):
+        import_environment(tmp_path / "missing", "x", tmp_path / "out")
+    source = write(tmp_path / "src", {"env.py": ORS_ENV})
+    with pytest.raises(ImportFailedError, match="--name"):
+        import_environment(source, "bad name!", tmp_path / "out")
+    with pytest.raises(ImportFailedError, match="outside the source"):
+        import_environment(source, "inside", source)
+
+
+def test_cli_import_reports_what_it_did(tmp_path):
+    source = write(tmp_path / "src", {"env.py": ORS_ENV, ".env": "SECRET=1"})
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--name", "cli",
+                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "as openenv/ors-cli" in done.stdout and "left out .env: may hold secrets" in done.stdout
+    again = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--name", "cli",
+                            "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "already exists" in again.stderr
