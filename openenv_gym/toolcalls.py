@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Collection
 from typing import Any
 
 import orjson
@@ -85,6 +86,22 @@ def _pythonic(text: str) -> ToolCall | None:
     except (ValueError, SyntaxError):
         return None
     return {"name": match.group(1), "arguments": arguments}
+
+
+def find_tool_call(action: object, tool_names: Collection[str]) -> ToolCall | str:
+    """The tool call an action makes (a call object or model text), or a message saying why there is none."""
+    listed = ", ".join(tool_names)
+    if isinstance(action, str):
+        call = parse_tool_call(action)
+        if call is None:
+            return f"no tool call found in the text; call one of: {listed}"
+    else:
+        call = normalize_tool_call(action)
+        if call is None:
+            return f'a tool call is an object {{"name": <tool>, "arguments": {{...}}}}; tools: {listed}'
+    if call["name"] not in tool_names:
+        return f"unknown tool {call['name']!r}; call one of: {listed}"
+    return call
 
 
 def parse_tool_call(text: str) -> ToolCall | None:

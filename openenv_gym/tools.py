@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
 from openenv_gym.protocol import Action
-from openenv_gym.toolcalls import normalize_tool_call, parse_tool_call
+from openenv_gym.toolcalls import find_tool_call
 
 _TOOL_MARK = "__openenv_tool__"
 
@@ -102,29 +102,13 @@ class ToolEnvironment(Environment):
         result = self.start(seed=seed, options=options or {})
         return await result if inspect.isawaitable(result) else result
 
-    def _find_call(self, action: Action) -> tuple[Tool, dict] | str:
-        """The tool and raw arguments of an action, or a message saying why there is none."""
-        if isinstance(action, str):
-            call = parse_tool_call(action)
-            if call is None:
-                return f"no tool call found in the text; call one of: {', '.join(self.tools)}"
-        else:
-            call = normalize_tool_call(action)
-            if call is None:
-                return ('a tool call is an object {"name": <tool>, "arguments": {...}}; '
-                        f"tools: {', '.join(self.tools)}")
-        found = self.tools.get(call["name"])
-        if found is None:
-            return f"unknown tool {call['name']!r}; call one of: {', '.join(self.tools)}"
-        return found, call["arguments"]
-
     async def step(self, action: Action) -> StepResult:
         self.steps += 1
         truncated = self.step_limit is not None and self.steps >= self.step_limit
-        found = self._find_call(action)
-        if isinstance(found, str):
-            return invalid_action(found, reward=self.invalid_action_reward, truncated=truncated)
-        chosen, raw_arguments = found
+        call = find_tool_call(action, self.tools)
+        if isinstance(call, str):
+            return invalid_action(call, reward=self.invalid_action_reward, truncated=truncated)
+        chosen, raw_arguments = self.tools[call["name"]], call["arguments"]
         try:
             arguments = chosen.arguments.model_validate(raw_arguments)
         except ValidationError as exc:
