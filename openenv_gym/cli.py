@@ -44,8 +44,16 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> None:
+    from openenv_gym.manifest import find_manifest
     from openenv_gym.server import Limits, ServeConfig, serve
     from openenv_gym.server.supervisor import exit_when_stdin_closes
+    from openenv_gym.venvs import ensure_venv, in_venv, needs_venv, venv_path
+
+    manifest = find_manifest(args.env)
+    if needs_venv(manifest) and not in_venv(venv_path(manifest)):
+        # run the environment in its own venv, with its own dependencies: the same command, re-executed there
+        python = str(ensure_venv(manifest))
+        os.execv(python, [python, "-m", "openenv_gym", *sys.argv[1:]])
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
     if args.exit_with_stdin:

@@ -13,11 +13,10 @@ import select
 import subprocess
 import sys
 import threading
-import time
 
 from openenv_gym.errors import ServerStartError
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 60.0  # seconds of silence: a server building its venv prints as it goes
 _URL = re.compile(r"(ws://\S+)")
 
 _servers: dict[str, LocalServer] = {}
@@ -36,11 +35,10 @@ class LocalServer:
         self.url = self._wait_for_url()
 
     def _wait_for_url(self) -> str:
-        deadline = time.monotonic() + START_TIMEOUT
         stdout = self.process.stdout
         assert stdout is not None
-        while (remaining := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([stdout], [], [], remaining)
+        while True:
+            readable, _, _ = select.select([stdout], [], [], START_TIMEOUT)
             if not readable:
                 break
             line = stdout.readline()
@@ -49,9 +47,10 @@ class LocalServer:
             match = _URL.search(line)
             if match:
                 return match.group(1)
+            print(line, end="", file=sys.stderr)  # progress of a first start (building its venv)
         self.stop()
         raise ServerStartError(
-            f"the local server for {self.env!r} did not start within {START_TIMEOUT:g} s (exit code "
+            f"the local server for {self.env!r} did not start (silent for {START_TIMEOUT:g} s, or exited with code "
             f"{self.process.returncode}); its error is printed above. Run `openenv-gym serve {self.env}` "
             "to see it again, or pass base_url= to use a running server")
 

@@ -12,8 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-# Imports in the tests go to a home of their own, never the user's ~/.openenv_gym.
+# Imports in the tests go to a home of their own, never the user's ~/.openenv_gym; the environments'
+# venvs (real openreward / ors-sdk installs) are kept in the checkout, so later runs reuse them.
 os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
+os.environ.setdefault("OPENENV_GYM_VENVS", str(Path(__file__).parent.parent / ".venv-envs"))
 
 from openenv_gym.embedded import LocalServer
 

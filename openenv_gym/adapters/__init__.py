@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from openenv_gym.adapters.ors import load_ors_environment
 from openenv_gym.adapters.python import load_python_environment
 from openenv_gym.environment import Environment
 from openenv_gym.manifest import Manifest, ManifestError
@@ -19,7 +20,7 @@ class EnvironmentFactory(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-_LOADERS = {"python": load_python_environment}
+_LOADERS = {"python": load_python_environment, "ors": load_ors_environment}
 
 
 def load_factory(manifest: Manifest) -> EnvironmentFactory:

@@ -1,0 +1,87 @@
+"""One virtual environment per dependency set, for imported environments: built on first use, cached.
+
+The venv holds openenv_gym itself and the environment's dependencies (for example `openreward`, or
+`verifiers<0.4`), so two environments never share a dependency set. Venvs live in
+$OPENENV_GYM_VENVS (default $OPENENV_GYM_HOME/venvs), named by a hash of what they hold.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.home import home
+from openenv_gym.manifest import PACKAGE_DIR, Manifest
+
+READY_MARKER = ".openenv-gym-ready"
+
+
+class VenvBuildError(OpenEnvGymError):
+    """Installing an environment's dependencies failed."""
+
+
+def venvs_dir() -> Path:
+    return Path(os.environ.get("OPENENV_GYM_VENVS") or home() / "venvs")
+
+
+def dependencies(manifest: Manifest) -> list[str]:
+    return [str(d) for d in getattr(manifest, "dependencies", None) or []]
+
+
+def needs_venv(manifest: Manifest) -> bool:
+    return bool(dependencies(manifest))
+
+
+def self_requirement() -> list[str]:
+    """How to install this openenv_gym: editable from a checkout, else the same released version."""
+    root = PACKAGE_DIR.parent
+    if (root / "pyproject.toml").is_file():
+        return ["-e", str(root)]
+    from openenv_gym import __version__
+
+    return [f"openenv-gym=={__version__}"]
+
+
+def venv_path(manifest: Manifest) -> Path:
+    key = json.dumps([sorted(dependencies(manifest)), self_requirement(), sys.version_info[:2]])
+    return venvs_dir() / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def python_of(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def in_venv(venv: Path) -> bool:
+    return Path(sys.prefix).resolve() == venv.resolve()
+
+
+def ensure_venv(manifest: Manifest, log=print) -> Path:
+    """The python of the manifest's venv, built (once, under a file lock) if needed."""
+    venv = venv_path(manifest)
+    if (venv / READY_MARKER).exists():
+        return python_of(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same venv
+        if (venv / READY_MARKER).exists():
+            return python_of(venv)
+        log(f"openenv-gym: building a virtual environment for {manifest.name} with "
+            f"{', '.join(dependencies(manifest))} in {venv} (first use only; cached by its dependencies)", flush=True)
+        steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+                 [str(python_of(venv)), "-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check",
+                  *self_requirement(), *dependencies(manifest)]]
+        for command in steps:
+            done = subprocess.run(command, stdout=sys.stdout, stderr=sys.stderr)
+            if done.returncode != 0:
+                raise VenvBuildError(
+                    f"installing the dependencies of {manifest.name} failed (exit {done.returncode}); the pip "
+                    f"output above says why. Fix the requirement in {manifest.folder}/openenv.toml and retry")
+        (venv / READY_MARKER).touch()
+        log(f"openenv-gym: virtual environment for {manifest.name} ready", flush=True)
+    return python_of(venv)
