@@ -25,7 +25,9 @@ OP_STEP = "step"
 OP_CLOSE = "close"
 OP_INFO = "info"
 OP_STEPS = "steps"
-OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_CLOSE, OP_INFO)
+OP_SPLITS = "splits"
+OP_TASKS = "tasks"
+OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS)
 
 RequestId: TypeAlias = int | str
 Action: TypeAlias = str | dict[str, Any]
@@ -96,6 +98,14 @@ def close_request(rid: RequestId, session: str) -> dict:
 
 def info_request(rid: RequestId) -> dict:
     return {"id": rid, "op": OP_INFO}
+
+
+def splits_request(rid: RequestId) -> dict:
+    return {"id": rid, "op": OP_SPLITS}
+
+
+def tasks_request(rid: RequestId, split: str | None = None, start: int | None = None, stop: int | None = None) -> dict:
+    return _without_none({"id": rid, "op": OP_TASKS, "split": split, "start": start, "stop": stop})
 
 
 def request_id(message: object) -> RequestId | None:
@@ -177,6 +187,15 @@ def close_response(rid: RequestId) -> dict:
 def info_response(rid: RequestId, server_info: dict) -> dict:
     """server_info: {"env": <description>, "protocol": <version>, "limits": {...}}."""
     return {"id": rid, **server_info}
+
+
+def splits_response(rid: RequestId, splits: list[dict]) -> dict:
+    """splits: [{"name", "type", "num_tasks"}, ...]; empty for environments without tasks."""
+    return {"id": rid, "splits": splits}
+
+
+def tasks_response(rid: RequestId, split: str, tasks: list[dict]) -> dict:
+    return {"id": rid, "split": split, "tasks": tasks}
 
 
 def error_response(rid: RequestId | None, error: ProtocolError) -> dict:

@@ -1,9 +1,12 @@
 """ORS environments imported and served: real `openreward` / `ors-sdk` in the environments' own venvs."""
 
+import asyncio
 from pathlib import Path
 
 import gymnasium as gym
+import httpx
 import pytest
+from conftest import http_url, run
 
 import openenv_gym
 from openenv_gym.importers import import_environment
@@ -16,7 +19,7 @@ ORS_ENVS = Path(__file__).parent / "ors_envs"
 def imported(tmp_path_factory):
     """Import the test ORS environments once and register their gym ids."""
     out = tmp_path_factory.mktemp("servers")
-    for name in ("answer",):
+    for name in ("answer", "treasure", "sums", "notebook"):
         import_environment(ORS_ENVS / name, name, out)
     register_all()
     return out
@@ -58,3 +61,98 @@ def test_bad_task_options_are_typed_errors(imported):
     obs, reward, terminated, truncated, info = env.step({"name": "nope", "arguments": {}})
     assert info["error"]["code"] == "invalid_action" and not terminated
     env.close()
+
+
+OPPOSITE = {"north": "south", "east": "west", "south": "north", "west": "east"}
+
+
+def greedy_hunt(env):
+    """Move while some direction earns the closer-reward; dig when the treasure is 0 away.
+    Returns the rewards of the moves and the final dig step."""
+    move_rewards = []
+    while "0 away" not in env.step({"name": "look", "arguments": {}})[0]:
+        for direction in ("north", "east", "south", "west"):
+            reward = env.step({"name": "move", "arguments": {"direction": direction}})[1]
+            move_rewards.append(reward)
+            if reward > 0:
+                break
+            env.step({"name": "move", "arguments": {"direction": OPPOSITE[direction]}})
+    return move_rewards, env.step({"name": "dig", "arguments": {}})
+
+
+def test_multi_tool_game_with_dense_rewards_on_ors_sdk(imported):
+    import random
+
+    far = next(i for i in range(5) if (random.Random(i).randrange(4), random.Random(i).randrange(4)) != (0, 0))
+    env = gym.make("openenv/ors-treasure")
+    assert env.action_space.tool_names == ["dig", "look", "move"]  # ORS lists tools alphabetically
+    obs, info = env.reset(options={"split": "train", "index": far})
+    assert "4x4 grid" in obs
+    move_rewards, (obs, reward, terminated, truncated, info) = greedy_hunt(env)
+    assert (obs, reward, terminated) == ("treasure!", 1.0, True)
+    assert move_rewards and set(move_rewards) <= {0.1, -0.1} and 0.1 in move_rewards  # dense
+    env.reset(options={"index": far})
+    assert env.step({"name": "dig", "arguments": {}})[1:3] == (-0.2, False)
+    assert env.step({"name": "move", "arguments": {"direction": "up"}})[1] == -0.05
+    env.close()
+
+
+def test_make_vec_runs_ors_sessions(imported):
+    envs = gym.make_vec("openenv/ors-treasure", num_envs=4)
+    obs, infos = envs.reset(seed=0)
+    assert len(obs) == 4 and infos["split"].tolist() == ["train"] * 4
+    obs, rewards, terminated, truncated, infos = envs.step([{"name": "look", "arguments": {}}] * 4)
+    assert all("away" in o for o in obs) and (rewards == 0.0).all() and infos["_reward_raw"].all()
+    envs.close()
+
+
+def test_num_tasks_get_task_only_env_and_the_catalog(imported):
+    env = gym.make("openenv/ors-sums")
+    obs, info = env.reset(seed=3)
+    assert obs.startswith("What is") and 0 <= info["index"] < 1_000_000
+    a, b = (int(x) for x in obs.removeprefix("What is ").rstrip("?").split(" + "))
+    assert env.step({"name": "submit", "arguments": {"value": a + b}})[1] == 1.0
+    url = env.unwrapped.base_url
+
+    async def catalog():
+        async with openenv_gym.connect(url) as conn:
+            return await conn.splits(), await conn.tasks("test", 0, 3), await conn.tasks(start=5, stop=6)
+
+    splits, tasks, first = run(catalog())
+    assert splits == [{"name": "train", "type": "train", "num_tasks": 1_000_000},
+                      {"name": "test", "type": "test", "num_tasks": 1_000_000}]
+    assert len(tasks) == 3 and tasks[0] == {"a": 0, "b": 0} and first == [{"a": 35, "b": 65}]
+    http = httpx.get(http_url(url) + "/tasks", params={"split": "test", "start": 1, "stop": 2}).json()
+    assert http == {"split": "test", "tasks": [{"a": 7, "b": 13}]}
+    assert httpx.get(http_url(url) + "/splits").json()["splits"] == splits
+    bad = httpx.get(http_url(url) + "/tasks", params={"split": "dev"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_request"
+    env.close()
+
+
+def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(imported, capfd):
+    env = gym.make("openenv/ors-notebook")
+    url = env.unwrapped.base_url
+
+    async def two_sessions():
+        async with openenv_gym.connect(url) as conn:
+            ada, bob = conn.session(), conn.session()
+            (ada_obs, _), (bob_obs, bob_info) = await asyncio.gather(
+                ada.reset(options={"index": 0, "secrets": {"API_KEY": "s3cr3t-value"}}),
+                bob.reset(options={"index": 1}))
+            await asyncio.gather(ada.step({"name": "write", "arguments": {"text": "from ada"}}),
+                                 bob.step({"name": "write", "arguments": {"text": "from bob"}}))
+            await ada.step({"name": "write", "arguments": {"text": "again ada"}})
+            ada_notes, bob_notes = await asyncio.gather(ada.step("read()"), bob.step("read()"))
+            await bob.close()  # async teardown runs
+            after = await ada.step("read()")
+            return ada_obs, bob_obs, bob_info, ada_notes[0], bob_notes[0], after[0]
+
+    ada_obs, bob_obs, bob_info, ada_notes, bob_notes, after = run(two_sessions())
+    assert ada_obs == "Notebook of ada. API key given: True." and bob_obs.endswith("API key given: False.")
+    assert ada_notes.startswith("from ada | again ada (") and bob_notes.startswith("from bob (")
+    assert int(after.rsplit("teardowns: ", 1)[1].rstrip(")")) >= 1
+    env.close()
+    captured = capfd.readouterr()
+    assert "s3cr3t-value" not in captured.out + captured.err  # never logged or echoed
+    assert "tool" not in captured.err.lower()  # the SDK's per-call logging is quiet

@@ -115,9 +115,19 @@ class OrsFactory:
             raise BadRequestError(f"index {index!r} is out of range for split {split!r} ({count} tasks)")
         return await self.env_class.get_task(split, index)
 
-    async def tasks(self, split: Any = None, start: int | None = None, stop: int | None = None) -> list[dict]:
+    async def tasks(self, split: Any = None, start: int | None = None,
+                    stop: int | None = None) -> tuple[str, list[dict]]:
+        """(split name, its tasks[start:stop]); the first split when none is named."""
         split = await self._split(split)
-        return list(await self.env_class.get_task_range(split, start, stop))
+        try:
+            return split, list(await self.env_class.get_task_range(split, start, stop))
+        except NotImplementedError:  # only num_tasks/get_task: fetch by index
+            indices = range(await self.num_tasks(split))[start:stop]
+            return split, [await self.env_class.get_task(split, i) for i in indices]
+
+    async def catalog(self) -> list[dict[str, Any]]:
+        """Splits with their task counts."""
+        return [split | {"num_tasks": await self.num_tasks(split["name"])} for split in await self.splits()]
 
     async def pick_task(self, seed: int | None, options: dict) -> tuple[dict, dict[str, Any]]:
         """The task of a reset and where it came from (split, index), from the reset options."""

@@ -250,6 +250,15 @@ class Connection:
         response.pop("id")
         return response
 
+    async def splits(self) -> list[dict[str, Any]]:
+        """The environment's splits, each {"name", "type", "num_tasks"}; empty if it has no tasks."""
+        return (await self.request(p.splits_request(self.next_id())))["splits"]
+
+    async def tasks(self, split: str | None = None, start: int | None = None,
+                    stop: int | None = None) -> list[dict[str, Any]]:
+        """Tasks split[start:stop] (the first split by default). For trainers: they may hold answers."""
+        return (await self.request(p.tasks_request(self.next_id(), split, start, stop)))["tasks"]
+
     def session(self) -> Session:
         """A handle for a new session; the server creates it at the first `reset`."""
         return Session(self)

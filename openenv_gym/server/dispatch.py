@@ -29,6 +29,7 @@ from openenv_gym.errors import (
     UnknownOpError,
     UnknownSessionError,
 )
+from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.eager import continue_in_task, start_eagerly
 from openenv_gym.server.sessions import Session, SessionCounter, new_session_id
 
@@ -71,8 +72,10 @@ class Dispatcher:
                                 "max_frame_bytes": limits.max_frame_bytes},
                      # which worker process answers this connection: lets clients spread sessions evenly
                      "worker": counter.index, "workers": counter.workers}
+        self.catalog = Catalog(factory, description.get("name", ""))
         self._ops = {p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset,
-                     p.OP_CLOSE: self._close, p.OP_INFO: self._info}
+                     p.OP_CLOSE: self._close, p.OP_INFO: self._info, p.OP_SPLITS: self._splits,
+                     p.OP_TASKS: self._tasks}
 
     # -- frames and requests ------------------------------------------------------------------
 
@@ -124,6 +127,34 @@ class Dispatcher:
 
     def _info(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
         peer.reply(p.info_response(rid, self.info))
+
+    def _splits(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
+        self._answer(peer, rid, self.catalog.splits(), lambda splits: p.splits_response(rid, splits))
+
+    def _tasks(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
+        split = p.optional_field(message, "split", str, "a string")
+        start = p.optional_field(message, "start", int, "an integer")
+        stop = p.optional_field(message, "stop", int, "an integer")
+        self._answer(peer, rid, self.catalog.tasks(split, start, stop),
+                     lambda found: p.tasks_response(rid, found[0], found[1]))
+
+    def _answer(self, peer: Peer, rid: p.RequestId, coro: Any, respond: Callable[[Any], dict]) -> None:
+        """Answer a request that needs no session with `respond(await coro)`; inline if it never waits."""
+
+        async def answer() -> dict:
+            try:
+                return respond(await coro)
+            except ProtocolError as exc:
+                return p.error_response(rid, exc)
+            except Exception as exc:
+                log.exception("catalog request failed")
+                return p.error_response(rid, EnvError(f"the environment raised {type(exc).__name__}: {exc}"))
+
+        done, value = start_eagerly(answer())
+        if done:
+            peer.reply(value)
+        else:
+            value.add_done_callback(lambda task: task.cancelled() or peer.reply(task.result()))
 
     def _step(self, peer: Peer, rid: p.RequestId, message: dict, now: float) -> None:
         session = peer.sessions.get(message.get("session"))

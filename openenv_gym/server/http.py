@@ -6,12 +6,14 @@ import hmac
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from openenv_gym.errors import UnauthorizedError
+from openenv_gym.errors import BadRequestError, ProtocolError, UnauthorizedError
+from openenv_gym.server.catalog import Catalog
 
 WEBSOCKET_PATHS = ("/", "/v1")
 
@@ -28,11 +30,31 @@ def bearer_matches(request: Request, token: str) -> bool:
     return hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode())
 
 
-def make_process_request(token: str | None, health: Callable[[], dict], info: Callable[[], dict]):
+def _int_param(query: dict[str, list[str]], name: str) -> int | None:
+    values = query.get(name)
+    if not values:
+        return None
+    try:
+        return int(values[0])
+    except ValueError:
+        raise BadRequestError(f"query parameter {name} must be an integer, got {values[0]!r}") from None
+
+
+def make_process_request(token: str | None, health: Callable[[], dict], info: Callable[[], dict], catalog: Catalog):
     """The websockets `process_request` hook: answer GET routes, refuse missing tokens."""
 
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        path = request.path.split("?", 1)[0]
+    async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
+        try:
+            if path == "/splits":
+                return json_response(connection, HTTPStatus.OK, {"splits": await catalog.splits()})
+            split = query.get("split", [None])[0]
+            name, tasks = await catalog.tasks(split, _int_param(query, "start"), _int_param(query, "stop"))
+            return json_response(connection, HTTPStatus.OK, {"split": name, "tasks": tasks})
+        except ProtocolError as exc:
+            return json_response(connection, HTTPStatus.BAD_REQUEST, {"error": exc.to_wire()})
+
+    async def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        path, _, query_string = request.path.partition("?")
         if path == "/healthz":  # open even with a token, for liveness probes
             return json_response(connection, HTTPStatus.OK, health())
         if token is not None and not bearer_matches(request, token):
@@ -41,9 +63,12 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: Ca
             return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": error.to_wire()})
         if path == "/info":
             return json_response(connection, HTTPStatus.OK, info())
+        if path in ("/splits", "/tasks"):
+            return await catalog_response(connection, path, parse_qs(query_string))
         if path in WEBSOCKET_PATHS and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
         return json_response(connection, HTTPStatus.NOT_FOUND, {"error": {
-            "code": "not_found", "message": f"no route {path}; try /healthz, /info, or a WebSocket on /"}})
+            "code": "not_found",
+            "message": f"no route {path}; try /healthz, /info, /splits, /tasks?split=..., or a WebSocket on /"}})
 
     return process_request

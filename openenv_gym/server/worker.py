@@ -129,7 +129,8 @@ class Worker:
             loop.add_signal_handler(sig, stop.set)
         self.dispatcher = Dispatcher(self.factory, self.description, self.config.limits, self.counter)
         limits = self.config.limits
-        process_request = make_process_request(self.config.token, self.health, lambda: self.dispatcher.info)
+        process_request = make_process_request(self.config.token, self.health, lambda: self.dispatcher.info,
+                                               self.dispatcher.catalog)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=64,
