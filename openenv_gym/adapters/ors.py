@@ -15,18 +15,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
 from typing import Any
 
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
 from openenv_gym.errors import BadRequestError
 from openenv_gym.manifest import Manifest, ManifestError
+from openenv_gym.ors_common import (
+    choose_task,
+    render_blocks,
+    resolve_split,
+    split_entry,
+    step_from_tool_result,
+    tool_spec,
+)
 from openenv_gym.toolcalls import find_tool_call
 
 DEFAULT_MAX_STEPS = 100
-SPLIT_TYPES = ("train", "validation", "test")
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 
 async def call_user(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -48,25 +53,6 @@ def quiet_sdk_logging() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
-def render_blocks(blocks: Any) -> tuple[str, list[dict]]:
-    """Observation text from prompt or output blocks; image blocks are kept aside (for info)."""
-    texts, images = [], []
-    for block in blocks or ():
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(block.text)
-        elif kind == "image":
-            images.append({"data": block.data, "mimeType": block.mimeType})
-            texts.append("[image]")
-    return "\n".join(texts), images
-
-
-def split_entry(split: Any) -> dict[str, str]:
-    if isinstance(split, str):
-        return {"name": split, "type": split if split in SPLIT_TYPES else "validation"}
-    return {"name": split.name, "type": str(getattr(split.type, "value", split.type))}
-
-
 class OrsFactory:
     """Makes one OrsSession per session and answers catalog questions (splits, tasks) for the class."""
 
@@ -75,8 +61,7 @@ class OrsFactory:
         self.name = manifest.name
         self.max_steps = int(getattr(manifest, "max_steps", None) or DEFAULT_MAX_STEPS)
         listed = env_class.list_tools()
-        self.tools = [{"name": t.name, "description": t.description, "parameters": t.input_schema or EMPTY_SCHEMA}
-                      for t in listed.tools]
+        self.tools = [tool_spec(t.model_dump()) for t in listed.tools]
         terminal = getattr(listed, "terminal_tool", None)
         self.terminal = None if terminal is None else {"name": terminal.name, "arg": terminal.arg}
         self.tool_names = {t["name"] for t in self.tools} | ({terminal.name} if terminal else set())
@@ -96,24 +81,10 @@ class OrsFactory:
         return [split_entry(s) for s in await call_user(self.env_class.list_splits)]
 
     async def _split(self, split: Any) -> str:
-        names = [s["name"] for s in await self.splits()]
-        if not names:
-            raise BadRequestError(f"{self.name} has no splits")
-        if split is None:
-            return names[0]
-        if split not in names:
-            raise BadRequestError(f"unknown split {split!r}; splits: {', '.join(names)}")
-        return split
+        return await resolve_split(self, self.name, split)
 
     async def num_tasks(self, split: Any = None) -> int:
         return int(await self.env_class.num_tasks(await self._split(split)))
-
-    async def task(self, split: Any, index: Any) -> dict:
-        split = await self._split(split)
-        count = await self.num_tasks(split)
-        if type(index) is not int or not 0 <= index < count:
-            raise BadRequestError(f"index {index!r} is out of range for split {split!r} ({count} tasks)")
-        return await self.env_class.get_task(split, index)
 
     async def tasks(self, split: Any = None, start: int | None = None,
                     stop: int | None = None) -> tuple[str, list[dict]]:
@@ -130,20 +101,11 @@ class OrsFactory:
         return [split | {"num_tasks": await self.num_tasks(split["name"])} for split in await self.splits()]
 
     async def pick_task(self, seed: int | None, options: dict) -> tuple[dict, dict[str, Any]]:
-        """The task of a reset and where it came from (split, index), from the reset options."""
-        if "task_spec" in options:
-            if not isinstance(options["task_spec"], dict):
-                raise BadRequestError("option task_spec must be an object")
-            return options["task_spec"], {}
-        split = await self._split(options.get("split"))
-        if "index" in options:
-            index = options["index"]
-        else:
-            count = await self.num_tasks(split)
-            if count == 0:
-                raise BadRequestError(f"split {split!r} has no tasks")
-            index = random.Random(seed).randrange(count)
-        return await self.task(split, index), {"split": split, "index": index}
+        """The task of a reset and where it came from ({} or {"split", "index"})."""
+        chosen = await choose_task(self, self.name, seed, options)
+        if "task_spec" in chosen:
+            return chosen["task_spec"], {}
+        return await self.env_class.get_task(chosen["split"], chosen["index"]), chosen
 
 
 class OrsSession(Environment):
@@ -162,7 +124,7 @@ class OrsSession(Environment):
         await self.close()  # the previous episode's instance
         self.env = await asyncio.to_thread(self.factory.env_class, task_spec=task, secrets=secrets)
         await call_user(self.env.setup)
-        obs, images = render_blocks(await call_user(self.env.get_prompt))
+        obs, images = render_blocks([b.model_dump() for b in await call_user(self.env.get_prompt)])
         self.steps = 0
         self.limit = int(options.get("max_steps") or self.factory.max_steps)
         info: dict[str, Any] = dict(where)
@@ -186,18 +148,8 @@ class OrsSession(Environment):
         call = self._call_of(action)
         if isinstance(call, str):
             return invalid_action(call, truncated=truncated)
-        ran = (await self.env._call_tool(call["name"], call["arguments"])).root
-        if not ran.ok:
-            result = invalid_action(ran.error, truncated=truncated)
-            result.info["reason"] = getattr(ran, "reason", None)
-            return result
-        output = ran.output
-        obs, images = render_blocks(output.blocks)
-        info: dict[str, Any] = {"reward_raw": output.reward, "metadata": output.metadata}
-        if images:
-            info["images"] = images
-        reward = 0.0 if output.reward is None else float(output.reward)
-        return StepResult(obs, reward, bool(output.finished), truncated and not output.finished, info)
+        ran = await self.env._call_tool(call["name"], call["arguments"])
+        return step_from_tool_result(ran.model_dump(), truncated)
 
     async def close(self) -> None:
         env, self.env = self.env, None
