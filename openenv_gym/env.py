@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 
 from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT, Session, StepTuple
+from openenv_gym.client.ors_http import OrsHttpClient
 from openenv_gym.client.sync import current_runner
 from openenv_gym.embedded import local_server_url
 from openenv_gym.environment import invalid_action
@@ -30,32 +31,47 @@ class RemoteEnv(gym.Env[str, Action]):
 
     def __init__(self, env: str | None = None, base_url: str | None = None, *, token: str | None = None,
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT) -> None:
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv") -> None:
         """
-        env: the environment name (for the embedded default; set by registration).
+        env: the environment name (for the embedded default; set by registration). With protocol="ors",
+            the environment's name on the ORS server.
         base_url: a running server, ws://host:port; None starts a local server for `env`.
+            With protocol="ors", an ORS HTTP server, http://host:port.
         token: bearer token of the server (default $OPENENV_GYM_TOKEN).
         options: reset options used by every reset (those passed to reset() take precedence).
+        protocol: "openenv" (this project's servers) or "ors" (an ORS HTTP+SSE server; gym id openenv/ors).
         """
-        if base_url is None:
-            if env is None:
-                raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = local_server_url(env)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
-        self.base_url = base_url
         self.render_mode = render_mode
         self.default_options = dict(options or {})
         self._token = token
         self._runner = current_runner()
+        self._last_obs = ""
+        self._backend: OrsHttpClient | None = None
+        if protocol == "ors":
+            if base_url is None or env is None:
+                raise ValueError('gym.make("openenv/ors") needs base_url="http://host:port" and env="<env name>"')
+            self.base_url = base_url
+            self._backend = self._runner.run(OrsHttpClient(base_url, env, timeout=request_timeout).open())
+            self.description = self._backend.description
+            self.observation_space, self.action_space = spaces_for(self.description)
+            self._session = self._backend.session()
+            return
+        if protocol != "openenv":
+            raise ValueError(f"protocol must be 'openenv' or 'ors', got {protocol!r}")
+        if base_url is None:
+            if env is None:
+                raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
+            base_url = local_server_url(env)
+        self.base_url = base_url
         connection = self._runner.connection(base_url, token, request_timeout)
         self.description: dict[str, Any] = self._runner.run(connection.info())["env"]
         self.observation_space, self.action_space = spaces_for(self.description)
         self._session = Session(connection)
-        self._last_obs = ""
 
     def _ensure_connection(self) -> None:
-        if self._session.connection.closed:  # the server went away and came back: reconnect
+        if self._backend is None and self._session.connection.closed:  # the server went away and came back: reconnect
             conn = self._session.connection
             self._session = Session(self._runner.connection(conn.url, self._token, conn.request_timeout))
 
@@ -83,4 +99,7 @@ class RemoteEnv(gym.Env[str, Action]):
         """End the session on the server. Safe to call more than once."""
         if self._session.id is not None:
             self._runner.run(self._session.close())
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            self._runner.run(backend.close())
         super().close()

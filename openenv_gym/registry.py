@@ -22,9 +22,14 @@ def register_manifest(manifest: Manifest) -> None:
     )
 
 
+REMOTE_ORS_ID = "openenv/ors"  # gym.make(REMOTE_ORS_ID, base_url="http://host:port", env="name")
+
+
 def register_all() -> list[str]:
-    """Register every shipped and imported environment; return their ids."""
+    """Register every shipped and imported environment, and the remote-ORS id; return the ids."""
     manifests = all_manifests()
     for manifest in manifests:
         register_manifest(manifest)
+    if REMOTE_ORS_ID not in gym.registry:
+        gym.register(REMOTE_ORS_ID, entry_point=ENTRY_POINT, nondeterministic=True, kwargs={"protocol": "ors"})
     return [m.gym_id for m in manifests]

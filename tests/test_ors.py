@@ -156,3 +156,72 @@ def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(import
     captured = capfd.readouterr()
     assert "s3cr3t-value" not in captured.out + captured.err  # never logged or echoed
     assert "tool" not in captured.err.lower()  # the SDK's per-call logging is quiet
+
+
+@pytest.fixture(scope="module")
+def openreward_server(imported):
+    """openreward's own Server with the answer env, on loopback, in the env's venv."""
+    import socket
+    import subprocess
+    import time
+
+    from openenv_gym.manifest import load_manifest
+    from openenv_gym.venvs import ensure_venv
+
+    python = ensure_venv(load_manifest(imported / "answer"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([str(python), str(Path(__file__).parent / "ors_server.py"), str(ORS_ENVS / "answer"),
+                               "answer_env:AnswerEnv", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_remote_openreward_server_through_gym_make(openreward_server):
+    env = gym.make("openenv/ors", base_url=openreward_server, env="AnswerEnv")
+    assert env.action_space.tool_names == ["answer"]
+    obs, info = env.reset(options={"split": "train", "index": 1})
+    assert obs == "What is 7 * 6?" and info == {"split": "train", "index": 1}
+    obs, reward, terminated, truncated, info = env.step({"name": "answer", "arguments": {"answer": "42"}})
+    assert (obs, reward, terminated, truncated) == ("correct", 1.0, True, False) and info["reward_raw"] == 1.0
+    with pytest.raises(openenv_gym.NoEpisodeError):
+        env.step({"name": "answer", "arguments": {"answer": "42"}})
+    obs, info = env.reset(seed=0)
+    assert info["split"] == "train" and "task_spec" not in info
+    assert env.reset(seed=0)[0] == obs  # seeded choice is reproducible
+    obs, info = env.reset(options={"split": "test", "index": 0, "expose_task": True})
+    assert info["task_spec"] == {"question": "What is 10 - 4?", "answer": "6"}
+    obs, reward, terminated, *_ = env.step("nonsense")
+    assert obs.startswith("Invalid action") and not terminated
+    assert env.step('<tool_call>{"name": "answer", "arguments": {"answer": "6"}}</tool_call>')[1] == 1.0
+    with pytest.raises(openenv_gym.BadRequestError, match="unknown split"):
+        env.reset(options={"split": "dev"})
+    env.close()
+    env.close()
+
+
+def test_open_episodes_are_kept_alive_between_calls(openreward_server, monkeypatch):
+    """Pings go out while the caller does not call at all (a sync env's loop is idle between calls)."""
+    import time
+
+    from openenv_gym.client import ors_http
+
+    monkeypatch.setattr(ors_http, "PING_INTERVAL", 0.05)
+    keep_alive = ors_http.KeepAlive()
+    monkeypatch.setattr(ors_http, "keep_alive", keep_alive)
+    env = gym.make("openenv/ors", base_url=openreward_server, env="answerenv")
+    env.reset(options={"index": 0})
+    time.sleep(0.5)
+    assert keep_alive.sent >= 3 and keep_alive.failed == 0
+    env.close()
+    assert keep_alive.sessions == {}
