@@ -31,5 +31,6 @@ def register_all() -> list[str]:
     for manifest in manifests:
         register_manifest(manifest)
     if REMOTE_ORS_ID not in gym.registry:
-        gym.register(REMOTE_ORS_ID, entry_point=ENTRY_POINT, nondeterministic=True, kwargs={"protocol": "ors"})
+        gym.register(REMOTE_ORS_ID, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
+                     nondeterministic=True, kwargs={"protocol": "ors"})
     return [m.gym_id for m in manifests]

@@ -21,6 +21,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT
+from openenv_gym.client.ors_http import OrsHttpClient
+from openenv_gym.client.session_vector import SessionVectorClient
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.vector import AsyncVectorClient, VectorResult
 from openenv_gym.embedded import local_server_url
@@ -80,14 +82,17 @@ class RemoteVectorEnv(VectorEnv):
                  token: str | None = None, options: dict[str, Any] | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT) -> None:
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv") -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration.
         base_url: one server URL or a list of them (sessions are spread over all); None starts a local
             server for `env` with one worker per core.
         options: reset options used by every reset (those passed to reset() take precedence).
         max_episode_steps: truncate episodes after this many steps (client side).
+        protocol: "openenv", or "ors" for an ORS HTTP server (gym id openenv/ors; `env` is its env name).
         """
+        if protocol == "ors" and (base_url is None or env is None or not isinstance(base_url, str)):
+            raise ValueError('make_vec("openenv/ors") needs base_url="http://host:port" and env="<env name>"')
         if base_url is None:
             if env is None:
                 raise ValueError("RemoteVectorEnv needs env= (to start a local server) or base_url= (to use one)")
@@ -101,8 +106,11 @@ class RemoteVectorEnv(VectorEnv):
         self.default_options = dict(options or {})
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
-        self.client = AsyncVectorClient(base_url, num_envs, token=token, request_timeout=request_timeout,
-                                        connections_per_worker=connections_per_worker)
+        if protocol == "ors":
+            self.client: Any = SessionVectorClient(OrsHttpClient(base_url, env, timeout=request_timeout), num_envs)
+        else:
+            self.client = AsyncVectorClient(base_url, num_envs, token=token, request_timeout=request_timeout,
+                                            connections_per_worker=connections_per_worker)
         self._runner.run(self.client.open())
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -225,3 +225,15 @@ def test_open_episodes_are_kept_alive_between_calls(openreward_server, monkeypat
     assert keep_alive.sent >= 3 and keep_alive.failed == 0
     env.close()
     assert keep_alive.sessions == {}
+
+
+def test_make_vec_against_a_remote_ors_server(openreward_server):
+    envs = gym.make_vec("openenv/ors", num_envs=3, base_url=openreward_server, env="answerenv")
+    obs, infos = envs.reset(options={"split": "train", "index": 1})
+    assert obs == ("What is 7 * 6?",) * 3
+    obs, rewards, terminated, truncated, infos = envs.step([{"name": "answer", "arguments": {"answer": a}}
+                                                            for a in ("42", "41", "42")])
+    assert rewards.tolist() == [1.0, 0.0, 1.0] and terminated.all()
+    obs, *_ = envs.step(["ignored"] * 3)  # NEXT_STEP autoreset starts new episodes
+    assert all(o.startswith("What is") or o == "Capital of France?" for o in obs)
+    envs.close()

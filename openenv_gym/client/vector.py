@@ -405,14 +405,12 @@ class AsyncVectorClient:
     def _failed(self, env: int, kind: int, error: Exception, errors: dict[int, OpenEnvGymError]
                 ) -> tuple[str, dict, bool, bool]:
         """What an env whose request failed reports: (obs, info, truncated, episode still running)."""
-        wire = error.to_wire() if isinstance(error, ProtocolError) else {
-            "code": type(error).__name__, "message": str(error)}
-        if isinstance(error, InvalidActionError):  # like an env's own error observation; the episode goes on
-            return f"Invalid action: {error}", {"error": wire}, False, True
-        errors[env] = error  # type: ignore[assignment]
-        if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
-            self.session_ids[env] = None
-        return "", {"error": wire}, kind == _STEP, False
+        obs, info, truncated, alive = failure_outcome(error, stepped=kind == _STEP)
+        if not alive:
+            errors[env] = error  # type: ignore[assignment]
+            if not isinstance(error, ProtocolError) or error.code in _SESSION_ENDING:
+                self.session_ids[env] = None
+        return obs, info, truncated, alive
 
     def _collect_columns(self, envs: list[int], groups: list[tuple[Connection, list[int]]],
                          answers: list[Any]) -> VectorResult:
@@ -454,6 +452,17 @@ class AsyncVectorClient:
         result = VectorResult(np.asarray(order, dtype=np.int64), obs, np.array(rewards, dtype=np.float64),
                               term, trunc, infos, errors)
         return result if order == envs else _reordered(result, envs)
+
+
+def failure_outcome(error: Exception, stepped: bool) -> tuple[str, dict, bool, bool]:
+    """What an env whose request failed reports: (obs, info, truncated, episode still running).
+    An invalid action reads like the env's own error observation and the episode goes on; any other
+    failure ends the episode (a failed step counts as truncated) and is reported in info["error"]."""
+    wire = error.to_wire() if isinstance(error, ProtocolError) else {
+        "code": type(error).__name__, "message": str(error)}
+    if isinstance(error, InvalidActionError):
+        return f"Invalid action: {error}", {"error": wire}, False, True
+    return "", {"error": wire}, stepped, False
 
 
 async def _ask(conn: Connection, message: dict) -> dict:
