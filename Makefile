@@ -26,6 +26,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/capacity.py
 	$(VENV)/bin/openenv-gym bench
+	$(PY) -m openenv_gym.bench.ors_compare
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -23,6 +23,11 @@ _servers: dict[str, LocalServer] = {}
 _lock = threading.Lock()
 
 
+def _forward(stream) -> None:
+    for line in stream:
+        print(line, end="", file=sys.stderr)
+
+
 class LocalServer:
     """`openenv-gym serve ENV` on a free loopback port, as a child process that dies with us."""
 
@@ -46,6 +51,9 @@ class LocalServer:
                 break
             match = _URL.search(line)
             if match:
+                # From now on the server's output goes to our stderr: visible, and a pipe nobody
+                # reads would fill up and block (or break) a chatty environment.
+                threading.Thread(target=_forward, args=(stdout,), name="server-output", daemon=True).start()
                 return match.group(1)
             print(line, end="", file=sys.stderr)  # progress of a first start (building its venv)
         self.stop()

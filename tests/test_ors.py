@@ -13,6 +13,7 @@ from openenv_gym.importers import import_environment
 from openenv_gym.registry import register_all
 
 ORS_ENVS = Path(__file__).parent / "ors_envs"
+SDK_SERVER = Path(openenv_gym.__file__).parent / "bench" / "ors_sdk_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def imported(tmp_path_factory):
     return out
 
 
-def test_answer_env_through_gym_make(imported):
+def test_answer_env_through_gym_make(imported, capfd):
     env = gym.make("openenv/ors-answer")
     assert env.action_space.tool_names == ["answer"]
     obs, info = env.reset(seed=0)
@@ -48,6 +49,7 @@ def test_answer_env_through_gym_make(imported):
     env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi"}})
     assert env.step("answer(answer='hi')")[1] == 1.0
     env.close()
+    assert "tool_call_completed" not in capfd.readouterr().err  # openreward's per-call logging is quiet
 
 
 def test_bad_task_options_are_typed_errors(imported):
@@ -172,7 +174,7 @@ def openreward_server(imported):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = subprocess.Popen([str(python), str(Path(__file__).parent / "ors_server.py"), str(ORS_ENVS / "answer"),
+    server = subprocess.Popen([str(python), str(SDK_SERVER), str(ORS_ENVS / "answer"),
                                "answer_env:AnswerEnv", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

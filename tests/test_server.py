@@ -72,6 +72,18 @@ def test_failing_first_reset_leaves_no_session(faulty_url):
     run(main())
 
 
+def test_chatty_environment_output_never_blocks_the_server(faulty_url, capfd):
+    async def main():
+        async with openenv_gym.connect(faulty_url) as conn:
+            session = conn.session()
+            await session.reset()
+            for _ in range(8):  # 800 KB, far more than a pipe holds
+                assert (await session.step("print"))[0] == "printed"
+
+    run(main())
+    assert "x" * 1000 in capfd.readouterr().err  # the embedded server's output reaches our stderr
+
+
 def test_hung_step_times_out_while_others_step(faulty_url):
     async def main():
         async with openenv_gym.connect(faulty_url) as conn:

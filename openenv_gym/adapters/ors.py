@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
+import os
 from typing import Any
 
 from openenv_gym.adapters.vendored import load_vendored
@@ -42,15 +42,15 @@ async def call_user(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
+# Both SDKs log every tool call at info level, with loggers whose level they read from these variables
+# when they are imported; a level the user set is kept.
+SDK_LOG_LEVELS = ("OPENREWARD_LOG_LEVEL", "ORS_LOG_LEVEL")
+
+
 def quiet_sdk_logging() -> None:
-    """The SDKs log every tool call at info level (structlog); keep warnings and errors only."""
-    for name in ("openreward", "ors"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    try:
-        import structlog
-    except ImportError:
-        return
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    """Keep the SDKs' warnings and errors only. Must run before the source (and the SDK) is imported."""
+    for variable in SDK_LOG_LEVELS:
+        os.environ.setdefault(variable, "WARNING")
 
 
 class OrsFactory:
@@ -158,8 +158,8 @@ class OrsSession(Environment):
 
 
 def load_ors_environment(manifest: Manifest) -> OrsFactory:
+    quiet_sdk_logging()
     env_class = load_vendored(manifest)
     if not isinstance(env_class, type) or not hasattr(env_class, "_call_tool"):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not an ORS Environment class")
-    quiet_sdk_logging()
     return OrsFactory(env_class, manifest)

@@ -25,6 +25,9 @@ class FaultyEnv(Environment):
             return StepResult("x", info={"value": object()})
         if action == "not-a-result":
             return "a plain string"
+        if action == "print":  # an environment that writes a lot to stdout must never block
+            print("x" * 100_000, flush=True)
+            return StepResult("printed")
         if action == "end":
             return StepResult("bye", 1.0, terminated=True)
         return StepResult(action if isinstance(action, str) else repr(action))

@@ -1,0 +1,50 @@
+"""openreward's side of the ORS comparison, run with a python that has openreward (the env's venv).
+
+    python openreward_peer.py URL ENV --sessions 1000 --rounds 3
+
+Drives an openreward Server at URL with the SDK's own AsyncOpenReward client: `sessions` concurrent
+episodes per round (session, tool calls until finished, close), `rounds` rounds. Prints one JSON line.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import time
+
+
+async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
+    os.environ["OPENREWARD_API_URL"] = os.environ["OPENREWARD_SESSION_URL"] = url  # one host, no platform
+    from openreward import AsyncOpenReward
+
+    client = AsyncOpenReward()
+    env = client.environments.get(env_name, base_url=url)
+    steps = errors = 0
+
+    async def episode(index: int) -> None:
+        nonlocal steps, errors
+        try:
+            async with env.session(split="train", index=index % 100) as session:
+                while True:
+                    output = await session.call_tool("increment", {})
+                    steps += 1
+                    if output.finished:
+                        return
+        except Exception:
+            errors += 1
+
+    started = time.perf_counter()
+    for _ in range(rounds):
+        await asyncio.gather(*(episode(i) for i in range(sessions)))
+    elapsed = time.perf_counter() - started
+    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("env")
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(main(args.url, args.env, args.sessions, args.rounds))), flush=True)
