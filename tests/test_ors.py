@@ -28,7 +28,7 @@ def imported(tmp_path_factory):
 
 def test_answer_env_through_gym_make(imported, capfd):
     env = gym.make("openenv/ors-answer")
-    assert env.action_space.tool_names == ["answer"]
+    assert env.action_space.tool_names == ["answer", "crash", "explain"]
     obs, info = env.reset(seed=0)
     assert obs in {"What is 2 + 3?", "What is 7 * 6?", "Capital of France?"}
     assert info["split"] == "train" and "task_spec" not in info and "answer" not in str(info)
@@ -191,7 +191,7 @@ def openreward_server(imported):
 
 def test_remote_openreward_server_through_gym_make(openreward_server):
     env = gym.make("openenv/ors", base_url=openreward_server, env="AnswerEnv")
-    assert env.action_space.tool_names == ["answer"]
+    assert env.action_space.tool_names == ["answer", "crash", "explain"]
     obs, info = env.reset(options={"split": "train", "index": 1})
     assert obs == "What is 7 * 6?" and info == {"split": "train", "index": 1}
     obs, reward, terminated, truncated, info = env.step({"name": "answer", "arguments": {"answer": "42"}})
@@ -208,6 +208,13 @@ def test_remote_openreward_server_through_gym_make(openreward_server):
     assert env.step('<tool_call>{"name": "answer", "arguments": {"answer": "6"}}</tool_call>')[1] == 1.0
     with pytest.raises(openenv_gym.BadRequestError, match="unknown split"):
         env.reset(options={"split": "dev"})
+    env.reset(options={"index": 0})
+    obs, reward, *_ = env.step({"name": "explain", "arguments": {}})  # joined from several SSE chunks
+    assert len(obs) == 10_000 and obs.startswith("0123456789") and reward == 0.0
+    with pytest.raises(openenv_gym.EnvError, match="the tool broke"):  # an SSE error event ends the session
+        env.step({"name": "crash", "arguments": {}})
+    with pytest.raises(openenv_gym.NoEpisodeError):
+        env.step({"name": "explain", "arguments": {}})
     env.close()
     env.close()
 

@@ -34,6 +34,16 @@ class AnswerEnv(Environment):
         return [TextBlock(text=self.question)]
 
     @tool
+    def explain(self) -> ToolOutput:
+        """A long text (10,000 characters: ORS servers send it in several SSE chunks)."""
+        return ToolOutput(blocks=[TextBlock(text="".join(str(i % 10) for i in range(10_000)))])
+
+    @tool
+    def crash(self) -> ToolOutput:
+        """A tool that raises."""
+        raise RuntimeError("the tool broke")
+
+    @tool
     def answer(self, params: Answer) -> ToolOutput:
         """Submit the final answer."""
         right = params.answer.strip().lower() == self.expected
