@@ -13,7 +13,6 @@ from openenv_gym.importers import import_environment
 from openenv_gym.registry import register_all
 
 ORS_ENVS = Path(__file__).parent / "ors_envs"
-SDK_SERVER = Path(openenv_gym.__file__).parent / "bench" / "ors_sdk_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -163,30 +162,13 @@ def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(import
 @pytest.fixture(scope="module")
 def openreward_server(imported):
     """openreward's own Server with the answer env, on loopback, in the env's venv."""
-    import socket
-    import subprocess
-    import time
-
+    from openenv_gym.bench.ors_compare import sdk_server
     from openenv_gym.manifest import load_manifest
     from openenv_gym.venvs import ensure_venv
 
     python = ensure_venv(load_manifest(imported / "answer"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([str(python), str(SDK_SERVER), str(ORS_ENVS / "answer"),
-                               "answer_env:AnswerEnv", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
+    with sdk_server(python, ORS_ENVS / "answer", "answer_env:AnswerEnv") as url:
+        yield url
 
 
 def test_remote_openreward_server_through_gym_make(openreward_server):

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -52,9 +54,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_openreward(python: Path, source: Path, sessions: int, rounds: int) -> dict:
+@contextlib.contextmanager
+def sdk_server(python: Path, source: Path, entry: str) -> Iterator[str]:
+    """The SDK's own Server for `entry` ("module:Class") of `source`, on a loopback port; yields its URL."""
     port = free_port()
-    server = subprocess.Popen([str(python), str(HERE / "ors_sdk_server.py"), str(source), "counter:Counter", str(port)],
+    server = subprocess.Popen([str(python), str(HERE / "ors_sdk_server.py"), str(source), entry, str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,14 +69,19 @@ def run_openreward(python: Path, source: Path, sessions: int, rounds: int) -> di
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        done = subprocess.run([str(python), str(HERE / "openreward_peer.py"), url, "counter", "--sessions",
-                               str(sessions), "--rounds", str(rounds)], capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            raise SystemExit(f"the openreward client failed:\n{done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        yield url
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def run_openreward(python: Path, source: Path, sessions: int, rounds: int) -> dict:
+    with sdk_server(python, source, "counter:Counter") as url:
+        done = subprocess.run([str(python), str(HERE / "openreward_peer.py"), url, "counter", "--sessions",
+                               str(sessions), "--rounds", str(rounds)], capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"the openreward client failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> dict:
