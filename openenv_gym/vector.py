@@ -22,9 +22,10 @@ from gymnasium.vector.utils import batch_space
 
 from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.ors_http import OrsHttpClient
+from openenv_gym.client.results import VectorResult
 from openenv_gym.client.session_vector import SessionVectorClient
 from openenv_gym.client.sync import current_runner
-from openenv_gym.client.vector import AsyncVectorClient, VectorResult
+from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.embedded import local_server_url
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.spaces import spaces_for

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from openenv_gym.client.vector import VectorResult, failure_outcome
+from openenv_gym.client.results import VectorResult, failure_outcome
 from openenv_gym.errors import OpenEnvGymError
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -24,10 +23,10 @@ import numpy as np
 
 from openenv_gym import protocol as p
 from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT, Connection, connect
+from openenv_gym.client.results import VectorResult, failure_outcome, joined, merged, reordered
 from openenv_gym.errors import (
     CapacityError,
     ErrorCode,
-    InvalidActionError,
     NoEpisodeError,
     OpenEnvGymError,
     ProtocolError,
@@ -37,22 +36,6 @@ from openenv_gym.errors import (
 
 Ids = Sequence[int] | np.ndarray | None
 OPEN_CONCURRENCY = 256  # connection handshakes in flight at once while opening
-
-
-@dataclass
-class VectorResult:
-    """Answers for a set of envs, in the order of `ids`. Failed envs are in `errors` (and info["error"])."""
-
-    ids: np.ndarray
-    obs: list[str]
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    infos: list[dict[str, Any]]
-    errors: dict[int, OpenEnvGymError] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 _STEP, _RESET = 0, 1
@@ -300,7 +283,7 @@ class AsyncVectorClient:
         self.send_reset(resetting, seeds, options)
         parts = [await self._steps(action_of, stepping)] if stepping else []
         parts.append(await self.gather(resetting))
-        return _joined(parts, sorted(stepping + resetting))
+        return joined(parts, sorted(stepping + resetting))
 
     async def _steps(self, action_of: Any, envs: list[int]) -> VectorResult:
         """Lock-step `steps` requests, one per connection; `action_of[env]` is each env's action."""
@@ -334,7 +317,7 @@ class AsyncVectorClient:
                 for env in full]
             self.send_reset(full, seeds, options)
             retried = await self.gather(full)
-            result = _merge(result, retried, position)
+            result = merged(result, retried, position)
         full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
         if full:
             raise CapacityError(
@@ -451,18 +434,7 @@ class AsyncVectorClient:
         self.live[order] = alive
         result = VectorResult(np.asarray(order, dtype=np.int64), obs, np.array(rewards, dtype=np.float64),
                               term, trunc, infos, errors)
-        return result if order == envs else _reordered(result, envs)
-
-
-def failure_outcome(error: Exception, stepped: bool) -> tuple[str, dict, bool, bool]:
-    """What an env whose request failed reports: (obs, info, truncated, episode still running).
-    An invalid action reads like the env's own error observation and the episode goes on; any other
-    failure ends the episode (a failed step counts as truncated) and is reported in info["error"]."""
-    wire = error.to_wire() if isinstance(error, ProtocolError) else {
-        "code": type(error).__name__, "message": str(error)}
-    if isinstance(error, InvalidActionError):
-        return f"Invalid action: {error}", {"error": wire}, False, True
-    return "", {"error": wire}, stepped, False
+        return result if order == envs else reordered(result, envs)
 
 
 async def _ask(conn: Connection, message: dict) -> dict:
@@ -470,34 +442,4 @@ async def _ask(conn: Connection, message: dict) -> dict:
     return await conn.submit(message)
 
 
-def _reordered(result: VectorResult, envs: list[int]) -> VectorResult:
-    """The same result with its entries in the order of `envs`."""
-    return _joined([result], envs)
-
-
-def _joined(parts: list[VectorResult], envs: list[int]) -> VectorResult:
-    """Results for disjoint sets of envs, joined into one ordered like `envs`."""
-    ids = [env for part in parts for env in part.ids.tolist()]
-    position = {env: k for k, env in enumerate(ids)}
-    index = [position[env] for env in envs]
-    obs = [o for part in parts for o in part.obs]
-    infos = [i for part in parts for i in part.infos]
-    errors = {env: error for part in parts for env, error in part.errors.items()}
-    return VectorResult(np.asarray(envs, dtype=np.int64), [obs[k] for k in index],
-                        np.concatenate([part.rewards for part in parts])[index],
-                        np.concatenate([part.terminated for part in parts])[index],
-                        np.concatenate([part.truncated for part in parts])[index], [infos[k] for k in index], errors)
-
-
 _SESSION_ENDING = {ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION}
-
-
-def _merge(first: VectorResult, retried: VectorResult, position: dict[int, int]) -> VectorResult:
-    """`first` with the envs of `retried` replaced by their new answers (`position`: env -> index in first)."""
-    for j, env in enumerate(retried.ids.tolist()):
-        k = position[env]
-        first.obs[k], first.infos[k] = retried.obs[j], retried.infos[j]
-        first.errors.pop(env, None)
-        if env in retried.errors:
-            first.errors[env] = retried.errors[env]
-    return first

@@ -1,0 +1,67 @@
+"""Results of vector steps and resets: the VectorResult type, how results are joined, what a failure reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openenv_gym.errors import InvalidActionError, OpenEnvGymError, ProtocolError
+
+
+@dataclass
+class VectorResult:
+    """Answers for a set of envs, in the order of `ids`. Failed envs are in `errors` (and info["error"])."""
+
+    ids: np.ndarray
+    obs: list[str]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: list[dict[str, Any]]
+    errors: dict[int, OpenEnvGymError] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def failure_outcome(error: Exception, stepped: bool) -> tuple[str, dict, bool, bool]:
+    """What an env whose request failed reports: (obs, info, truncated, episode still running).
+    An invalid action reads like the env's own error observation and the episode goes on; any other
+    failure ends the episode (a failed step counts as truncated) and is reported in info["error"]."""
+    wire = error.to_wire() if isinstance(error, ProtocolError) else {
+        "code": type(error).__name__, "message": str(error)}
+    if isinstance(error, InvalidActionError):
+        return f"Invalid action: {error}", {"error": wire}, False, True
+    return "", {"error": wire}, stepped, False
+
+
+def reordered(result: VectorResult, envs: list[int]) -> VectorResult:
+    """The same result with its entries in the order of `envs`."""
+    return joined([result], envs)
+
+
+def joined(parts: list[VectorResult], envs: list[int]) -> VectorResult:
+    """Results for disjoint sets of envs, joined into one ordered like `envs`."""
+    ids = [env for part in parts for env in part.ids.tolist()]
+    position = {env: k for k, env in enumerate(ids)}
+    index = [position[env] for env in envs]
+    obs = [o for part in parts for o in part.obs]
+    infos = [i for part in parts for i in part.infos]
+    errors = {env: error for part in parts for env, error in part.errors.items()}
+    return VectorResult(np.asarray(envs, dtype=np.int64), [obs[k] for k in index],
+                        np.concatenate([part.rewards for part in parts])[index],
+                        np.concatenate([part.terminated for part in parts])[index],
+                        np.concatenate([part.truncated for part in parts])[index], [infos[k] for k in index], errors)
+
+
+def merged(first: VectorResult, retried: VectorResult, position: dict[int, int]) -> VectorResult:
+    """`first` with the envs of `retried` replaced by their new answers (`position`: env -> index in first)."""
+    for j, env in enumerate(retried.ids.tolist()):
+        k = position[env]
+        first.obs[k], first.infos[k] = retried.obs[j], retried.infos[j]
+        first.errors.pop(env, None)
+        if env in retried.errors:
+            first.errors[env] = retried.errors[env]
+    return first
