@@ -66,7 +66,7 @@ def _run_serve(args: argparse.Namespace) -> None:
 
 def _add_import(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "import", help="import an ORS environment (a .py file or a folder) as openenv/<kind>-NAME",
+        "import", help="import an ORS or Verifiers environment (a .py file or a folder) as openenv/<kind>-NAME",
         description="Detect environments in SOURCE by reading it (nothing is run), vendor it without secrets "
                     "or junk, and write NAME/openenv.toml under the output folder.")
     parser.add_argument("source", type=Path, help="a .py file or a folder (a checkout)")
@@ -87,6 +87,8 @@ def _run_import(args: argparse.Namespace) -> None:
         print(f"  copied {len(result.report.copied)} files; dependencies: {', '.join(result.dependencies) or 'none'}")
         for path, why in result.report.left_out:
             print(f"  left out {path}: {why}")
+        for note in result.notes:
+            print(f"  note: {note}")
 
 
 def _add_list(commands: argparse._SubParsersAction) -> None:

@@ -18,9 +18,10 @@ from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import top_level_modules
 from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
+from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifest import MANIFEST_FILE, NAME_PATTERN
 
-IMPORTERS: list[Importer] = [OrsImporter()]
+IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter()]
 VENDOR_DIR = "vendor"
 # Modules a vendored top-level module must not take the name of (besides the standard library).
 RUNTIME_MODULES = {"openenv_gym", "gymnasium", "numpy", "websockets", "orjson", "pydantic", "httpx", "uvloop",
@@ -35,6 +36,7 @@ class ImportResult:
     dependencies: list[str]
     report: VendorReport
     gym_id: str
+    notes: list[str]
 
 
 def detect_all(source: Path) -> list[Detected]:
@@ -104,5 +106,6 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                     "imported_from": str(source)}
         (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest))
         record_dir(output_dir)
-        results.append(ImportResult(env_name, folder, found, dependencies, report, f"openenv/{found.kind}-{env_name}"))
+        results.append(ImportResult(env_name, folder, found, dependencies, report, f"openenv/{found.kind}-{env_name}",
+                                    importer[found.kind].notes(source, found)))
     return results

@@ -110,6 +110,10 @@ class OrsImporter:
         return declared
 
 
+    def notes(self, source: Path, detected: Detected) -> list[str]:
+        return []
+
+
 def _distribution_name(requirement: str) -> str:
     from packaging.requirements import InvalidRequirement, Requirement
 

@@ -1,0 +1,100 @@
+"""Verifiers sources: detection of the classic API, the version pin, refusals, hazards (nothing is run)."""
+
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from openenv_gym.importers import ImportFailedError, detect_all, import_environment
+
+CLASSIC = '''
+import verifiers as vf
+from datasets import Dataset
+
+raise SystemExit("detection must never run the source")
+
+
+def load_environment(num_examples: int = 10, **kwargs):
+    dataset = Dataset.from_list([{"question": "2+2?", "answer": "4"}])
+    return vf.SingleTurnEnv(dataset=dataset, rubric=vf.Rubric(funcs=[]), **kwargs)
+'''
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return folder
+
+
+def pyproject(*deps: str) -> str:
+    return "[project]\nname = \"my-env\"\ndependencies = [" + ", ".join(f'"{d}"' for d in deps) + "]\n"
+
+
+@pytest.mark.parametrize("imports", ["import verifiers as vf", "import verifiers.legacy as vf",
+                                     "from verifiers.envs.multiturn_env import MultiTurnEnv as vf"])
+def test_detects_classic_environments(tmp_path, imports):
+    source = write(tmp_path / "src", {"my_env.py": CLASSIC.replace("import verifiers as vf", imports)})
+    (found,) = detect_all(source)
+    assert (found.kind, found.entry) == ("verifiers", "my_env:load_environment")
+
+
+@pytest.mark.parametrize("declared, installed, note", [
+    ((), "verifiers<0.4,>=0.1.11", "does not pin verifiers"),
+    (("verifiers>=0.1.8",), "verifiers<0.4,>=0.1.11,>=0.1.8", "capped verifiers>=0.1.8 at <0.4"),
+    (("verifiers==0.3.1", "datasets"), "verifiers<0.4,==0.3.1,>=0.1.11", None),
+])
+def test_the_verifiers_pin_is_kept_to_the_classic_api(tmp_path, declared, installed, note):
+    source = write(tmp_path / "src", {"my_env.py": CLASSIC, "pyproject.toml": pyproject(*declared)})
+    (result,) = import_environment(source, "math", tmp_path / "out")
+    assert result.gym_id == "openenv/verifiers-math"
+    manifest = tomllib.loads((result.folder / "openenv.toml").read_text())
+    assert manifest["kind"] == "verifiers" and manifest["entry"] == "my_env:load_environment"
+    assert installed in manifest["dependencies"] and ("datasets" in manifest["dependencies"]) == (
+        "datasets" in declared)
+    assert any(note in n for n in result.notes) if note else not any("pin" in n for n in result.notes)
+
+
+def test_v1_taskset_sources_are_refused_with_a_message(tmp_path):
+    source = write(tmp_path / "src", {"my_env/__init__.py": "from .taskset import Tasks\n__all__ = ['Tasks']\n",
+                                      "my_env/taskset.py": "import verifiers.v1 as vf\nclass Tasks(vf.Taskset): ...\n"})
+    with pytest.raises(ImportFailedError, match=r"Verifiers v1 environment .* not supported yet"):
+        import_environment(source, "v1", tmp_path / "out")
+
+
+def test_pre_0_1_8_sources_and_pins_are_refused(tmp_path):
+    old = CLASSIC + "\nclass Old(vf.MultiTurnEnv):\n    def is_completed(self, messages, state):\n        return True\n"
+    with pytest.raises(ImportFailedError, match=r"before 0\.1\.8"):
+        import_environment(write(tmp_path / "a", {"my_env.py": old}), "old", tmp_path / "out")
+    source = write(tmp_path / "b", {"my_env.py": CLASSIC, "pyproject.toml": pyproject("verifiers==0.1.7")})
+    with pytest.raises(ImportFailedError, match="holds no release of the classic API"):
+        import_environment(source, "pinned", tmp_path / "out")
+
+
+def test_hazards_are_reported(tmp_path):
+    risky = CLASSIC + '''
+import os, random
+from datasets import load_dataset
+from openai import AsyncOpenAI
+
+
+def build():
+    rows = load_dataset("gsm8k", "main")
+    random.shuffle(rows)
+    judge = AsyncOpenAI(api_key=os.environ["OPENAI_API_KEY"])
+    return os.getenv("JUDGE_MODEL"), judge
+'''
+    (result,) = import_environment(write(tmp_path / "src", {"my_env.py": risky}), "risky", tmp_path / "out")
+    notes = " | ".join(result.notes)
+    assert "downloads data at load time" in notes and "needs an API key" in notes
+    assert "reads environment variables: JUDGE_MODEL, OPENAI_API_KEY" in notes and "unseeded randomness" in notes
+    (quiet,) = import_environment(write(tmp_path / "ok", {"my_env.py": CLASSIC}), "quiet", tmp_path / "out")
+    assert [n for n in quiet.notes if "pin" not in n] == []
+
+
+def test_not_verifiers(tmp_path):
+    for code in ["def load_environment():\n    return 1\n", "import verifiers\n# load_environment\n"]:
+        source = write(tmp_path / "src", {"e.py": code})
+        assert detect_all(source) == []
