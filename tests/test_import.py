@@ -2,11 +2,10 @@
 
 import subprocess
 import sys
-import textwrap
 import tomllib
-from pathlib import Path
 
 import pytest
+from conftest import write_files as write
 
 from openenv_gym.home import registered_dirs
 from openenv_gym.importers import ImportFailedError, detect_all, import_environment
@@ -21,14 +20,6 @@ raise SystemExit("detection must never run the source")
 class Counter(Environment):
     pass
 '''
-
-
-def write(folder: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return folder
 
 
 @pytest.mark.parametrize("code, sdk", [

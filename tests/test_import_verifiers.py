@@ -1,10 +1,9 @@
 """Verifiers sources: detection of the classic API, the version pin, refusals, hazards (nothing is run)."""
 
-import textwrap
 import tomllib
-from pathlib import Path
 
 import pytest
+from conftest import write_files as write
 
 from openenv_gym.importers import ImportFailedError, detect_all, import_environment
 
@@ -19,14 +18,6 @@ def load_environment(num_examples: int = 10, **kwargs):
     dataset = Dataset.from_list([{"question": "2+2?", "answer": "4"}])
     return vf.SingleTurnEnv(dataset=dataset, rubric=vf.Rubric(funcs=[]), **kwargs)
 '''
-
-
-def write(folder: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return folder
 
 
 def pyproject(*deps: str) -> str:
