@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -15,6 +16,16 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
     return value
 
 
@@ -38,6 +49,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="largest request frame; bigger ones get a too_large error (default 16 MiB)")
     serve.add_argument("--threads", type=_positive_int, default=32,
                        help="threads per worker for environments with blocking methods (default 32)")
+    serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
+                       help="verifiers environments: arguments of load_environment(), a JSON object overriding "
+                            "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
     serve.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(run=_run_serve)
@@ -61,7 +75,7 @@ def _run_serve(args: argparse.Namespace) -> None:
     limits = Limits(max_sessions=args.max_sessions, step_timeout=args.step_timeout,
                     idle_timeout=args.idle_timeout, max_frame_bytes=args.max_frame_bytes)
     serve(ServeConfig(env=args.env, host=args.host, port=args.port, workers=args.workers,
-                      token=args.token, limits=limits, threads=args.threads))
+                      token=args.token, limits=limits, threads=args.threads, env_args=args.env_args))
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:

@@ -8,11 +8,13 @@ if this process is killed.
 from __future__ import annotations
 
 import atexit
+import json
 import re
 import select
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from openenv_gym.errors import ServerStartError
 
@@ -20,6 +22,7 @@ START_TIMEOUT = 60.0  # seconds of silence: a server building its venv prints as
 _URL = re.compile(r"(ws://\S+)")
 
 _servers: dict[str, LocalServer] = {}
+_MISSING = object()
 _lock = threading.Lock()
 
 
@@ -76,13 +79,27 @@ class LocalServer:
             self.process.wait()
 
 
-def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000) -> str:
-    """The URL of this process's local server for `env`, started on first use."""
+def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000,
+                     env_args: dict[str, Any] | None = None) -> str:
+    """The URL of this process's local server for `env` (built with `env_args`), started on first use."""
+    extra = ("--env-args", json.dumps(env_args, sort_keys=True)) if env_args else ()
+    key = " ".join((env, *extra))
     with _lock:
-        server = _servers.get(env)
+        server = _servers.get(key)
         if server is None or not server.alive:
-            server = _servers[env] = LocalServer(env, workers, max_sessions)
+            server = _servers[key] = LocalServer(env, workers, max_sessions, *extra)
         return server.url
+
+
+def check_env_args(description: dict[str, Any], env_args: dict[str, Any] | None, url: str) -> None:
+    """A running server was built with its own env_args: refuse to pretend it runs the ones asked for."""
+    served = description.get("env_args") or {}
+    differing = {key: value for key, value in (env_args or {}).items() if served.get(key, _MISSING) != value}
+    if differing:
+        raise ValueError(
+            f"the server at {url} runs {description.get('name')!r} with env_args {json.dumps(served)}, not "
+            f"{json.dumps(differing)}; start a server with them (openenv-gym serve NAME --env-args "
+            f"'{json.dumps(env_args)}') or leave out base_url to get a local one")
 
 
 @atexit.register

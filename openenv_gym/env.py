@@ -17,7 +17,7 @@ import gymnasium as gym
 from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT, Session, StepTuple
 from openenv_gym.client.ors_http import OrsHttpClient
 from openenv_gym.client.sync import current_runner
-from openenv_gym.embedded import local_server_url
+from openenv_gym.embedded import check_env_args, local_server_url
 from openenv_gym.environment import invalid_action
 from openenv_gym.errors import InvalidActionError
 from openenv_gym.protocol import Action
@@ -31,7 +31,8 @@ class RemoteEnv(gym.Env[str, Action]):
 
     def __init__(self, env: str | None = None, base_url: str | None = None, *, token: str | None = None,
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv") -> None:
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv",
+                 env_args: dict[str, Any] | None = None) -> None:
         """
         env: the environment name (for the embedded default; set by registration). With protocol="ors",
             the environment's name on the ORS server.
@@ -40,6 +41,8 @@ class RemoteEnv(gym.Env[str, Action]):
         token: bearer token of the server (default $OPENENV_GYM_TOKEN).
         options: reset options used by every reset (those passed to reset() take precedence).
         protocol: "openenv" (this project's servers) or "ors" (an ORS HTTP+SSE server; gym id openenv/ors).
+        env_args: verifiers environments: arguments of load_environment() (over the manifest's). The local
+            server is built with them; a running server must have been started with them.
         """
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
@@ -63,10 +66,11 @@ class RemoteEnv(gym.Env[str, Action]):
         if base_url is None:
             if env is None:
                 raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = local_server_url(env)
+            base_url = local_server_url(env, env_args=env_args)
         self.base_url = base_url
         connection = self._runner.connection(base_url, token, request_timeout)
         self.description: dict[str, Any] = self._runner.run(connection.info())["env"]
+        check_env_args(self.description, env_args, base_url)
         self.observation_space, self.action_space = spaces_for(self.description)
         self._session = Session(connection)
 

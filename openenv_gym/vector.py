@@ -26,7 +26,7 @@ from openenv_gym.client.results import VectorResult
 from openenv_gym.client.session_vector import SessionVectorClient
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.vector import AsyncVectorClient
-from openenv_gym.embedded import local_server_url
+from openenv_gym.embedded import check_env_args, local_server_url
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.spaces import spaces_for
 
@@ -83,7 +83,8 @@ class RemoteVectorEnv(VectorEnv):
                  token: str | None = None, options: dict[str, Any] | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv") -> None:
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv",
+                 env_args: dict[str, Any] | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration.
         base_url: one server URL or a list of them (sessions are spread over all); None starts a local
@@ -91,13 +92,14 @@ class RemoteVectorEnv(VectorEnv):
         options: reset options used by every reset (those passed to reset() take precedence).
         max_episode_steps: truncate episodes after this many steps (client side).
         protocol: "openenv", or "ors" for an ORS HTTP server (gym id openenv/ors; `env` is its env name).
+        env_args: verifiers environments: arguments of load_environment() (see RemoteEnv).
         """
         if protocol == "ors" and (base_url is None or env is None or not isinstance(base_url, str)):
             raise ValueError('make_vec("openenv/ors") needs base_url="http://host:port" and env="<env name>"')
         if base_url is None:
             if env is None:
                 raise ValueError("RemoteVectorEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = local_server_url(env, workers=os.cpu_count() or 1)
+            base_url = local_server_url(env, workers=os.cpu_count() or 1, env_args=env_args)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -113,6 +115,7 @@ class RemoteVectorEnv(VectorEnv):
             self.client = AsyncVectorClient(base_url, num_envs, token=token, request_timeout=request_timeout,
                                             connections_per_worker=connections_per_worker)
         self._runner.run(self.client.open())
+        check_env_args(self.client.description, env_args, str(base_url))
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)

@@ -21,14 +21,8 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
 from openenv_gym.errors import BadRequestError
 from openenv_gym.manifest import Manifest, ManifestError
-from openenv_gym.ors_common import (
-    choose_task,
-    render_blocks,
-    resolve_split,
-    split_entry,
-    step_from_tool_result,
-    tool_spec,
-)
+from openenv_gym.ors_common import render_blocks, split_entry, step_from_tool_result, tool_spec
+from openenv_gym.task_choice import choose_task, resolve_split
 from openenv_gym.toolcalls import find_tool_call
 
 DEFAULT_MAX_STEPS = 100

@@ -24,7 +24,8 @@ from httpx_sse import EventSource
 from openenv_gym.client.connection import StepTuple
 from openenv_gym.environment import invalid_action
 from openenv_gym.errors import BadRequestError, EnvError, NoEpisodeError, ServerUnreachableError
-from openenv_gym.ors_common import choose_task, render_blocks, split_entry, step_from_tool_result, tool_spec
+from openenv_gym.ors_common import render_blocks, split_entry, step_from_tool_result, tool_spec
+from openenv_gym.task_choice import choose_task
 from openenv_gym.toolcalls import find_tool_call
 
 PING_INTERVAL = 10.0

@@ -10,6 +10,7 @@ import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -42,6 +43,7 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     threads: int = 32  # worker threads per process for environments with blocking methods
     ping_interval: float | None = None  # server pings; off: clients may not read while the model thinks
+    env_args: dict[str, Any] = field(default_factory=dict)  # verifiers: arguments of load_environment()
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -75,7 +77,7 @@ class Worker:
         self.config = config
         self.counter = counter
         manifest = find_manifest(config.env)
-        factory = load_factory(manifest)
+        factory = load_factory(manifest, self.config.env_args)
         self.description = factory.describe()
         self.executor = ThreadPoolExecutor(config.threads, thread_name_prefix="openenv-env")
         if isinstance(factory, type) and is_blocking(factory):

@@ -1,0 +1,187 @@
+"""Run Prime Intellect Verifiers environments (classic API, manifest kind "verifiers"), one rollout per session.
+
+`load_environment(**env_args)` runs once per worker process, on its main thread (constructing an env
+installs signal handlers, which only the main thread may do). Each session is one `env.run_rollout`
+task driven by the environment's own loop: the model client it is given parks every model request
+until the session's next step answers it (see rollout.py). Stop conditions, `env_response`, tools,
+timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
+
+reset:  a row from split "train" or "eval" (options split+index, or a seeded choice); the observation
+        is the prompt rendered as text, the messages themselves are in info.
+step:   the assistant message (text, or {"content", "tool_calls"}); tool calls written in the text are
+        parsed for environments with tools. The observation is the environment's response.
+reward: 0.0 until the rollout ends, then the rubric's score (metrics and stop condition in info).
+The row's `answer` and `info` columns reach info only with reset option expose_answer=True.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from openenv_gym.adapters.vendored import load_vendored
+from openenv_gym.adapters.verifiers_rollout import (
+    Rollout,
+    assistant_message,
+    jsonable,
+    message_dicts,
+    parked_client_class,
+    render_messages,
+)
+from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
+from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.manifest import Manifest, ManifestError
+from openenv_gym.task_choice import choose_task
+
+# Stops that cut an episode short; any other stop (the env's own) terminates it.
+TRUNCATING_STOPS = {"max_turns_reached", "timeout_reached", "prompt_too_long", "max_total_completion_tokens_reached"}
+SPLITS = {"train": "train", "eval": "test"}
+HIDDEN_COLUMNS = {"answer": "answer", "info": "row_info"}  # row column -> info key
+
+
+class VerifiersFactory:
+    """Holds the one loaded environment of this worker; makes a VerifiersSession per session."""
+
+    def __init__(self, vf: Any, env: Any, manifest: Manifest, env_args: dict[str, Any]) -> None:
+        self.env = env
+        self.name = manifest.name
+        self.env_args = env_args
+        self.client_class = parked_client_class(vf)
+        self.tools = [jsonable(t) for t in getattr(env, "tool_defs", None) or []]
+        self.tool_names = {t["name"] for t in self.tools}
+        max_turns = int(getattr(env, "max_turns", -1) or -1)
+        self.max_turns = max_turns if max_turns > 0 else None
+        self.datasets = self._load_datasets()
+
+    def _load_datasets(self) -> dict[str, Any]:
+        """The train and eval datasets the environment has (built now if it builds them lazily)."""
+        found = {}
+        with contextlib.suppress(ValueError):  # "dataset is not set": an eval-only environment
+            found["train"] = self.env.get_dataset()
+        build_eval = getattr(self.env, "build_eval_dataset", None)
+        if callable(build_eval):
+            build_eval()
+        if getattr(self.env, "eval_dataset", None) is not None:
+            found["eval"] = self.env.eval_dataset
+        return found
+
+    def __call__(self) -> VerifiersSession:
+        return VerifiersSession(self)
+
+    def describe(self) -> dict[str, Any]:
+        doc = (type(self.env).__doc__ or "").strip().split("\n")[0]
+        return {"name": self.name, "description": doc, "action": "tools" if self.tools else "text",
+                "tools": self.tools, "max_steps": self.max_turns, "source": "verifiers",
+                "class": type(self.env).__name__, "env_args": self.env_args}
+
+    # -- catalog -------------------------------------------------------------------------------
+
+    async def splits(self) -> list[dict[str, str]]:
+        return [{"name": split, "type": SPLITS[split]} for split in self.datasets]
+
+    async def num_tasks(self, split: str) -> int:
+        return len(self.datasets[split])
+
+    async def catalog(self) -> list[dict[str, Any]]:
+        return [split | {"num_tasks": await self.num_tasks(split["name"])} for split in await self.splits()]
+
+    async def tasks(self, split: Any = None, start: int | None = None,
+                    stop: int | None = None) -> tuple[str, list[dict]]:
+        chosen = await choose_task(self, self.name, 0, {"split": split, "index": 0} if split else {"index": 0})
+        data = self.datasets[chosen["split"]]
+        rows = data.select(range(len(data))[start:stop])
+        return chosen["split"], [jsonable(row) for row in rows]
+
+    def row(self, split: str, index: int) -> dict[str, Any]:
+        return dict(self.datasets[split][index])
+
+
+class VerifiersSession(Environment):
+    def __init__(self, factory: VerifiersFactory) -> None:
+        self.factory = factory
+        self.rollout: Rollout | None = None
+        self.prompt: list[Any] = []  # the conversation the model last saw
+        self.turns = 0
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        options = options or {}
+        if "task_spec" in options:
+            raise BadRequestError("verifiers environments pick rows by split and index: pass options "
+                                  "{'split': 'train' | 'eval', 'index': i}, or a seed")
+        chosen = await choose_task(self.factory, self.factory.name, seed, options)
+        row = self.factory.row(chosen["split"], chosen["index"])
+        await self.close()  # the previous episode's rollout
+        self.rollout = Rollout(self.factory.env, self.factory.client_class, row)
+        turn = await self.rollout.next_turn()
+        if turn.done:
+            raise EnvError(f"the rollout ended before asking the model anything: {_failure(turn.output)}")
+        self.prompt, self.turns = turn.prompt, 0
+        messages = message_dicts(turn.prompt)
+        info: dict[str, Any] = {**chosen, "example_id": row.get("example_id"), "messages": messages}
+        if options.get("expose_answer"):
+            info.update({key: jsonable(row.get(column)) for column, key in HIDDEN_COLUMNS.items()})
+        return ResetResult(render_messages(messages), info)
+
+    async def step(self, action: Any) -> StepResult:
+        assert self.rollout is not None, "the server steps only sessions that were reset"
+        self.turns += 1
+        message = assistant_message(action, self.factory.tool_names, self.turns)
+        if isinstance(message, str):
+            return invalid_action(message)
+        turn = await self.rollout.answer(message)
+        if turn.done:
+            return self._final(turn.output)
+        new = turn.prompt[len(self.prompt) + 1:]  # after what the model saw and its own reply
+        self.prompt = turn.prompt
+        messages = message_dicts(new)
+        return StepResult(render_messages(messages), info={"messages": messages})
+
+    def _final(self, output: dict[str, Any]) -> StepResult:
+        completion = output.get("completion") or []
+        last_reply = max((i for i, m in enumerate(completion) if _role(m) == "assistant"), default=-1)
+        messages = message_dicts(completion[last_reply + 1:])  # a final env response, if any
+        stop = output.get("stop_condition")
+        truncated = bool(output.get("is_truncated")) or (stop in TRUNCATING_STOPS and self.factory.max_turns != 1)
+        info = {"messages": messages, "stop_condition": stop, "metrics": jsonable(output.get("metrics") or {}),
+                "is_truncated": bool(output.get("is_truncated"))}
+        if output.get("error") is not None:
+            info["error"] = {"code": "env_error", "message": _failure(output)}
+        return StepResult(render_messages(messages), float(output.get("reward") or 0.0),
+                          terminated=not truncated, truncated=truncated, info=info)
+
+    async def close(self) -> None:
+        rollout, self.rollout = self.rollout, None
+        if rollout is not None:
+            await rollout.cancel()
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def _failure(output: dict[str, Any] | None) -> str:
+    error = (output or {}).get("error")
+    return str(error) if error is not None else f"stop condition {(output or {}).get('stop_condition')!r}"
+
+
+def load_verifiers_environment(manifest: Manifest, env_args: dict[str, Any] | None = None) -> VerifiersFactory:
+    os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
+    import verifiers as vf
+
+    load_environment = load_vendored(manifest)
+    if not callable(load_environment):
+        raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a load_environment function")
+    arguments = {**(getattr(manifest, "env_args", None) or {}), **(env_args or {})}
+    try:
+        env = load_environment(**arguments)
+    except TypeError as exc:
+        raise ManifestError(f"{manifest.name}: load_environment({', '.join(arguments)}) failed: {exc}; "
+                            "check the env_args") from exc
+    if not isinstance(env, vf.Environment):
+        raise ManifestError(f"{manifest.name}: load_environment() returned {type(env).__name__}, "
+                            "not a verifiers Environment")
+    if getattr(env, "requires_group_rollouts", False):
+        raise ManifestError(f"{manifest.name}: its rubric has group reward functions, which score N rollouts of "
+                            "one row together; one-episode-per-session stepping cannot score them")
+    return VerifiersFactory(vf, env, manifest, arguments)

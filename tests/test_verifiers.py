@@ -1,0 +1,221 @@
+"""Verifiers environments imported and served: the real `verifiers` (classic API) in the environments' venv.
+
+Every reward is checked against what verifiers computes in process for the same replies (replay.py,
+run by the environment venv's python with no openenv_gym involved).
+"""
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import openenv_gym
+from openenv_gym.importers import import_environment
+from openenv_gym.manifest import find_manifest
+from openenv_gym.registry import register_all
+from openenv_gym.venvs import ensure_venv
+
+VF_ENVS = Path(__file__).parent / "verifiers_envs"
+NAMES = ("quiz", "guessing", "calculator")
+RANGE = re.compile(r"between (\d+) and (\d+)")
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """Import the test environments once, build their venv (one: same dependencies), register the ids."""
+    out = tmp_path_factory.mktemp("servers")
+    for name in NAMES:
+        import_environment(VF_ENVS / name, name, out)
+    register_all()
+    return {name: ensure_venv(find_manifest(name)) for name in NAMES}
+
+
+def in_process(pythons, name, episodes, env_args=None):
+    """Reward, metrics and stop condition of each episode, computed by verifiers alone."""
+    job = {"source": str(VF_ENVS / name / f"{name}.py"), "env_args": env_args or {}, "episodes": episodes}
+    done = subprocess.run([str(pythons[name]), str(VF_ENVS / "replay.py")], input=json.dumps(job),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def text(reply):
+    return {"content": reply, "tool_calls": []}
+
+
+def bisect(obs):
+    """The guessing game's scripted policy: the middle of the range the last message names."""
+    low, high = map(int, (RANGE.findall(obs) or [(1, 100)])[-1])  # "" after the last step: any guess
+    return f"<guess>{(low + high) // 2}</guess>"
+
+
+def play_guessing(env, **reset):
+    """One game with the bisecting policy; (replies, final step)."""
+    obs, info = env.reset(**reset)
+    replies = []
+    while True:
+        replies.append(bisect(obs))
+        obs, reward, terminated, truncated, info = env.step(replies[-1])
+        if terminated or truncated:
+            return replies, (obs, reward, terminated, truncated, info)
+
+
+def test_single_turn_quiz(imported):
+    env = gym.make("openenv/verifiers-quiz")
+    assert env.unwrapped.description["action"] == "text"
+    obs, info = env.reset(options={"split": "eval", "index": 0})
+    assert obs == "system: Reason in <reasoning> tags, then answer in <answer> tags.\n\nuser: What is 10 - 4?"
+    assert [m["role"] for m in info["messages"]] == ["system", "user"]
+    assert info["split"] == "eval" and info["index"] == 0 and "answer" not in info and "6" not in str(info)
+    assert env.reset(seed=5) == env.reset(seed=5)  # the seeded row choice is reproducible
+
+    replies = ["<reasoning>10 - 4</reasoning>\n<answer>6</answer>", "<answer>7</answer>"]
+    results = []
+    for reply in replies:
+        obs, info = env.reset(options={"split": "eval", "index": 0, "expose_answer": True})
+        assert info["answer"] == "6"
+        results.append(env.step(reply))
+    env.close()
+    expected = in_process(imported, "quiz", [{"split": "eval", "index": 0, "replies": [text(r)]} for r in replies])
+    for (_, reward, terminated, truncated, info), oracle in zip(results, expected, strict=True):
+        # one turn is a single-turn environment's natural end: terminated, not truncated
+        assert (terminated, truncated) == (True, False)
+        assert reward == oracle["reward"] and info["metrics"] == oracle["metrics"]
+        assert info["stop_condition"] == oracle["stop_condition"] == "max_turns_reached"
+    assert results[0][1] == pytest.approx(1.2)  # correct (1.0) + format (0.2 x 1.0)
+    assert results[1][4]["metrics"]["correct_answer"] == 0.0
+
+
+def test_multi_turn_game(imported):
+    env = gym.make("openenv/verifiers-guessing")
+    assert env.unwrapped.description["max_steps"] == 10
+    replies, (obs, reward, terminated, truncated, info) = play_guessing(env, options={"index": 3})
+    assert (terminated, truncated) == (True, False) and info["stop_condition"] == "solved"
+    assert reward > 1.0 and info["metrics"]["num_turns"] == len(replies)
+
+    obs, _ = env.reset(options={"index": 3})
+    obs, reward, terminated, truncated, info = env.step("<guess>1</guess>")
+    assert obs == "user: Too low. The number is between 2 and 100." and reward == 0.0 and not terminated
+    assert info["messages"] == [{"role": "user", "content": "Too low. The number is between 2 and 100."}]
+    obs, *_ = env.step("no guess here")
+    assert obs == "user: Reply with <guess>N</guess>. The number is between 2 and 100."
+    stubborn = ["<guess>1</guess>", "no guess here"]
+    for _ in range(8):  # max_turns is 10: the cap cuts the episode short
+        stubborn.append("<guess>1</guess>")
+        obs, reward, terminated, truncated, info = env.step(stubborn[-1])
+    assert (terminated, truncated) == (False, True) and info["stop_condition"] == "max_turns_reached"
+    with pytest.raises(openenv_gym.NoEpisodeError):
+        env.step("<guess>50</guess>")
+    env.close()
+
+    solved, capped = in_process(imported, "guessing", [
+        {"split": "train", "index": 3, "replies": [text(r) for r in replies]},
+        {"split": "train", "index": 3, "replies": [text(r) for r in stubborn]}])
+    assert solved["reward"] == pytest.approx(1.0 + 0.5 * (1 - len(replies) / 11))
+    assert (reward, info["metrics"]) == (capped["reward"], capped["metrics"])
+
+
+def test_game_rewards_match_in_process(imported):
+    env = gym.make("openenv/verifiers-guessing")
+    games = [(index, *play_guessing(env, options={"index": index})) for index in range(6)]
+    env.close()
+    expected = in_process(imported, "guessing", [
+        {"split": "train", "index": index, "replies": [text(r) for r in replies]} for index, replies, _ in games])
+    for (_, _, final), oracle in zip(games, expected, strict=True):
+        assert final[1] == oracle["reward"] and final[4]["metrics"] == oracle["metrics"]
+        assert final[4]["stop_condition"] == oracle["stop_condition"]
+
+
+def test_tool_environment(imported):
+    env = gym.make("openenv/verifiers-calculator")
+    assert env.action_space.tool_names == ["add", "multiply"]
+    obs, info = env.reset(options={"index": 0})
+    assert obs == "user: Compute (3 + 4) * 5 with the tools, then give <answer>N</answer>."
+    obs, *_ = env.step('<tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>')  # raw model text
+    assert obs == "tool: 7"
+    openai_call = {"id": "call_x", "type": "function",
+                   "function": {"name": "multiply", "arguments": '{"a": 7, "b": 5}'}}
+    obs, reward, terminated, truncated, info = env.step({"content": None, "tool_calls": [openai_call]})
+    assert obs == "tool: 35" and info["messages"][0]["tool_call_id"] == "call_x" and not terminated
+    obs, reward, terminated, truncated, info = env.step({"tool_calls": "not a list"})
+    assert info["error"]["code"] == "invalid_action" and not terminated  # refused; the rollout did not move
+    obs, reward, terminated, truncated, info = env.step("<answer>35</answer>")
+    assert (reward, terminated, truncated) == (1.0, True, False) and info["stop_condition"] == "no_tools_called"
+    assert info["metrics"]["total_tool_calls"] == 2 and info["metrics"]["add_calls"] == 1
+    env.close()
+
+    (oracle,) = in_process(imported, "calculator", [{"split": "train", "index": 0, "replies": [
+        {"content": None, "tool_calls": [{"id": "a", "name": "add", "arguments": '{"a": 3, "b": 4}'}]},
+        {"content": None, "tool_calls": [{"id": "b", "name": "multiply", "arguments": '{"a": 7, "b": 5}'}]},
+        text("<answer>35</answer>")]}])
+    assert (reward, info["metrics"], info["stop_condition"]) == (
+        oracle["reward"], oracle["metrics"], oracle["stop_condition"])
+
+
+def test_concurrent_games_keep_separate_state(imported):
+    first, second = gym.make("openenv/verifiers-guessing"), gym.make("openenv/verifiers-guessing")
+    obs_a, _ = first.reset(options={"index": 0})  # secret 1
+    obs_b, _ = second.reset(options={"index": 2})  # secret 75
+    steps = {0: [], 2: []}
+    for _ in range(10):
+        for index, env, obs in ((0, first, obs_a), (2, second, obs_b)):
+            if steps[index] and (steps[index][-1][2] or steps[index][-1][3]):
+                continue
+            steps[index].append(env.step(bisect(obs)))
+        obs_a, obs_b = steps[0][-1][0], steps[2][-1][0]
+    alone = gym.make("openenv/verifiers-guessing")
+    for index, interleaved in steps.items():
+        replies, final = play_guessing(alone, options={"index": index})
+        assert len(interleaved) == len(replies) and interleaved[-1][1] == final[1]  # as if played alone
+        assert interleaved[-1][4]["stop_condition"] == "solved"
+    for env in (first, second, alone):
+        env.close()
+
+
+def test_make_vec(imported):
+    envs = gym.make_vec("openenv/verifiers-guessing", num_envs=4)
+    obs, info = envs.reset(seed=11)
+    playing = [{"index": int(info["index"][i]), "replies": []} for i in range(4)]
+    finished = []
+    while len(finished) < 8:
+        actions = [bisect(o) for o in obs]
+        for game, action in zip(playing, actions, strict=True):
+            if game is not None:  # None: this step resets the env (NEXT_STEP autoreset), the action is ignored
+                game["replies"].append(action)
+        obs, rewards, terminations, truncations, info = envs.step(np.array(actions, dtype=object))
+        for i in range(4):
+            if playing[i] is None:
+                playing[i] = {"index": int(info["index"][i]), "replies": []}
+            elif terminations[i] or truncations[i]:
+                metrics = {key: float(column[i]) for key, column in info["metrics"].items() if key[0] != "_"}
+                finished.append((playing[i], float(rewards[i]), metrics))
+                playing[i] = None
+    envs.close()
+    expected = in_process(imported, "guessing", [
+        {"split": "train", "index": game["index"], "replies": [text(r) for r in game["replies"]]}
+        for game, _, _ in finished])
+    for (_, reward, metrics), oracle in zip(finished, expected, strict=True):
+        assert reward == oracle["reward"] and metrics == oracle["metrics"]
+
+
+def test_env_args(imported):
+    env = gym.make("openenv/verifiers-guessing", env_args={"max_turns": 2, "timeout_seconds": 1.0})
+    assert env.unwrapped.description["env_args"] == {"max_turns": 2, "timeout_seconds": 1.0}
+    env.reset(options={"index": 2})
+    env.step("<guess>1</guess>")
+    obs, reward, terminated, truncated, info = env.step("<guess>2</guess>")
+    assert truncated and not terminated and info["stop_condition"] == "max_turns_reached"
+
+    env.reset(options={"index": 2})
+    time.sleep(1.5)  # the policy "thinks" past the environment's own timeout
+    obs, reward, terminated, truncated, info = env.step("<guess>75</guess>")
+    assert truncated and info["stop_condition"] == "timeout_reached" and reward == 0.0
+
+    with pytest.raises(ValueError, match=r"runs 'guessing' with env_args .* not .*max_turns.*: 5"):
+        gym.make("openenv/verifiers-guessing", base_url=env.unwrapped.base_url, env_args={"max_turns": 5})
+    env.close()
