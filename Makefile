@@ -27,6 +27,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/capacity.py
 	$(VENV)/bin/openenv-gym bench
 	$(PY) -m openenv_gym.bench.ors_compare
+	$(PY) -m openenv_gym.bench.verifiers_compare
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -35,3 +35,12 @@ def test_throughput_comparison_runs_without_openenv(tmp_path):
     assert (tmp_path / "throughput.png").stat().st_size > 0
     rows = json.loads((tmp_path / "throughput.json").read_text())
     assert {r["system"] for r in rows} == {"openenv_gym make_vec", "wire limit (websockets+orjson)"}
+
+
+def test_verifiers_comparison_runs(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "openenv_gym.bench.verifiers_compare", "--sessions", "20",
+                             "--rounds", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "verifiers_throughput.json").read_text())
+    assert figures["ours"]["errors"] == figures["verifiers_in_process"]["errors"] == 0
+    assert figures["ours"]["steps"] == figures["verifiers_in_process"]["steps"] > 20  # the same games on both sides

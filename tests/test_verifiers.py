@@ -5,7 +5,6 @@ run by the environment venv's python with no openenv_gym involved).
 """
 
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -15,29 +14,33 @@ import numpy as np
 import pytest
 
 import openenv_gym
+from openenv_gym import bench
+from openenv_gym.bench.guessing_policy import bisect_guess
 from openenv_gym.importers import import_environment
 from openenv_gym.manifest import find_manifest
 from openenv_gym.registry import register_all
 from openenv_gym.venvs import ensure_venv
 
 VF_ENVS = Path(__file__).parent / "verifiers_envs"
-NAMES = ("quiz", "guessing", "calculator")
-RANGE = re.compile(r"between (\d+) and (\d+)")
+# the multi-turn game is also the Verifiers benchmark's environment, so it lives with the benchmark
+SOURCES = {"quiz": VF_ENVS / "quiz", "guessing": Path(bench.__file__).parent / "vf_guessing",
+           "calculator": VF_ENVS / "calculator"}
+bisect = bisect_guess  # the game's scripted policy: the middle of the range the last message names
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     """Import the test environments once, build their venv (one: same dependencies), register the ids."""
     out = tmp_path_factory.mktemp("servers")
-    for name in NAMES:
-        import_environment(VF_ENVS / name, name, out)
+    for name, source in SOURCES.items():
+        import_environment(source, name, out)
     register_all()
-    return {name: ensure_venv(find_manifest(name)) for name in NAMES}
+    return {name: ensure_venv(find_manifest(name)) for name in SOURCES}
 
 
 def in_process(pythons, name, episodes, env_args=None):
     """Reward, metrics and stop condition of each episode, computed by verifiers alone."""
-    job = {"source": str(VF_ENVS / name / f"{name}.py"), "env_args": env_args or {}, "episodes": episodes}
+    job = {"source": str(SOURCES[name] / f"{name}.py"), "env_args": env_args or {}, "episodes": episodes}
     done = subprocess.run([str(pythons[name]), str(VF_ENVS / "replay.py")], input=json.dumps(job),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -46,12 +49,6 @@ def in_process(pythons, name, episodes, env_args=None):
 
 def text(reply):
     return {"content": reply, "tool_calls": []}
-
-
-def bisect(obs):
-    """The guessing game's scripted policy: the middle of the range the last message names."""
-    low, high = map(int, (RANGE.findall(obs) or [(1, 100)])[-1])  # "" after the last step: any guess
-    return f"<guess>{(low + high) // 2}</guess>"
 
 
 def play_guessing(env, **reset):

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 def parked_client_class(vf: Any) -> type:
     """A vf.Client subclass whose requests are answered by a Rollout's steps (vf is the verifiers module)."""
+    # resolved once: from 0.3, each `vf.X` goes through the module's __getattr__ and an import_module call
+    tool_call, response_message, response = vf.ToolCall, vf.ResponseMessage, vf.Response
 
     class ParkedClient(vf.Client):
         def setup_client(self, config: Any) -> None:
@@ -50,11 +52,10 @@ def parked_client_class(vf: Any) -> type:
             return None
 
         async def from_native_response(self, message: dict[str, Any]) -> Any:
-            calls = [vf.ToolCall(**call) for call in message["tool_calls"]] or None
-            reply = vf.ResponseMessage(content=message["content"], tool_calls=calls, is_truncated=False,
-                                       finish_reason="tool_calls" if calls else "stop")
-            return vf.Response(id=f"step-{time.monotonic_ns()}", created=int(time.time()), model=MODEL,
-                               message=reply)
+            calls = [tool_call(**call) for call in message["tool_calls"]] or None
+            reply = response_message(content=message["content"], tool_calls=calls, is_truncated=False,
+                                     finish_reason="tool_calls" if calls else "stop")
+            return response(id=f"step-{time.monotonic_ns()}", created=int(time.time()), model=MODEL, message=reply)
 
         async def close(self) -> None:
             return None

@@ -18,34 +18,16 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+from openenv_gym.bench.episodes import imported_server, run_rounds
+
 HERE = Path(__file__).parent
 ACTION = {"name": "increment", "arguments": {}}
-
-
-async def run_ours(url: str, sessions: int, rounds: int) -> dict:
-    from openenv_gym.client.vector import AsyncVectorClient
-
-    steps = errors = 0
-    async with AsyncVectorClient(url, sessions, request_timeout=600) as client:
-        started = time.perf_counter()
-        for _ in range(rounds):
-            result = await client.reset(seed=0)
-            errors += len(result.errors)
-            live = list(range(sessions))
-            while live:
-                result = await client.step([ACTION] * len(live), live)
-                steps += len(live)
-                errors += len(result.errors)
-                live = [env for env, done in zip(live, result.terminated | result.truncated, strict=True) if not done]
-        elapsed = time.perf_counter() - started
-    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
 
 
 def free_port() -> int:
@@ -92,24 +74,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
 
-    from openenv_gym.home import home
-
-    os.environ.setdefault("OPENENV_GYM_VENVS", str(home() / "venvs"))  # reuse built venvs across runs
-    with tempfile.TemporaryDirectory() as scratch:
-        os.environ["OPENENV_GYM_HOME"] = scratch  # this import stays out of the user's registry
-        from openenv_gym.embedded import LocalServer
-        from openenv_gym.importers import import_environment
-        from openenv_gym.manifest import load_manifest
-        from openenv_gym.venvs import ensure_venv
-
-        (imported,) = import_environment(HERE / "ors_counter", "bench-counter", Path(scratch) / "servers")
-        python = ensure_venv(load_manifest(imported.folder))
-        server = LocalServer(str(imported.folder), args.workers, args.sessions + 100)
-        try:
-            ours = asyncio.run(run_ours(server.url, args.sessions, args.rounds))
-        finally:
-            server.stop()
-        theirs = run_openreward(python, imported.folder / "vendor", args.sessions, args.rounds)
+    with imported_server(HERE / "ors_counter", "bench-counter", args.workers, args.sessions + 100) as served:
+        ours = asyncio.run(run_rounds(served.url, args.sessions, args.rounds, lambda obs: ACTION))
+        theirs = run_openreward(served.python, served.folder / "vendor", args.sessions, args.rounds)
     result = {"sessions": args.sessions, "rounds": args.rounds, "ours": ours, "openreward": theirs,
               "ratio": ours["steps_per_s"] / theirs["steps_per_s"]}
     print(f"ORS env, {args.sessions:,} concurrent episodes x {args.rounds} rounds (10 tool calls each):")

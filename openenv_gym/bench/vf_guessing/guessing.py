@@ -50,7 +50,7 @@ class GuessingGame(vf.MultiTurnEnv):
         return False
 
     async def env_response(self, messages, state, **kwargs):
-        return [{"role": "user", "content": state["verdict"]}]
+        return [vf.UserMessage(content=state["verdict"])]
 
 
 def load_environment(num_rows: int = 50, low: int = 1, high: int = 100, max_turns: int = 10,
