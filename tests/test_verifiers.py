@@ -10,12 +10,15 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import httpx
 import numpy as np
 import pytest
+from conftest import http_url, write_files
 
 import openenv_gym
 from openenv_gym import bench
 from openenv_gym.bench.guessing_policy import bisect_guess
+from openenv_gym.errors import ServerStartError
 from openenv_gym.importers import import_environment
 from openenv_gym.manifest import find_manifest
 from openenv_gym.registry import register_all
@@ -215,4 +218,73 @@ def test_env_args(imported):
 
     with pytest.raises(ValueError, match=r"runs 'guessing' with env_args .* not .*max_turns.*: 5"):
         gym.make("openenv/verifiers-guessing", base_url=env.unwrapped.base_url, env_args={"max_turns": 5})
+    env.close()
+
+
+def test_env_args_from_the_manifest(imported, tmp_path):
+    (folder,) = import_environment(SOURCES["guessing"], "guessing3", tmp_path)
+    manifest = folder.folder / "openenv.toml"
+    manifest.write_text(manifest.read_text() + "\n[env_args]\nmax_turns = 3\n")
+    register_all()
+    env = gym.make("openenv/verifiers-guessing3")
+    assert env.unwrapped.description["max_steps"] == 3
+    env.close()
+
+
+def test_task_catalog_holds_the_rows_the_policy_never_sees(imported):
+    env = gym.make("openenv/verifiers-quiz")
+    url = http_url(env.unwrapped.base_url)
+    assert httpx.get(url + "/splits").json()["splits"] == [
+        {"name": "train", "type": "train", "num_tasks": 3}, {"name": "eval", "type": "test", "num_tasks": 2}]
+    tasks = httpx.get(url + "/tasks", params={"split": "eval", "start": 1}).json()
+    assert tasks["split"] == "eval" and [t["answer"] for t in tasks["tasks"]] == ["Jupiter"]
+    assert tasks["tasks"][0]["prompt"][-1] == {"role": "user", "content": "Largest planet?"}
+    env.close()
+
+
+GROUP_REWARD_ENV = """
+    import verifiers as vf
+    from datasets import Dataset
+
+    def load_environment():
+        def best_of_group(completions, **kwargs) -> list[float]:
+            return [1.0 for _ in completions]
+
+        return vf.SingleTurnEnv(dataset=Dataset.from_list([{"question": "hi", "answer": "hi"}]),
+                                rubric=vf.Rubric(funcs=[best_of_group]))
+"""
+
+
+def test_group_reward_environments_are_refused_with_a_message(imported, tmp_path, capfd):
+    source = write_files(tmp_path / "grouped", {"grouped.py": GROUP_REWARD_ENV,
+                                                "pyproject.toml": (SOURCES["quiz"] / "pyproject.toml").read_text()})
+    import_environment(source, "grouped", tmp_path / "out")
+    register_all()
+    with pytest.raises(ServerStartError):
+        gym.make("openenv/verifiers-grouped")
+    assert "group reward functions" in capfd.readouterr().err
+
+
+def test_env_args_are_for_verifiers_environments_only(imported, capfd):
+    with pytest.raises(ServerStartError):
+        gym.make("openenv/echo", env_args={"size": 3})
+    assert "echo is a python environment, which takes no env_args" in capfd.readouterr().err
+
+
+def test_plain_string_task_rows_run_on_the_verifiers_their_pin_names(imported, tmp_path):
+    """The source pins verifiers==0.1.12 (its own venv): its string `task` reaches the reward function.
+    The same source under 0.3.x fails with a message saying what to do."""
+    import_environment(VF_ENVS / "routed", "routed", tmp_path / "out")
+    newer = write_files(tmp_path / "routed_new", {
+        "routed.py": (VF_ENVS / "routed" / "routed.py").read_text(),
+        "pyproject.toml": (SOURCES["quiz"] / "pyproject.toml").read_text()})
+    import_environment(newer, "routed_new", tmp_path / "out")
+    register_all()
+    env = gym.make("openenv/verifiers-routed")
+    env.reset(options={"index": 0})
+    assert env.step("Hello there!")[1] == 1.0
+    env.close()
+    env = gym.make("openenv/verifiers-routed_new")
+    with pytest.raises(openenv_gym.EnvError, match=r"plain-string `task` column.*pin verifiers==0.1.12"):
+        env.reset(options={"index": 0})
     env.close()

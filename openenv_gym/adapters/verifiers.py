@@ -32,7 +32,7 @@ from openenv_gym.adapters.verifiers_rollout import (
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
 from openenv_gym.errors import BadRequestError, EnvError
 from openenv_gym.manifest import Manifest, ManifestError
-from openenv_gym.task_choice import choose_task
+from openenv_gym.task_choice import choose_task, resolve_split
 
 # Stops that cut an episode short; any other stop (the env's own) terminates it.
 TRUNCATING_STOPS = {"max_turns_reached", "timeout_reached", "prompt_too_long", "max_total_completion_tokens_reached"}
@@ -88,10 +88,10 @@ class VerifiersFactory:
 
     async def tasks(self, split: Any = None, start: int | None = None,
                     stop: int | None = None) -> tuple[str, list[dict]]:
-        chosen = await choose_task(self, self.name, 0, {"split": split, "index": 0} if split else {"index": 0})
-        data = self.datasets[chosen["split"]]
-        rows = data.select(range(len(data))[start:stop])
-        return chosen["split"], [jsonable(row) for row in rows]
+        """(split name, its rows[start:stop]) for the trainer; the first split when none is named."""
+        split = await resolve_split(self, self.name, split)
+        data = self.datasets[split]
+        return split, [jsonable(row) for row in data.select(range(len(data))[start:stop])]
 
     def row(self, split: str, index: int) -> dict[str, Any]:
         return dict(self.datasets[split][index])

@@ -26,6 +26,11 @@ from openenv_gym.errors import EnvError
 from openenv_gym.toolcalls import normalize_tool_call, parse_tool_call
 
 MODEL = "policy"  # the model name the environment sees in its state
+HINTS = {  # what to do about failures older environments meet on newer verifiers
+    "Plain string task": "this environment's rows have a plain-string `task` column, which verifiers 0.1.14 and "
+                         "later refuse: pin verifiers==0.1.12 in its pyproject and import it again with --force, "
+                         "or drop or rename the column in load_environment()",
+}
 log = logging.getLogger(__name__)
 
 
@@ -101,7 +106,8 @@ class Rollout:
             raise EnvError("the rollout was cancelled")
         failure = self.task.exception()
         if failure is not None:
-            raise EnvError(f"the rollout failed: {type(failure).__name__}: {failure}") from failure
+            hint = next((f"; {hint}" for needle, hint in HINTS.items() if needle in str(failure)), "")
+            raise EnvError(f"the rollout failed: {type(failure).__name__}: {failure}{hint}") from failure
         return Turn(output=self.task.result())
 
     async def answer(self, message: dict[str, Any]) -> Turn:
