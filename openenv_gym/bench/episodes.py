@@ -1,5 +1,5 @@
 """What the import comparisons (ORS, Verifiers) share: an imported environment served on loopback, and
-rounds of concurrent episodes driven through it by the async vector client with a scripted policy."""
+concurrent players driving episodes through it with the async vector client and a scripted policy."""
 
 from __future__ import annotations
 
@@ -42,31 +42,38 @@ def imported_server(source: Path, name: str, workers: int, max_sessions: int) ->
             server.stop()
 
 
-async def run_rounds(url: str, sessions: int, rounds: int, policy: Callable[[str], Any],
-                     task_of: Callable[[int], dict] | None = None) -> dict:
-    """`rounds` rounds of `sessions` concurrent episodes, each played to its end with `policy(obs)`.
-    task_of(env) gives an env's reset options (envs sharing them are reset in one request)."""
+async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[str], Any],
+                      task_of: Callable[[int], dict] | None = None) -> dict:
+    """`sessions` concurrent players, each playing `rounds` episodes back to back with `policy(obs)`;
+    task_of(env) gives a player's reset options. Driven EnvPool-style (send/recv): each answer is acted
+    on as it arrives, so no player waits for the slowest of a batch."""
     from openenv_gym.client.vector import AsyncVectorClient
 
     steps = errors = 0
-    groups: dict[str, tuple[dict, list[int]]] = {}
-    for env in range(sessions):
-        options = task_of(env) if task_of else {}
-        groups.setdefault(repr(sorted(options.items())), (options, []))[1].append(env)
+    episodes_left = [rounds] * sessions
+    playing = [False] * sessions  # False: the env's next answer is a reset's
     async with AsyncVectorClient(url, sessions, request_timeout=600) as client:
         started = time.perf_counter()
-        for _ in range(rounds):
-            for options, envs in groups.values():
-                client.send_reset(envs, seed=0, options=options)
-            result = await client.recv(min_results=sessions)
+        for env in range(sessions):
+            client.send_reset([env], seed=0, options=task_of(env) if task_of else None)
+        while client.in_flight.any():
+            result = await client.recv(min_results=1)
             errors += len(result.errors)
-            obs = dict(zip(result.ids.tolist(), result.obs, strict=True))
-            live = sorted(obs)
-            while live:
-                result = await client.step([policy(obs[env]) for env in live], live)
-                steps += len(live)
-                errors += len(result.errors)
-                obs = dict(zip(live, result.obs, strict=True))
-                live = [env for env, done in zip(live, result.terminated | result.truncated, strict=True) if not done]
+            stepping, actions = [], []
+            for env, obs, ended in zip(result.ids.tolist(), result.obs, result.terminated | result.truncated,
+                                       strict=True):
+                if playing[env]:
+                    steps += 1
+                    if ended:
+                        playing[env] = False
+                        episodes_left[env] -= 1
+                        if episodes_left[env]:
+                            client.send_reset([env], seed=0, options=task_of(env) if task_of else None)
+                        continue
+                playing[env] = True
+                stepping.append(env)
+                actions.append(policy(obs))
+            if stepping:
+                client.send(actions, stepping)
         elapsed = time.perf_counter() - started
     return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}

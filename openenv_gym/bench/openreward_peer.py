@@ -3,7 +3,8 @@
     python openreward_peer.py URL ENV --sessions 1000 --rounds 3
 
 Drives an openreward Server at URL with the SDK's own AsyncOpenReward client: `sessions` concurrent
-episodes per round (session, tool calls until finished, close), `rounds` rounds. Prints one JSON line.
+players, each playing `rounds` episodes back to back (session, tool calls until finished, close).
+Prints one JSON line.
 """
 
 import argparse
@@ -21,21 +22,19 @@ async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
     env = client.environments.get(env_name, base_url=url)
     steps = errors = 0
 
-    async def episode(index: int) -> None:
+    async def play(index: int) -> None:
         nonlocal steps, errors
-        try:
-            async with env.session(split="train", index=index % 100) as session:
-                while True:
-                    output = await session.call_tool("increment", {})
+        for _ in range(rounds):
+            try:
+                async with env.session(split="train", index=index % 100) as session:
+                    while not (await session.call_tool("increment", {})).finished:
+                        steps += 1
                     steps += 1
-                    if output.finished:
-                        return
-        except Exception:
-            errors += 1
+            except Exception:
+                errors += 1
 
     started = time.perf_counter()
-    for _ in range(rounds):
-        await asyncio.gather(*(episode(i) for i in range(sessions)))
+    await asyncio.gather(*(play(i) for i in range(sessions)))
     elapsed = time.perf_counter() - started
     return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
 

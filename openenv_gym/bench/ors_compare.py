@@ -1,10 +1,10 @@
 """ORS throughput, one run: an imported ORS environment through openenv_gym, against the same environment
 under openreward's own Server driven by its AsyncOpenReward client.
 
-Both sides run `rounds` rounds of `sessions` concurrent episodes (start an episode, call `increment`
-until it is finished: ten calls), on this machine; steps/s = tool calls / wall time, episode starts
-included. Ours: the environment imported with `openenv-gym import`, served by `openenv-gym serve`
-(one worker per core) in its own venv, driven by the async vector client.
+Both sides run `sessions` concurrent players, each playing `rounds` episodes back to back (start an
+episode, call `increment` until it is finished: ten calls), on this machine; steps/s = tool calls /
+wall time, episode starts included. Ours: the environment imported with `openenv-gym import`, served
+by `openenv-gym serve` (one worker per core) in its own venv, driven by the async vector client.
 
     python -m openenv_gym.bench.ors_compare [--sessions 1000] [--rounds 3]
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_gym.bench.episodes import imported_server, run_rounds
+from openenv_gym.bench.episodes import imported_server, run_players
 
 HERE = Path(__file__).parent
 ACTION = {"name": "increment", "arguments": {}}
@@ -75,11 +75,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     with imported_server(HERE / "ors_counter", "bench-counter", args.workers, args.sessions + 100) as served:
-        ours = asyncio.run(run_rounds(served.url, args.sessions, args.rounds, lambda obs: ACTION))
+        ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: ACTION))
         theirs = run_openreward(served.python, served.folder / "vendor", args.sessions, args.rounds)
     result = {"sessions": args.sessions, "rounds": args.rounds, "ours": ours, "openreward": theirs,
               "ratio": ours["steps_per_s"] / theirs["steps_per_s"]}
-    print(f"ORS env, {args.sessions:,} concurrent episodes x {args.rounds} rounds (10 tool calls each):")
+    print(f"ORS env, {args.sessions:,} concurrent players x {args.rounds} episodes (10 tool calls each):")
     print(f"  openenv_gym (imported, served, vector client): {ours['steps_per_s']:>10,.0f} steps/s, "
           f"{ours['errors']} errors")
     print(f"  openreward Server + AsyncOpenReward:            {theirs['steps_per_s']:>10,.0f} steps/s, "

@@ -1,11 +1,12 @@
 """Verifiers throughput, one run: the multi-turn guessing game (vf_guessing) through openenv_gym, against
 the same environment run in process by verifiers itself, both with an instant scripted policy.
 
-Both sides run `rounds` rounds of `sessions` concurrent episodes over the same rows (env i plays row
-i mod 50); steps/s = model turns / wall time, rollout setup and scoring included. Ours: the environment
-imported with `openenv-gym import`, served by `openenv-gym serve --workers N` in its own venv, driven
-by the async vector client from this process. Theirs: `env.run_rollout` for every episode of a round
-gathered on one event loop (verifiers_peer.py), as verifiers' generate() runs them.
+Both sides run `sessions` concurrent players, each playing `rounds` episodes back to back, over the same
+rows (player i plays row i mod 50); steps/s = model turns / wall time, rollout setup and scoring
+included. Ours: the environment imported with `openenv-gym import`, served by `openenv-gym serve
+--workers N` in its own venv, driven by the async vector client from this process (send/recv: each
+answer is acted on as it arrives). Theirs: the players as coroutines calling `env.run_rollout`, gathered
+on one event loop (verifiers_peer.py), as verifiers' own generate() runs rollouts.
 
     python -m openenv_gym.bench.verifiers_compare [--sessions 500] [--rounds 3] [--workers 2]
 """
@@ -19,7 +20,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from openenv_gym.bench.episodes import imported_server, run_rounds
+from openenv_gym.bench.episodes import imported_server, run_players
 from openenv_gym.bench.guessing_policy import bisect_guess
 
 HERE = Path(__file__).parent
@@ -43,12 +44,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     with imported_server(HERE / "vf_guessing", "bench-guessing", args.workers, args.sessions + 100) as served:
-        ours = asyncio.run(run_rounds(served.url, args.sessions, args.rounds, bisect_guess,
+        ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, bisect_guess,
                                       lambda env: {"split": "train", "index": env % ROWS}))
         theirs = run_verifiers(served.python, served.folder / "vendor" / "guessing.py", args.sessions, args.rounds)
     result = {"sessions": args.sessions, "rounds": args.rounds, "workers": args.workers, "ours": ours,
               "verifiers_in_process": theirs, "ratio": ours["steps_per_s"] / theirs["steps_per_s"]}
-    print(f"Verifiers multi-turn game, {args.sessions:,} concurrent episodes x {args.rounds} rounds:")
+    print(f"Verifiers multi-turn game, {args.sessions:,} concurrent players x {args.rounds} episodes:")
     print(f"  openenv_gym (imported, served by {args.workers} workers, vector client): "
           f"{ours['steps_per_s']:>8,.0f} steps/s, {ours['errors']} errors")
     print(f"  verifiers in process (one event loop):                      "

@@ -3,8 +3,9 @@ instant scripted model client. Run with a python that has verifiers (the environ
 
     python verifiers_peer.py SOURCE.py --sessions 500 --rounds 3
 
-Each round runs `sessions` concurrent `env.run_rollout` calls on one event loop, as verifiers' own
-generate() does; steps/s = model turns / wall time (rollout setup and scoring included). Prints one JSON line.
+`sessions` concurrent players on one event loop, each running `rounds` episodes (`env.run_rollout`)
+one after the other; steps/s = model turns / wall time (rollout setup and scoring included). Prints one
+JSON line.
 """
 
 import argparse
@@ -55,14 +56,20 @@ def load_environment(source: Path):
 async def main(source: Path, sessions: int, rounds: int) -> dict:
     env = load_environment(source)
     dataset = env.get_dataset()
-    rows = [dict(dataset[i % len(dataset)]) for i in range(sessions)]
     client = ScriptedClient(None)
     steps = errors = 0
+
+    async def play(index: int) -> None:
+        """`rounds` episodes of row index mod len(dataset), one after the other."""
+        nonlocal steps, errors
+        row = dict(dataset[index % len(dataset)])
+        for _ in range(rounds):
+            output = await env.run_rollout(row, client, "scripted", {})
+            steps += int(output["metrics"]["num_turns"])
+            errors += output["error"] is not None
+
     started = time.perf_counter()
-    for _ in range(rounds):
-        outputs = await asyncio.gather(*(env.run_rollout(row, client, "scripted", {}) for row in rows))
-        steps += sum(int(output["metrics"]["num_turns"]) for output in outputs)
-        errors += sum(output["error"] is not None for output in outputs)
+    await asyncio.gather(*(play(index) for index in range(sessions)))
     elapsed = time.perf_counter() - started
     return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
 
