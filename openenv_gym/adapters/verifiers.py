@@ -3,7 +3,7 @@
 `load_environment(**env_args)` runs once per worker process, on its main thread (constructing an env
 installs signal handlers, which only the main thread may do). Each session is one `env.run_rollout`
 task driven by the environment's own loop: the model client it is given parks every model request
-until the session's next step answers it (see rollout.py). Stop conditions, `env_response`, tools,
+until the session's next step answers it (see verifiers_rollout.py). Stop conditions, `env_response`, tools,
 timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
 
 reset:  a row from split "train" or "eval" (options split+index, or a seeded choice); the observation
@@ -24,9 +24,9 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers_rollout import (
     Rollout,
     assistant_message,
+    callback_client_class,
     jsonable,
     message_dicts,
-    parked_client_class,
     render_messages,
 )
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
@@ -47,7 +47,7 @@ class VerifiersFactory:
         self.env = env
         self.name = manifest.name
         self.env_args = env_args
-        self.client_class = parked_client_class(vf)
+        self.client_class = callback_client_class(vf)
         self.tools = [jsonable(t) for t in getattr(env, "tool_defs", None) or []]
         self.tool_names = {t["name"] for t in self.tools}
         max_turns = int(getattr(env, "max_turns", -1) or -1)

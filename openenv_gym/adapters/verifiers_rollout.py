@@ -1,7 +1,7 @@
 """Step a Verifiers rollout from outside: the environment's own loop runs, and its model requests wait.
 
-`env.run_rollout(row, client, ...)` runs as a task with a client whose every request parks until the
-session answers it. So the environment keeps its loop (setup, stop conditions in their order,
+`env.run_rollout(row, client, ...)` runs as a task with a client whose every model request parks until
+the session answers it. So the environment keeps its loop (setup, stop conditions in their order,
 env_response, tools, timeouts, cleanup, scoring) and the session only supplies assistant messages:
 
     rollout = Rollout(env, client_class, row)
@@ -34,12 +34,14 @@ HINTS = {  # what to do about failures older environments meet on newer verifier
 log = logging.getLogger(__name__)
 
 
-def parked_client_class(vf: Any) -> type:
-    """A vf.Client subclass whose requests are answered by a Rollout's steps (vf is the verifiers module)."""
-    # resolved once: from 0.3, each `vf.X` goes through the module's __getattr__ and an import_module call
+def callback_client_class(vf: Any) -> type:
+    """A vf.Client subclass whose model is an async callable, `CallbackClient(model)`: it gets the prompt
+    messages and returns the assistant message {"content", "tool_calls": [{"id", "name", "arguments"}]}.
+    (vf is the verifiers module; its types are resolved once: from 0.3, each `vf.X` goes through the
+    module's __getattr__ and an import_module call.)"""
     tool_call, response_message, response = vf.ToolCall, vf.ResponseMessage, vf.Response
 
-    class ParkedClient(vf.Client):
+    class CallbackClient(vf.Client):
         def setup_client(self, config: Any) -> None:
             return None
 
@@ -51,7 +53,7 @@ def parked_client_class(vf: Any) -> type:
 
         async def get_native_response(self, prompt: Any, model: str, sampling_args: Any, tools: Any = None,
                                       **kwargs: Any) -> dict[str, Any]:
-            return await self.client.ask(prompt)
+            return await self.client(prompt)
 
         async def raise_from_native_response(self, response: Any) -> None:
             return None
@@ -65,7 +67,7 @@ def parked_client_class(vf: Any) -> type:
         async def close(self) -> None:
             return None
 
-    return ParkedClient
+    return CallbackClient
 
 
 @dataclass(slots=True)
@@ -85,7 +87,7 @@ class Rollout:
         loop = asyncio.get_running_loop()
         self._turn: asyncio.Future[Turn] = loop.create_future()
         self._reply: asyncio.Future[dict] | None = None
-        self.task = loop.create_task(env.run_rollout(row, client_class(self), MODEL, {}))
+        self.task = loop.create_task(env.run_rollout(row, client_class(self.ask), MODEL, {}))
         self.task.add_done_callback(self._ended)
 
     async def ask(self, prompt: list[Any]) -> dict[str, Any]:

@@ -3,14 +3,29 @@ concurrent players driving episodes through it with the async vector client and 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+@dataclass
+class Tally:
+    """Steps and errors of a timed run, from its creation; figures() is what every comparison reports."""
+    steps: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def figures(self) -> dict:
+        seconds = time.perf_counter() - self.started
+        return {"steps": self.steps, "seconds": seconds, "steps_per_s": self.steps / seconds, "errors": self.errors}
 
 
 @dataclass(frozen=True)
@@ -18,6 +33,24 @@ class Served:
     url: str  # the openenv_gym server
     python: Path  # the environment venv's python (it also has the environment's own SDK)
     folder: Path  # the imported environment's folder (its vendored source is in folder/vendor)
+
+
+def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int) -> argparse.Namespace:
+    """The command line every import comparison takes."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=sessions, help="concurrent players")
+    parser.add_argument("--rounds", type=int, default=3, help="episodes each player plays, back to back")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server workers (ours)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="where the JSON goes")
+    return parser.parse_args(argv)
+
+
+def run_peer(python: Path, script: Path, *args: str) -> dict:
+    """Run the other side of a comparison (a script printing one JSON line) with the environment's python."""
+    done = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{script.name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @contextlib.contextmanager
@@ -49,21 +82,20 @@ async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[st
     on as it arrives, so no player waits for the slowest of a batch."""
     from openenv_gym.client.vector import AsyncVectorClient
 
-    steps = errors = 0
     episodes_left = [rounds] * sessions
     playing = [False] * sessions  # False: the env's next answer is a reset's
     async with AsyncVectorClient(url, sessions, request_timeout=600) as client:
-        started = time.perf_counter()
+        tally = Tally()
         for env in range(sessions):
             client.send_reset([env], seed=0, options=task_of(env) if task_of else None)
         while client.in_flight.any():
             result = await client.recv(min_results=1)
-            errors += len(result.errors)
+            tally.errors += len(result.errors)
             stepping, actions = [], []
             for env, obs, ended in zip(result.ids.tolist(), result.obs, result.terminated | result.truncated,
                                        strict=True):
                 if playing[env]:
-                    steps += 1
+                    tally.steps += 1
                     if ended:
                         playing[env] = False
                         episodes_left[env] -= 1
@@ -75,5 +107,19 @@ async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[st
                 actions.append(policy(obs))
             if stepping:
                 client.send(actions, stepping)
-        elapsed = time.perf_counter() - started
-    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
+        return tally.figures()
+
+def report(args: argparse.Namespace, title: str, ours: dict, theirs: tuple[str, str, dict], filename: str) -> dict:
+    """Print ours against theirs (key, label, figures) with the ratio; write the JSON to args.out/filename."""
+    key, label, figures = theirs
+    result = {"sessions": args.sessions, "rounds": args.rounds, "workers": args.workers, "ours": ours,
+              key: figures, "ratio": ours["steps_per_s"] / figures["steps_per_s"]}
+    print(f"{title}, {args.sessions:,} concurrent players x {args.rounds} episodes:")
+    ours_label = f"openenv_gym (imported, served by {args.workers} workers, vector client)"
+    width = max(len(ours_label), len(label)) + 1
+    for name, row in ((ours_label, ours), (label, figures)):
+        print(f"  {name + ':':<{width}} {row['steps_per_s']:>10,.0f} steps/s, {row['errors']} errors")
+    print(f"  ours / {key}: {result['ratio']:.2f}x")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / filename).write_text(json.dumps(result, indent=2))
+    return result

@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import json
 import os
-import time
+
+from openenv_gym.bench.episodes import Tally
 
 
 async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
@@ -20,23 +21,20 @@ async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
 
     client = AsyncOpenReward()
     env = client.environments.get(env_name, base_url=url)
-    steps = errors = 0
 
     async def play(index: int) -> None:
-        nonlocal steps, errors
         for _ in range(rounds):
             try:
                 async with env.session(split="train", index=index % 100) as session:
                     while not (await session.call_tool("increment", {})).finished:
-                        steps += 1
-                    steps += 1
+                        tally.steps += 1
+                    tally.steps += 1
             except Exception:
-                errors += 1
+                tally.errors += 1
 
-    started = time.perf_counter()
+    tally = Tally()
     await asyncio.gather(*(play(i) for i in range(sessions)))
-    elapsed = time.perf_counter() - started
-    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
+    return tally.figures()
 
 
 if __name__ == "__main__":

@@ -11,11 +11,8 @@ by `openenv-gym serve` (one worker per core) in its own venv, driven by the asyn
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
-import os
 import socket
 import subprocess
 import time
@@ -24,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_gym.bench.episodes import imported_server, run_players
+from openenv_gym.bench.episodes import comparison_arguments, imported_server, report, run_peer, run_players
 
 HERE = Path(__file__).parent
 ACTION = {"name": "increment", "arguments": {}}
@@ -59,36 +56,18 @@ def sdk_server(python: Path, source: Path, entry: str) -> Iterator[str]:
 
 def run_openreward(python: Path, source: Path, sessions: int, rounds: int) -> dict:
     with sdk_server(python, source, "counter:Counter") as url:
-        done = subprocess.run([str(python), str(HERE / "openreward_peer.py"), url, "counter", "--sessions",
-                               str(sessions), "--rounds", str(rounds)], capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"the openreward client failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_peer(python, HERE / "openreward_peer.py", url, "counter", "--sessions", str(sessions),
+                        "--rounds", str(rounds))
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args(argv)
+    args = comparison_arguments(argv, __doc__, sessions=1000)
 
     with imported_server(HERE / "ors_counter", "bench-counter", args.workers, args.sessions + 100) as served:
         ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: ACTION))
         theirs = run_openreward(served.python, served.folder / "vendor", args.sessions, args.rounds)
-    result = {"sessions": args.sessions, "rounds": args.rounds, "ours": ours, "openreward": theirs,
-              "ratio": ours["steps_per_s"] / theirs["steps_per_s"]}
-    print(f"ORS env, {args.sessions:,} concurrent players x {args.rounds} episodes (10 tool calls each):")
-    print(f"  openenv_gym (imported, served, vector client): {ours['steps_per_s']:>10,.0f} steps/s, "
-          f"{ours['errors']} errors")
-    print(f"  openreward Server + AsyncOpenReward:            {theirs['steps_per_s']:>10,.0f} steps/s, "
-          f"{theirs['errors']} errors")
-    print(f"  ours / openreward: {result['ratio']:.1f}x")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ors_throughput.json").write_text(json.dumps(result, indent=2))
-    return result
-
+    return report(args, "ORS env (10 tool calls an episode)", ours,
+                  ("openreward", "openreward Server + AsyncOpenReward", theirs), "ors_throughput.json")
 
 if __name__ == "__main__":
     main()

@@ -12,38 +12,18 @@ import argparse
 import asyncio
 import importlib.util
 import json
-import time
 from pathlib import Path
 
-from verifiers import Client, Response, ResponseMessage  # once: each vf.X access re-imports
+import verifiers as vf
 
+from openenv_gym.adapters.verifiers_rollout import callback_client_class
+from openenv_gym.bench.episodes import Tally
 from openenv_gym.bench.guessing_policy import bisect_guess
 
 
-class ScriptedClient(Client):
+async def scripted_model(prompt: list) -> dict:
     """A model that answers at once with the scripted policy's reply to the last message."""
-
-    def setup_client(self, config):
-        return None
-
-    async def to_native_tool(self, tool):
-        return tool
-
-    async def to_native_prompt(self, messages):
-        return messages, {}
-
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-        return bisect_guess(prompt[-1]["content"])
-
-    async def raise_from_native_response(self, response):
-        return None
-
-    async def from_native_response(self, text):
-        message = ResponseMessage(content=text, finish_reason="stop", is_truncated=False)
-        return Response(id="scripted", created=int(time.time()), model="scripted", message=message)
-
-    async def close(self):
-        return None
+    return {"content": bisect_guess(prompt[-1]["content"]), "tool_calls": []}
 
 
 def load_environment(source: Path):
@@ -56,22 +36,19 @@ def load_environment(source: Path):
 async def main(source: Path, sessions: int, rounds: int) -> dict:
     env = load_environment(source)
     dataset = env.get_dataset()
-    client = ScriptedClient(None)
-    steps = errors = 0
+    client = callback_client_class(vf)(scripted_model)
 
     async def play(index: int) -> None:
         """`rounds` episodes of row index mod len(dataset), one after the other."""
-        nonlocal steps, errors
         row = dict(dataset[index % len(dataset)])
         for _ in range(rounds):
             output = await env.run_rollout(row, client, "scripted", {})
-            steps += int(output["metrics"]["num_turns"])
-            errors += output["error"] is not None
+            tally.steps += int(output["metrics"]["num_turns"])
+            tally.errors += output["error"] is not None
 
-    started = time.perf_counter()
+    tally = Tally()
     await asyncio.gather(*(play(index) for index in range(sessions)))
-    elapsed = time.perf_counter() - started
-    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed, "errors": errors}
+    return tally.figures()
 
 
 if __name__ == "__main__":
