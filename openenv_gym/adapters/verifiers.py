@@ -3,8 +3,8 @@
 `load_environment(**env_args)` runs once per worker process, on its main thread (constructing an env
 installs signal handlers, which only the main thread may do). Each session is one `env.run_rollout`
 task driven by the environment's own loop: the model client it is given parks every model request
-until the session's next step answers it (see verifiers_rollout.py). Stop conditions, `env_response`, tools,
-timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
+until the session's next step answers it (see verifiers_rollout.py). Stop conditions, `env_response`,
+tools, timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
 
 reset:  a row from split "train" or "eval" (options split+index, or a seeded choice); the observation
         is the prompt rendered as text, the messages themselves are in info.
@@ -166,7 +166,7 @@ def _failure(output: dict[str, Any] | None) -> str:
 
 
 def load_verifiers_environment(manifest: Manifest, env_args: dict[str, Any] | None = None) -> VerifiersFactory:
-    os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("VF_LOG_LEVEL", "WARNING")  # unset, verifiers logs nothing, its warnings included
     import verifiers as vf
 
     load_environment = load_vendored(manifest)
