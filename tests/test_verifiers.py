@@ -218,6 +218,9 @@ def test_env_args(imported):
 
     with pytest.raises(ValueError, match=r"runs 'guessing' with env_args .* not .*max_turns.*: 5"):
         gym.make("openenv/verifiers-guessing", base_url=env.unwrapped.base_url, env_args={"max_turns": 5})
+    same = gym.make("openenv/verifiers-guessing", base_url=env.unwrapped.base_url, env_args={"max_turns": 2})
+    assert same.reset(options={"index": 0})[0].startswith("user: I am thinking of a number")  # a running server
+    same.close()
     env.close()
 
 
