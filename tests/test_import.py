@@ -18,7 +18,7 @@ raise SystemExit("detection must never run the source")
 
 
 class Counter(Environment):
-    pass
+    """Count to ten, one call at a time."""
 '''
 
 
@@ -65,6 +65,7 @@ def test_import_writes_manifest_and_vendored_source_and_records_the_folder(tmp_p
     assert manifest["kind"] == "ors" and manifest["entry"] == "counter:Counter"
     assert manifest["dependencies"] == ["numpy>=1.26", "openreward"]  # declared ones plus the SDK it imports
     assert manifest["source_hash"].startswith("sha256:") and manifest["imported_from"] == str(source.resolve())
+    assert manifest["description"] == "Count to ten, one call at a time."  # no description declared: the docstring
     vendored = out / "counter" / "vendor"
     assert (vendored / "counter.py").read_text() == (source / "counter.py").read_text()
     assert (vendored / "helpers" / "util.py").exists() and (vendored / "tasks.json").exists()

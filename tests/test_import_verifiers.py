@@ -89,3 +89,10 @@ def test_not_verifiers(tmp_path):
     for code in ["def load_environment():\n    return 1\n", "import verifiers\n# load_environment\n"]:
         source = write(tmp_path / "src", {"e.py": code})
         assert detect_all(source) == []
+
+
+def test_the_declared_description_is_what_list_shows(tmp_path):
+    source = write(tmp_path / "src", {"my_env.py": CLASSIC, "pyproject.toml": pyproject("verifiers>=0.2")
+                                      + 'description = "Two plus two"\n'})
+    (result,) = import_environment(source, "described", tmp_path / "out")
+    assert tomllib.loads((result.folder / "openenv.toml").read_text())["description"] == "Two plus two"

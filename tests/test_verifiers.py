@@ -134,6 +134,7 @@ def test_game_rewards_match_in_process(imported):
 def test_tool_environment(imported):
     env = gym.make("openenv/verifiers-calculator")
     assert env.action_space.tool_names == ["add", "multiply"]
+    assert env.unwrapped.description["description"] == "Arithmetic with two Python tools (add, multiply)"
     obs, info = env.reset(options={"index": 0})
     assert obs == "user: Compute (3 + 4) * 5 with the tools, then give <answer>N</answer>."
     obs, *_ = env.step('<tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>')  # raw model text

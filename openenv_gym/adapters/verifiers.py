@@ -46,6 +46,7 @@ class VerifiersFactory:
     def __init__(self, vf: Any, env: Any, manifest: Manifest, env_args: dict[str, Any]) -> None:
         self.env = env
         self.name = manifest.name
+        self.description = manifest.description
         self.env_args = env_args
         self.client_class = callback_client_class(vf)
         self.tools = [jsonable(t) for t in getattr(env, "tool_defs", None) or []]
@@ -70,7 +71,7 @@ class VerifiersFactory:
         return VerifiersSession(self)
 
     def describe(self) -> dict[str, Any]:
-        doc = (type(self.env).__doc__ or "").strip().split("\n")[0]
+        doc = self.description or (type(self.env).__doc__ or "").strip().split("\n")[0]
         return {"name": self.name, "description": doc, "action": "tools" if self.tools else "text",
                 "tools": self.tools, "max_steps": self.max_turns, "source": "verifiers",
                 "class": type(self.env).__name__, "env_args": self.env_args}

@@ -15,8 +15,9 @@ import tomli_w
 
 from openenv_gym.home import record_dir
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError
+from openenv_gym.importers.deps import declared_description
 from openenv_gym.importers.ors import OrsImporter
-from openenv_gym.importers.scan import top_level_modules
+from openenv_gym.importers.scan import first_docstring_line, parse, top_level_modules
 from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
 from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifest import MANIFEST_FILE, NAME_PATTERN
@@ -101,11 +102,17 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         vendored = folder / VENDOR_DIR
         report = vendor(source, vendored)
         report.copied += copy_data(data or [], vendored)
-        manifest = {"name": env_name, "kind": found.kind, "entry": found.entry, "source": VENDOR_DIR,
-                    "dependencies": dependencies, "source_hash": tree_hash(vendored),
-                    "imported_from": str(source)}
+        manifest = {"name": env_name, "kind": found.kind, "entry": found.entry,
+                    "description": _description(source, found), "source": VENDOR_DIR, "dependencies": dependencies,
+                    "source_hash": tree_hash(vendored), "imported_from": str(source)}
         (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest))
         record_dir(output_dir)
         results.append(ImportResult(env_name, folder, found, dependencies, report, f"openenv/{found.kind}-{env_name}",
                                     importer[found.kind].notes(source, found)))
     return results
+
+
+def _description(source: Path, found: Detected) -> str:
+    """What `openenv-gym list` shows: the source's declared description, else its entry's docstring."""
+    tree = parse(found.file)
+    return declared_description(source) or (first_docstring_line(tree, found.attribute) if tree else "")

@@ -1,4 +1,5 @@
-"""Dependencies a source declares: its pyproject.toml [project] dependencies, or its requirements.txt."""
+"""What a source declares about itself: its pyproject.toml [project] dependencies (or its requirements.txt)
+and description."""
 
 from __future__ import annotations
 
@@ -21,16 +22,25 @@ def _valid(lines: list[str]) -> list[str]:
     return kept
 
 
+def _project(source: Path) -> dict:
+    """The [project] table of the source's pyproject.toml ({} without one)."""
+    pyproject = (source if source.is_dir() else source.parent) / "pyproject.toml"
+    try:
+        return tomllib.loads(pyproject.read_text()).get("project", {}) if pyproject.is_file() else {}
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def declared_description(source: Path) -> str:
+    description = _project(source).get("description")
+    return description.strip() if isinstance(description, str) else ""
+
+
 def declared_dependencies(source: Path) -> list[str]:
+    project = _project(source)
+    if project.get("dependencies"):
+        return _valid(list(project["dependencies"]))
     folder = source if source.is_dir() else source.parent
-    pyproject = folder / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            project = tomllib.loads(pyproject.read_text()).get("project", {})
-        except tomllib.TOMLDecodeError:
-            project = {}
-        if project.get("dependencies"):
-            return _valid(list(project["dependencies"]))
     requirements = folder / "requirements.txt"
     if requirements.is_file():
         return _valid(requirements.read_text().splitlines())

@@ -43,3 +43,14 @@ def top_level_modules(source: Path) -> set[str]:
     names = {p.stem for p in source.glob("*.py")}
     names |= {p.name for p in source.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     return names - {"__init__", "setup", "conftest"}
+
+
+def first_docstring_line(tree: ast.Module, name: str) -> str:
+    """The first line of the docstring of top-level class or function `name`, else of the module."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            doc = ast.get_docstring(node)
+            if doc:
+                return doc.strip().splitlines()[0]
+    doc = ast.get_docstring(tree)
+    return doc.strip().splitlines()[0] if doc else ""
