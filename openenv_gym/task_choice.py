@@ -45,3 +45,8 @@ async def choose_task(source: TaskSource, name: str, seed: int | None, options: 
     if type(index) is not int or not 0 <= index < count:
         raise BadRequestError(f"index {index!r} is out of range for split {split!r} ({count} tasks)")
     return {"split": split, "index": index}
+
+
+async def splits_with_counts(source: TaskSource) -> list[dict[str, Any]]:
+    """The catalog a factory offers: its splits, each with its number of tasks."""
+    return [split | {"num_tasks": await source.num_tasks(split["name"])} for split in await source.splits()]

@@ -22,7 +22,7 @@ from openenv_gym.environment import Environment, ResetResult, StepResult, invali
 from openenv_gym.errors import BadRequestError
 from openenv_gym.manifest import Manifest, ManifestError
 from openenv_gym.ors_common import render_blocks, split_entry, step_from_tool_result, tool_spec
-from openenv_gym.task_choice import choose_task, resolve_split
+from openenv_gym.task_choice import choose_task, resolve_split, splits_with_counts
 from openenv_gym.toolcalls import find_tool_call
 
 DEFAULT_MAX_STEPS = 100
@@ -92,7 +92,7 @@ class OrsFactory:
 
     async def catalog(self) -> list[dict[str, Any]]:
         """Splits with their task counts."""
-        return [split | {"num_tasks": await self.num_tasks(split["name"])} for split in await self.splits()]
+        return await splits_with_counts(self)
 
     async def pick_task(self, seed: int | None, options: dict) -> tuple[dict, dict[str, Any]]:
         """The task of a reset and where it came from ({} or {"split", "index"})."""

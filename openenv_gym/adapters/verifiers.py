@@ -32,7 +32,7 @@ from openenv_gym.adapters.verifiers_rollout import (
 from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
 from openenv_gym.errors import BadRequestError, EnvError
 from openenv_gym.manifest import Manifest, ManifestError
-from openenv_gym.task_choice import choose_task, resolve_split
+from openenv_gym.task_choice import choose_task, resolve_split, splits_with_counts
 
 # Stops that cut an episode short; any other stop (the env's own) terminates it.
 TRUNCATING_STOPS = {"max_turns_reached", "timeout_reached", "prompt_too_long", "max_total_completion_tokens_reached"}
@@ -85,7 +85,7 @@ class VerifiersFactory:
         return len(self.datasets[split])
 
     async def catalog(self) -> list[dict[str, Any]]:
-        return [split | {"num_tasks": await self.num_tasks(split["name"])} for split in await self.splits()]
+        return await splits_with_counts(self)
 
     async def tasks(self, split: Any = None, start: int | None = None,
                     stop: int | None = None) -> tuple[str, list[dict]]:
@@ -139,9 +139,9 @@ class VerifiersSession(Environment):
         return StepResult(render_messages(messages), info={"messages": messages})
 
     def _final(self, output: dict[str, Any]) -> StepResult:
-        completion = output.get("completion") or []
-        last_reply = max((i for i, m in enumerate(completion) if _role(m) == "assistant"), default=-1)
-        messages = message_dicts(completion[last_reply + 1:])  # a final env response, if any
+        completion = message_dicts(output.get("completion") or [])
+        last_reply = max((i for i, m in enumerate(completion) if m.get("role") == "assistant"), default=-1)
+        messages = completion[last_reply + 1:]  # a final env response, if any
         stop = output.get("stop_condition")
         truncated = bool(output.get("is_truncated")) or (stop in TRUNCATING_STOPS and self.factory.max_turns != 1)
         info = {"messages": messages, "stop_condition": stop, "metrics": jsonable(output.get("metrics") or {}),
@@ -157,13 +157,9 @@ class VerifiersSession(Environment):
             await rollout.cancel()
 
 
-def _role(message: Any) -> str | None:
-    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-
-
-def _failure(output: dict[str, Any] | None) -> str:
-    error = (output or {}).get("error")
-    return str(error) if error is not None else f"stop condition {(output or {}).get('stop_condition')!r}"
+def _failure(output: dict[str, Any]) -> str:
+    error = output.get("error")
+    return str(error) if error is not None else f"stop condition {output.get('stop_condition')!r}"
 
 
 def load_verifiers_environment(manifest: Manifest, env_args: dict[str, Any] | None = None) -> VerifiersFactory:

@@ -82,12 +82,13 @@ async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[st
     on as it arrives, so no player waits for the slowest of a batch."""
     from openenv_gym.client.vector import AsyncVectorClient
 
+    options_of = task_of or (lambda env: None)
     episodes_left = [rounds] * sessions
     playing = [False] * sessions  # False: the env's next answer is a reset's
     async with AsyncVectorClient(url, sessions, request_timeout=600) as client:
         tally = Tally()
         for env in range(sessions):
-            client.send_reset([env], seed=0, options=task_of(env) if task_of else None)
+            client.send_reset([env], seed=0, options=options_of(env))
         while client.in_flight.any():
             result = await client.recv(min_results=1)
             tally.errors += len(result.errors)
@@ -100,7 +101,7 @@ async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[st
                         playing[env] = False
                         episodes_left[env] -= 1
                         if episodes_left[env]:
-                            client.send_reset([env], seed=0, options=task_of(env) if task_of else None)
+                            client.send_reset([env], seed=0, options=options_of(env))
                         continue
                 playing[env] = True
                 stepping.append(env)
