@@ -23,11 +23,11 @@ test: lint
 
 bench: $(VENV)/.installed
 	$(PY) -m pytest benchmarks --benchmark-only -q
-	$(PY) benchmarks/latency.py
-	$(PY) benchmarks/capacity.py
-	$(VENV)/bin/openenv-gym bench
-	$(PY) -m openenv_gym.bench.ors_compare
-	$(PY) -m openenv_gym.bench.verifiers_compare
+	$(PY) -m benchmarks.latency
+	$(PY) -m benchmarks.capacity
+	$(PY) -m benchmarks.throughput
+	$(PY) -m benchmarks.ors_compare
+	$(PY) -m benchmarks.verifiers_compare
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -1,4 +1,4 @@
-"""Capacity and scaling figures (vector issue). Run: make bench, or python benchmarks/capacity.py.
+"""Capacity and scaling figures. Run: make bench, or python -m benchmarks.capacity.
 
 - one server holds 100,000 concurrent echo sessions: server memory per idle session, a few steps
   of all of them, errors;
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import uvloop
 
-from openenv_gym.bench.procinfo import tree_rss
+from openenv_gym.cli.procinfo import tree_rss
+from openenv_gym.client.local import LocalServer
 from openenv_gym.client.vector import AsyncVectorClient
-from openenv_gym.embedded import LocalServer
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -38,7 +38,8 @@ async def hold_sessions(url: str, sessions: int, connections_per_worker: int, st
             result = await client.step(["hi"] * sessions)
             step_times.append(time.perf_counter() - started)
             errors += len(result.errors) + sum(obs != "hi" for obs in result.obs)
-        return {"connections": len(client.connections), "reset_s": reset_s, "errors": errors,
+        connections = sum(len(transport.connections) for transport in client.transports)
+        return {"connections": connections, "reset_s": reset_s, "errors": errors,
                 "step_s": step_times}
 
 

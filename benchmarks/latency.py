@@ -1,4 +1,4 @@
-"""Single-session latency and start-up figures (issue: core). Run: make bench, or python benchmarks/latency.py.
+"""Single-session latency and start-up figures. Run: make bench, or python -m benchmarks.latency.
 
 Measured in one run, on this machine:
 - the anchor: a bare websockets round trip (uvloop client and echo server, no environment);
@@ -24,10 +24,12 @@ import uvloop
 from websockets.asyncio.client import connect as ws_connect
 
 import openenv_gym
+from openenv_gym.client.local import local_server_url
+from openenv_gym.manifests import find_manifest
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
-WIRE_SERVER = Path(openenv_gym.__file__).parent / "bench" / "wire_server.py"
+WIRE_SERVER = HERE / "wire_server.py"
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
@@ -74,7 +76,7 @@ def remote_env_step(n: int) -> dict[str, float]:
 
 
 def async_session_step(n: int) -> dict[str, float]:
-    url = openenv_gym.embedded.local_server_url(str(openenv_gym.manifest.find_manifest("echo").folder))
+    url = local_server_url(str(find_manifest("echo").folder))  # the server gym.make("openenv/echo") uses
 
     async def measure() -> list[float]:
         async with openenv_gym.connect(url) as conn:

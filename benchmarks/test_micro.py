@@ -1,15 +1,19 @@
-"""pytest-benchmark micro-benchmarks: protocol encode/decode and server dispatch of a batch frame."""
+"""pytest-benchmark micro-benchmarks: protocol encode/decode, and the server's front end and session core
+stepping 1,024 sessions of echo in process (frames in, answers out, no sockets)."""
 
 import asyncio
 
 import pytest
 
-from openenv_gym import protocol as p
 from openenv_gym.adapters import load_factory
-from openenv_gym.manifest import find_manifest
-from openenv_gym.server.dispatch import Dispatcher, Limits, Peer
+from openenv_gym.episode.toolcalls import parse_tool_call
+from openenv_gym.manifests import find_manifest
+from openenv_gym.protocol import native as p
+from openenv_gym.server.catalog import Catalog
+from openenv_gym.server.config import Limits
+from openenv_gym.server.core import SessionCore
+from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.sessions import SessionCounter
-from openenv_gym.toolcalls import parse_tool_call
 
 BATCH = 1024
 SESSION = "0123456789abcdefghijkl"
@@ -38,27 +42,51 @@ def test_parse_hermes_tool_call(benchmark):
     benchmark(parse_tool_call, '<tool_call>{"name": "guess", "arguments": {"number": 42}}</tool_call>')
 
 
-def test_dispatch_step_batch(benchmark):
-    """One 1,024-step batch frame through the server's dispatcher, echo env, no sockets."""
+@pytest.fixture(scope="module")
+def served():
+    """The native front end over a session core of echo, with BATCH sessions reset, on a loop of its own."""
     factory = load_factory(find_manifest("echo"))
     loop = asyncio.new_event_loop()
     answers: list = []
-    peer = Peer(answers.append)
 
     async def setup():
-        dispatcher = Dispatcher(factory, factory.describe(), Limits(), SessionCounter(BATCH))
-        frame = p.encode_frame([p.reset_request(i, options={"max_steps": 10**9}) for i in range(BATCH)])
-        dispatcher.handle_frame(peer, frame.decode())
-        return dispatcher
+        front = NativeFrontEnd(SessionCore(factory, Limits(), SessionCounter(BATCH), threads=1), Catalog(factory, ""))
+        peer = front.connect(answers.append)
+        front.handle_frame(peer, p.encode_frame([p.reset_request(i, options={"max_steps": 10**9})
+                                                 for i in range(BATCH)]).decode())
+        return front, peer
 
-    dispatcher = loop.run_until_complete(setup())
+    front, peer = loop.run_until_complete(setup())
     sessions = [a["session"] for a in answers]
+    answers.clear()
+    yield front, peer, sessions, answers
+    loop.close()
+
+
+def test_front_end_step_batch(benchmark, served):
+    """1,024 `step` requests in one frame: decoded, stepped, answered one message each."""
+    front, peer, sessions, answers = served
     frame = p.encode_frame([p.step_request(i, s, "hello") for i, s in enumerate(sessions)]).decode()
 
     def dispatch():
         answers.clear()
-        dispatcher.handle_frame(peer, frame)
+        front.handle_frame(peer, frame)
         assert len(answers) == BATCH
 
     benchmark(dispatch)
-    loop.close()
+
+
+def test_front_end_steps_columns(benchmark, served):
+    """One `steps` request for 1,024 sessions (the vector client's lock-step): decoded, stepped, one answer of
+    columns, encoded."""
+    front, peer, sessions, answers = served
+    frame = p.encode_frame([p.steps_request(1, sessions, ["hello"] * BATCH)]).decode()
+
+    def dispatch():
+        answers.clear()
+        front.handle_frame(peer, frame)
+        (answer,) = answers
+        assert len(answer["obs"]) == BATCH
+        return p.encode_frame(answers)
+
+    benchmark(dispatch)

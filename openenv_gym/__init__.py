@@ -24,28 +24,37 @@ _LAZY = {
     "connect": "openenv_gym.client.connection",
     "Connection": "openenv_gym.client.connection",
     "Session": "openenv_gym.client.connection",
+    "AsyncVectorClient": "openenv_gym.client.vector",
     "RemoteEnv": "openenv_gym.env",
-    "Environment": "openenv_gym.environment",
-    "StepResult": "openenv_gym.environment",
-    "ResetResult": "openenv_gym.environment",
-    "ToolEnvironment": "openenv_gym.tools",
-    "tool": "openenv_gym.tools",
+    "RemoteVectorEnv": "openenv_gym.vector",
+    "Environment": "openenv_gym.adapters.environment",
+    "ToolEnvironment": "openenv_gym.adapters.tools",
+    "tool": "openenv_gym.adapters.tools",
+    "StepResult": "openenv_gym.episode.results",
+    "ResetResult": "openenv_gym.episode.results",
+    "invalid_action": "openenv_gym.episode.results",
     "UnicodeText": "openenv_gym.spaces",
     "ToolCallSpace": "openenv_gym.spaces",
+    "serve": "openenv_gym.server.launch",
 }
 
 __all__ = [
-    "Connection", "Environment", "RemoteEnv", "ResetResult", "Session", "StepResult", "ToolCallSpace",
-    "ToolEnvironment", "UnicodeText", "__version__", "connect", "register_all", "tool",
+    "AsyncVectorClient", "Connection", "Environment", "RemoteEnv", "RemoteVectorEnv", "ResetResult", "Session",
+    "StepResult", "ToolCallSpace", "ToolEnvironment", "UnicodeText", "__version__", "connect", "invalid_action",
+    "register_all", "serve", "tool",
     *_error_names,
 ]
 
 if TYPE_CHECKING:
+    from openenv_gym.adapters.environment import Environment
+    from openenv_gym.adapters.tools import ToolEnvironment, tool
     from openenv_gym.client.connection import Connection, Session, connect
+    from openenv_gym.client.vector import AsyncVectorClient
     from openenv_gym.env import RemoteEnv
-    from openenv_gym.environment import Environment, ResetResult, StepResult
+    from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+    from openenv_gym.server.launch import serve
     from openenv_gym.spaces import ToolCallSpace, UnicodeText
-    from openenv_gym.tools import ToolEnvironment, tool
+    from openenv_gym.vector import RemoteVectorEnv
 
 
 def __getattr__(name: str) -> Any:

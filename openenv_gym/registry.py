@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from openenv_gym.manifest import Manifest, all_manifests
+from openenv_gym.manifests import BaseManifest, all_manifests
 
 ENTRY_POINT = "openenv_gym.env:RemoteEnv"
 VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
 
 
-def register_manifest(manifest: Manifest) -> None:
+def register_manifest(manifest: BaseManifest) -> None:
     if manifest.gym_id in gym.registry:
         return
     gym.register(
@@ -32,5 +32,5 @@ def register_all() -> list[str]:
         register_manifest(manifest)
     if REMOTE_ORS_ID not in gym.registry:
         gym.register(REMOTE_ORS_ID, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
-                     nondeterministic=True, kwargs={"protocol": "ors"})
+                     nondeterministic=True, kwargs={"transport": "ors"})
     return [m.gym_id for m in manifests]

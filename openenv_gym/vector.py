@@ -1,4 +1,4 @@
-"""RemoteVectorEnv: a Gymnasium VectorEnv over N sessions of the async vector client.
+"""RemoteVectorEnv: a Gymnasium VectorEnv over N sessions of the async vector client (any transport).
 
     envs = gym.make_vec("openenv/echo", num_envs=1024)                     # embedded local server
     envs = gym.make_vec("openenv/echo", num_envs=1024, base_url=["ws://a:8000", "ws://b:8000"])
@@ -20,14 +20,13 @@ from gymnasium.utils.seeding import np_random
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from openenv_gym.client.connection import DEFAULT_REQUEST_TIMEOUT
-from openenv_gym.client.ors_http import OrsHttpClient
 from openenv_gym.client.results import VectorResult
-from openenv_gym.client.session_vector import SessionVectorClient
 from openenv_gym.client.sync import current_runner
+from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
+from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
-from openenv_gym.embedded import check_env_args, local_server_url
 from openenv_gym.env import SEED_BOUND
+from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.spaces import spaces_for
 
 
@@ -83,23 +82,23 @@ class RemoteVectorEnv(VectorEnv):
                  token: str | None = None, options: dict[str, Any] | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
-                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, protocol: str = "openenv",
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None) -> None:
         """
-        env: the environment (name or folder) for the embedded default; set by registration.
+        env: the environment (name or folder) for the embedded default; set by registration. With
+            transport="ors", the environment's name on the ORS server(s).
         base_url: one server URL or a list of them (sessions are spread over all); None starts a local
             server for `env` with one worker per core.
         options: reset options used by every reset (those passed to reset() take precedence).
-        max_episode_steps: truncate episodes after this many steps (client side).
-        protocol: "openenv", or "ors" for an ORS HTTP server (gym id openenv/ors; `env` is its env name).
+        max_episode_steps: truncate episodes after this many steps (at most: the env's own limit stays).
+        transport: "native", or "ors" for ORS HTTP servers (gym id openenv/ors).
         env_args: verifiers environments: arguments of load_environment() (see RemoteEnv).
         """
-        if protocol == "ors" and (base_url is None or env is None or not isinstance(base_url, str)):
-            raise ValueError('make_vec("openenv/ors") needs base_url="http://host:port" and env="<env name>"')
+        cls = transport_class(transport)
         if base_url is None:
             if env is None:
                 raise ValueError("RemoteVectorEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = local_server_url(env, workers=os.cpu_count() or 1, env_args=env_args)
+            base_url = cls.local_url(env, workers=os.cpu_count() or 1, env_args=env_args)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -109,19 +108,16 @@ class RemoteVectorEnv(VectorEnv):
         self.default_options = dict(options or {})
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
-        if protocol == "ors":
-            self.client: Any = SessionVectorClient(OrsHttpClient(base_url, env, timeout=request_timeout), num_envs)
-        else:
-            self.client = AsyncVectorClient(base_url, num_envs, token=token, request_timeout=request_timeout,
-                                            connections_per_worker=connections_per_worker)
+        self.client = AsyncVectorClient(base_url, num_envs, transport=transport, env=env, token=token,
+                                        request_timeout=request_timeout, connections_per_worker=connections_per_worker,
+                                        env_args=env_args)
         self._runner.run(self.client.open())
-        check_env_args(self.client.description, env_args, str(base_url))
+        self.single_env_max_steps: int | None = self.client.description.get("max_steps")
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._obs: list[str] = [""] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
-        self._episode_steps = np.zeros(num_envs, dtype=np.int64)
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._all_envs = list(range(num_envs))
 
@@ -159,38 +155,33 @@ class RemoteVectorEnv(VectorEnv):
         mask = options.pop("reset_mask", None)
         envs = list(range(self.num_envs)) if mask is None else np.flatnonzero(
             _check_reset_mask(mask, self.num_envs)).tolist()
-        result = self._runner.run(self.client.reset(envs, self._seeds(seed, envs), self.default_options | options))
+        result = self._runner.run(self.client.reset(envs, self._seeds(seed, envs), self._reset_options(options)))
         if result.errors:
             env, error = next(iter(result.errors.items()))
             raise type(error)(f"reset of env {env} failed: {error}") from error
         self._absorb(result)
         self._autoreset[envs] = False
-        self._episode_steps[envs] = 0
         return tuple(self._obs), batch_infos(result.infos, envs, self.num_envs)
 
-    def _count_steps(self, result: VectorResult, stepped: list[int]) -> None:
-        """Client-side step limit: truncate episodes that reached max_episode_steps."""
-        if self.max_episode_steps is None or not stepped:
-            return
-        self._episode_steps[stepped] += 1
-        position = {env: k for k, env in enumerate(result.ids.tolist())}
-        for env in stepped:
-            if self._episode_steps[env] >= self.max_episode_steps:
-                result.truncated[position[env]] = True
+    def _reset_options(self, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The options of a reset: the defaults, the given ones, and max_episode_steps as the episode's step
+        limit (the limit is the server's rule, so the env's own, lower one still holds)."""
+        merged = self.default_options | (options or {})
+        if self.max_episode_steps is not None:
+            own = merged.get(MAX_STEPS_OPTION, self.single_env_max_steps)
+            merged[MAX_STEPS_OPTION] = self.max_episode_steps if own is None else min(own, self.max_episode_steps)
+        return merged
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
-        client, every = self.client, self._all_envs
+        client = self.client
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
             # envs whose episode ended last step are reset now, their actions ignored
             resetting = np.flatnonzero(self._autoreset).tolist()
             stepping = np.flatnonzero(~self._autoreset).tolist()
             result = await client.step_and_reset([actions[i] for i in stepping], stepping, resetting,
-                                                 self._seeds(None, resetting), self.default_options)
-            self._episode_steps[resetting] = 0
-            self._count_steps(result, stepping)
+                                                 self._seeds(None, resetting), self._reset_options())
             return result, {}
         result = await client.step(actions)
-        self._count_steps(result, every)
         done = np.flatnonzero(result.terminated | result.truncated).tolist()
         if self.autoreset_mode is not AutoresetMode.SAME_STEP or not done:
             return result, {}
@@ -202,10 +193,9 @@ class RemoteVectorEnv(VectorEnv):
             final_obs[env] = result.obs[env]
         extra = {"final_obs": final_obs, "_final_obs": mask, "_final_info": mask.copy(),
                  "final_info": batch_infos([result.infos[i] for i in done], done, self.num_envs)}
-        restarted = await client.reset(done, self._seeds(None, done), self.default_options)
+        restarted = await client.reset(done, self._seeds(None, done), self._reset_options())
         for k, env in enumerate(done):
             result.obs[env], result.infos[env] = restarted.obs[k], restarted.infos[k]
-        self._episode_steps[done] = 0
         return result, extra
 
     def step(self, actions: Sequence[Any]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict]:

@@ -1,9 +1,11 @@
-"""Real servers on loopback, started as `openenv-gym serve` subprocesses."""
+"""Real servers on loopback, started as `openenv-gym serve` subprocesses; real SDKs in their own venvs."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 import tempfile
 import textwrap
 import time
@@ -13,14 +15,57 @@ from pathlib import Path
 import httpx
 import pytest
 
-# Imports in the tests go to a home of their own, never the user's ~/.openenv_gym; the environments'
-# venvs (real openreward / ors-sdk installs) are kept in the checkout, so later runs reuse them.
-os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
-os.environ.setdefault("OPENENV_GYM_VENVS", str(Path(__file__).parent.parent / ".venv-envs"))
+ROOT = Path(__file__).parent.parent
+sys.path.insert(0, str(ROOT))  # the benchmarks package: tests reuse its reference servers, envs and policies
 
-from openenv_gym.embedded import LocalServer
+# Imports in the tests go to a home of their own, never the user's ~/.openenv_gym; the environments'
+# venvs (real openreward / ors-sdk / verifiers installs) are kept in the checkout, so later runs reuse them.
+os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
+os.environ.setdefault("OPENENV_GYM_VENVS", str(ROOT / ".venv-envs"))
+
+from openenv_gym.client.local import LocalServer  # noqa: E402  (after the environment is set up)
 
 TEST_ENVS = Path(__file__).parent / "envs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "env_venvs(*sources): the tests import these sources, whose virtual "
+                                       "environments are built once, before any test runs")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the venvs the selected tests need before they run: a build takes minutes on a new machine, and
+    it must not eat the time budget of whichever test (or fixture teardown) happens to come first."""
+    sources = list(dict.fromkeys(source for item in session.items
+                                 for marker in item.iter_markers("env_venvs") for source in marker.args))
+    if sources:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        build_venvs(sources, reporter.write_line if reporter else print)
+
+
+def build_venvs(sources: list[Path], say: Callable[[str], None]) -> None:
+    from openenv_gym.importers import import_environment
+    from openenv_gym.manifests import load_manifest
+    from openenv_gym.manifests.venvs import ensure_venv, venv_ready
+
+    with tempfile.TemporaryDirectory() as scratch, _home(scratch):  # these imports are not registered
+        manifests = [load_manifest(result.folder) for k, source in enumerate(sources)
+                     for result in import_environment(Path(source), f"venv{k}", Path(scratch))]
+        missing = {str(m.dependencies): m for m in manifests if not venv_ready(m)}
+        for number, manifest in enumerate(missing.values(), 1):
+            say(f"building the test environments' venvs ({number} of {len(missing)}: "
+                f"{', '.join(manifest.dependencies)}); once per machine")
+            ensure_venv(manifest)
+
+
+@contextlib.contextmanager
+def _home(folder: str) -> Iterator[None]:
+    saved = os.environ["OPENENV_GYM_HOME"]
+    os.environ["OPENENV_GYM_HOME"] = folder
+    try:
+        yield
+    finally:
+        os.environ["OPENENV_GYM_HOME"] = saved
 
 
 def env_path(name: str) -> str:

@@ -5,7 +5,7 @@ import contextlib
 
 import orjson
 import pytest
-from conftest import health, run
+from conftest import health, run, wait_until
 from websockets.asyncio.client import connect as ws_connect
 
 import openenv_gym
@@ -141,8 +141,30 @@ def test_batch_with_good_and_bad_requests_answers_each(faulty_url):
     run(main())
 
 
-def test_server_health_unaffected(faulty_url):
-    assert health(faulty_url)["status"] == "ok"
+def test_a_burst_of_bad_input_leaves_the_server_serving_and_holding_nothing(faulty_url):
+    """Every bad frame at once on one connection, with sessions open on it: each gets its error, and once the
+    connection is gone the server holds no session of it and serves a new client."""
+
+    async def main():
+        before = health(faulty_url)["sessions"]
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            sessions = [await raw.new_session() for _ in range(3)]
+            assert health(faulty_url)["sessions"] == before + 3
+            for frame, _ in CASES.values():
+                await ws.send(frame)
+            answers: list[dict] = []
+            while len(answers) < len(CASES):  # answers of frames read in one go may share a frame
+                answers += orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert [answer["error"]["code"] for answer in answers] == [code for _, code in CASES.values()]
+            assert (await raw.request(id="s", op="step", session=sessions[0], action="still"))["obs"] == "still"
+        assert wait_until(lambda: health(faulty_url)["sessions"] == before)
+        async with openenv_gym.connect(faulty_url) as conn:
+            session = conn.session()
+            await session.reset()
+            assert (await session.step("fresh"))[0] == "fresh"
+
+    run(main())
 
 
 @pytest.mark.parametrize("message", [

@@ -1,16 +1,21 @@
-"""The benchmark scripts still run (tiny sizes; the figures come from `make bench`)."""
+"""The benchmarks and `openenv-gym bench` run (tiny sizes; the figures come from `make bench`)."""
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+import pytest
+from conftest import ROOT
+
+from benchmarks.episodes import ENVS
+
+
+def run_module(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_latency_benchmark_runs():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "latency.py"), "--steps", "50",
-                             "--repeats", "1"], capture_output=True, text=True, timeout=120)
+    result = run_module("benchmarks.latency", "--steps", "50", "--repeats", "1", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "p50 / anchor" in result.stdout and "first observation" in result.stdout
     figures = json.loads((ROOT / "benchmarks" / "results" / "latency.json").read_text())
@@ -18,9 +23,8 @@ def test_latency_benchmark_runs():
 
 
 def test_capacity_benchmark_runs():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity.py"), "--sessions", "300",
-                             "--connections", "40", "--steps", "1", "--seconds", "0.3"],
-                            capture_output=True, text=True, timeout=180)
+    result = run_module("benchmarks.capacity", "--sessions", "300", "--connections", "40", "--steps", "1",
+                        "--seconds", "0.3", timeout=180)
     assert result.returncode == 0, result.stderr
     figures = json.loads((ROOT / "benchmarks" / "results" / "capacity.json").read_text())
     assert figures["many_sessions"]["errors"] == 0 and figures["many_connections"]["connections"] == 40
@@ -28,8 +32,8 @@ def test_capacity_benchmark_runs():
 
 
 def test_throughput_comparison_runs_without_openenv(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "openenv_gym", "bench", "--sessions", "16", "--seconds", "0.2",
-                             "--skip-openenv", "--out", str(tmp_path)], capture_output=True, text=True, timeout=180)
+    result = run_module("benchmarks.throughput", "--sessions", "16", "--seconds", "0.2", "--skip-openenv",
+                        "--out", str(tmp_path), timeout=180)
     assert result.returncode == 0, result.stderr
     assert "openenv_gym make_vec" in result.stdout and "wire limit" in result.stdout
     assert (tmp_path / "throughput.png").stat().st_size > 0
@@ -37,10 +41,34 @@ def test_throughput_comparison_runs_without_openenv(tmp_path):
     assert {r["system"] for r in rows} == {"openenv_gym make_vec", "wire limit (websockets+orjson)"}
 
 
+@pytest.mark.env_venvs(ENVS / "vf_guessing")
 def test_verifiers_comparison_runs(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "openenv_gym.bench.verifiers_compare", "--sessions", "20",
-                             "--rounds", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    result = run_module("benchmarks.verifiers_compare", "--sessions", "20", "--rounds", "1", "--out", str(tmp_path),
+                        timeout=600)
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "verifiers_throughput.json").read_text())
     assert figures["ours"]["errors"] == figures["verifiers_in_process"]["errors"] == 0
     assert figures["ours"]["steps"] == figures["verifiers_in_process"]["steps"] > 20  # the same games on both sides
+
+
+def test_cli_bench_measures_an_environment(tmp_path):
+    out = tmp_path / "bench.json"
+    result = run_module("openenv_gym", "bench", "openenv/guess", "--num-envs", "4", "32", "--seconds", "0.3",
+                        "--workers", "1", "--json", str(out), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "steps/s" in result.stdout and "server bytes/session" in result.stdout
+    rows = json.loads(out.read_text())
+    assert [row["sessions"] for row in rows] == [4, 32]
+    assert all(row["steps_per_s"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
+    assert all(row["server_bytes_per_session"] is not None and row["errors"] == 0 for row in rows)
+
+
+def test_cli_bench_plot_says_what_is_missing_without_matplotlib(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # as if matplotlib were not installed
+            "from openenv_gym.cli import main\n"
+            f"main(['bench', 'openenv/echo', '--num-envs', '2', '--seconds', '0.1', '--workers', '1', "
+            f"'--plot', {str(tmp_path / 'plot.png')!r}])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "--plot needs matplotlib" in result.stderr
+    assert "steps/s" in result.stdout  # the figures were printed before the plot failed
+    assert not (tmp_path / "plot.png").exists()

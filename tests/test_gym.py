@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import openenv_gym
-from openenv_gym.manifest import shipped_manifests
+from openenv_gym.manifests.discovery import shipped_manifests
 from openenv_gym.spaces import ToolCallSpace, UnicodeText
 
 SHIPPED_IDS = [m.gym_id for m in shipped_manifests()]

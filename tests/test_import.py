@@ -7,9 +7,9 @@ import tomllib
 import pytest
 from conftest import write_files as write
 
-from openenv_gym.home import registered_dirs
 from openenv_gym.importers import ImportFailedError, detect_all, import_environment
-from openenv_gym.manifest import find_manifest, load_manifest
+from openenv_gym.manifests import find_manifest, load_manifest
+from openenv_gym.manifests.home import registered_dirs
 
 ORS_ENV = '''
 from openreward.environments import Environment, tool

@@ -13,13 +13,15 @@ from openenv_gym.importers import import_environment
 from openenv_gym.registry import register_all
 
 ORS_ENVS = Path(__file__).parent / "ors_envs"
+NAMES = ("answer", "treasure", "sums", "notebook")
+pytestmark = pytest.mark.env_venvs(*(ORS_ENVS / name for name in NAMES))
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     """Import the test ORS environments once and register their gym ids."""
     out = tmp_path_factory.mktemp("servers")
-    for name in ("answer", "treasure", "sums", "notebook"):
+    for name in NAMES:
         import_environment(ORS_ENVS / name, name, out)
     register_all()
     return out
@@ -162,9 +164,9 @@ def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(import
 @pytest.fixture(scope="module")
 def openreward_server(imported):
     """openreward's own Server with the answer env, on loopback, in the env's venv."""
-    from openenv_gym.bench.ors_compare import sdk_server
-    from openenv_gym.manifest import load_manifest
-    from openenv_gym.venvs import ensure_venv
+    from benchmarks.ors_compare import sdk_server
+    from openenv_gym.manifests import load_manifest
+    from openenv_gym.manifests.venvs import ensure_venv
 
     python = ensure_venv(load_manifest(imported / "answer"))
     with sdk_server(python, ORS_ENVS / "answer", "answer_env:AnswerEnv") as url:
@@ -205,11 +207,11 @@ def test_open_episodes_are_kept_alive_between_calls(openreward_server, monkeypat
     """Pings go out while the caller does not call at all (a sync env's loop is idle between calls)."""
     import time
 
-    from openenv_gym.client import ors_http
+    from openenv_gym.client import ors
 
-    monkeypatch.setattr(ors_http, "PING_INTERVAL", 0.05)
-    keep_alive = ors_http.KeepAlive()
-    monkeypatch.setattr(ors_http, "keep_alive", keep_alive)
+    monkeypatch.setattr(ors, "PING_INTERVAL", 0.05)
+    keep_alive = ors.KeepAlive()
+    monkeypatch.setattr(ors, "keep_alive", keep_alive)
     env = gym.make("openenv/ors", base_url=openreward_server, env="answerenv")
     env.reset(options={"index": 0})
     time.sleep(0.5)

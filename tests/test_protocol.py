@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from openenv_gym import errors
-from openenv_gym import protocol as p
+from openenv_gym.protocol import native as p
 
 
 def roundtrip(messages):
@@ -20,11 +20,15 @@ def test_requests_roundtrip_in_one_batch_frame():
         p.close_request(5, "abc"),
         p.info_request(6),
         p.steps_request(7, ["abc", "def"], ["x", {"name": "guess", "arguments": {}}]),
+        p.state_request(8, "abc"),
+        p.splits_request(9),
+        p.tasks_request(10, "test", 0, 5),
     ]
     decoded = roundtrip(batch)
     assert decoded == batch
     assert [p.check_request(m) for m in decoded] == [
-        (1, "reset"), (2, "reset"), (3, "step"), ("four", "step"), (5, "close"), (6, "info"), (7, "steps")]
+        (1, "reset"), (2, "reset"), (3, "step"), ("four", "step"), (5, "close"), (6, "info"), (7, "steps"),
+        (8, "state"), (9, "splits"), (10, "tasks")]
     assert "session" not in decoded[0] and "seed" not in decoded[0]  # None fields are left out
     assert decoded[1]["options"] == {"split": "train", "index": 3}
 
@@ -44,6 +48,9 @@ def test_responses_roundtrip():
         p.steps_response(8, ["a", "b"], [0.1, 0.0], [False, True], [False, False], [{}, {"k": 1}], None),
         p.steps_response(9, ["a", ""], [0.1, 0.0], [False, False], [False, False], [{}, {}],
                          [None, {"code": "env_error", "message": "boom"}]),
+        p.state_response(10, {"session": "sid", "running": True, "steps": 3, "max_steps": 10}),
+        p.splits_response(11, [{"name": "train", "type": "train", "num_tasks": 3}]),
+        p.tasks_response(12, "train", [{"q": 1}]),
     ]
     assert roundtrip(responses) == responses
 

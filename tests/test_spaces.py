@@ -1,9 +1,12 @@
 """Unicode text and tool-call spaces."""
 
+from typing import Literal
+
+import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from openenv_gym.adapters.tools import Tool
 from openenv_gym.spaces import ToolCallSpace, UnicodeText, sample_arguments, spaces_for
-from openenv_gym.tools import Tool
 
 TOOLS = [
     {"name": "guess", "parameters": {"type": "object", "properties": {
@@ -32,11 +35,12 @@ def test_tool_call_space_samples_follow_schemas():
     calls = [s for s in samples if isinstance(s, dict)]
     assert all(s in space for s in samples)
     assert 150 < len(calls) < 300 and any(isinstance(s, str) for s in samples)
-    for call in calls:
-        if call["name"] == "guess":
-            assert 1 <= call["arguments"]["number"] <= 9
-        else:
-            assert call["arguments"]["mood"] in ("happy", "sad")
+    numbers = [c["arguments"]["number"] for c in calls if c["name"] == "guess"]
+    moods = [c["arguments"] for c in calls if c["name"] == "say"]
+    assert set(numbers) == set(range(1, 10))  # the whole range, bounds included, and nothing outside it
+    assert {m["mood"] for m in moods} == {"happy", "sad"}
+    assert any("loud" in m for m in moods) and any("loud" not in m for m in moods)  # optional: sometimes sent
+    assert all(isinstance(m["loud"], bool) for m in moods if "loud" in m)
 
 
 def test_tool_call_space_membership():
@@ -47,16 +51,24 @@ def test_tool_call_space_membership():
 
 
 def test_schema_from_a_tool_method_drives_sampling():
-    def pick(self, count: int, label: str = "x") -> str:
+    """Samples drawn from a tool's schema pass that tool's own argument check (the one steps go through)."""
+
+    def pick(self, count: int, label: str = "x", ratio: float = 0.5, tags: list[str] | None = None,
+             mode: Literal["fast", "slow"] = "fast") -> str:
         """Pick things."""
         return ""
 
-    spec = Tool.from_method(pick).spec()
-    assert spec["description"] == "Pick things."
-    assert spec["parameters"]["required"] == ["count"]
-    import numpy as np
-    args = sample_arguments(spec["parameters"], np.random.default_rng(0))
-    assert isinstance(args["count"], int)
+    tool = Tool.from_method(pick)
+    spec = tool.spec()
+    assert spec["description"] == "Pick things." and spec["parameters"]["required"] == ["count"]
+    rng = np.random.default_rng(0)
+    samples = [sample_arguments(spec["parameters"], rng) for _ in range(200)]
+    for args in samples:
+        tool.arguments.model_validate(args)  # raises if a sample breaks the schema
+    assert all(type(args["count"]) is int for args in samples)
+    for optional in ("label", "ratio", "tags", "mode"):
+        assert 20 < sum(optional in args for args in samples) < 180  # sometimes sent, sometimes not
+    assert {args["mode"] for args in samples if "mode" in args} == {"fast", "slow"}
 
 
 def test_spaces_for_descriptions_and_batching():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from openenv_gym.toolcalls import normalize_tool_call, parse_tool_call
+from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_call
 
 CALL = {"name": "guess", "arguments": {"number": 42}}
 

@@ -16,18 +16,19 @@ import pytest
 from conftest import http_url, write_files
 
 import openenv_gym
-from openenv_gym import bench
-from openenv_gym.bench.guessing_policy import bisect_guess
+from benchmarks.episodes import ENVS as BENCH_ENVS
+from benchmarks.guessing_policy import bisect_guess
 from openenv_gym.errors import ServerStartError
 from openenv_gym.importers import import_environment
-from openenv_gym.manifest import find_manifest
+from openenv_gym.manifests import find_manifest
+from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.registry import register_all
-from openenv_gym.venvs import ensure_venv
 
 VF_ENVS = Path(__file__).parent / "verifiers_envs"
 # the multi-turn game is also the Verifiers benchmark's environment, so it lives with the benchmark
-SOURCES = {"quiz": VF_ENVS / "quiz", "guessing": Path(bench.__file__).parent / "vf_guessing",
+SOURCES = {"quiz": VF_ENVS / "quiz", "guessing": BENCH_ENVS / "vf_guessing",
            "calculator": VF_ENVS / "calculator"}
+pytestmark = pytest.mark.env_venvs(*SOURCES.values(), VF_ENVS / "routed")
 bisect = bisect_guess  # the game's scripted policy: the middle of the range the last message names
 
 

@@ -1,32 +1,26 @@
-"""Turn a manifest into an environment factory: one adapter per manifest kind.
+"""One adapter per manifest kind, all behind the server-side Environment interface (environment.py).
 
-A factory is what the server needs: `factory()` makes one `Environment` per session and
-`factory.describe()` tells clients about it. An `Environment` subclass is its own factory.
+`load_factory(manifest)` gives the server what it needs: `factory()` makes one Environment per session
+and `factory.describe()` tells clients about it. Adapters know nothing of the wire; the server knows
+nothing of ORS or Verifiers. A new kind is a module here and a line in _LOADERS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
+from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.adapters.ors import load_ors_environment
 from openenv_gym.adapters.python import load_python_environment
 from openenv_gym.adapters.verifiers import load_verifiers_environment
-from openenv_gym.environment import Environment
-from openenv_gym.manifest import Manifest, ManifestError
+from openenv_gym.manifests.schema import BaseManifest, ManifestError
+
+Loader = Callable[[Any, dict[str, Any]], EnvironmentFactory]
 
 
-class EnvironmentFactory(Protocol):
-    def __call__(self) -> Environment: ...
-
-    def describe(self) -> dict[str, Any]: ...
-
-
-Loader = Callable[[Manifest, dict[str, Any]], EnvironmentFactory]
-
-
-def _without_env_args(load: Callable[[Manifest], Any]) -> Loader:
-    def loader(manifest: Manifest, env_args: dict[str, Any]) -> EnvironmentFactory:
+def _without_env_args(load: Callable[[Any], EnvironmentFactory]) -> Loader:
+    def loader(manifest: BaseManifest, env_args: dict[str, Any]) -> EnvironmentFactory:
         if env_args:
             raise ManifestError(f"{manifest.name} is a {manifest.kind} environment, which takes no env_args "
                                 "(only verifiers environments are built with arguments)")
@@ -41,11 +35,6 @@ _LOADERS: dict[str, Loader] = {
 }
 
 
-def load_factory(manifest: Manifest, env_args: dict[str, Any] | None = None) -> EnvironmentFactory:
+def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None) -> EnvironmentFactory:
     """The factory of a manifest; env_args (verifiers only) override the manifest's own."""
-    loader = _LOADERS.get(manifest.kind)
-    if loader is None:
-        raise ManifestError(
-            f"{manifest.folder}: unknown kind {manifest.kind!r}; known kinds: {', '.join(_LOADERS)}"
-        )
-    return loader(manifest, env_args or {})
+    return _LOADERS[manifest.kind](manifest, env_args or {})

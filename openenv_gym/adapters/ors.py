@@ -3,8 +3,8 @@
 reset:  pick a task (options split+index, or task_spec, or a seeded choice from the first split),
         build `Env(task_spec, secrets)`, run `setup()`, and render `get_prompt()` as the observation.
 step:   a tool call (`{"name", "arguments"}` or model text holding one) runs `_call_tool`; the output's
-        blocks are the observation, `reward` the reward (None becomes 0.0, the raw value is in info),
-        `finished` ends the episode (later steps are refused, as ORS does), a step limit truncates.
+        blocks are the observation, `reward` the reward, `finished` ends the episode (the ORS shapes and
+        their rules are in protocol/ors.py, shared with the HTTP transport).
 close:  `teardown()`.
 Async methods run on the worker's event loop; plain ones in a thread, off it. The task_spec (which
 often holds the answer) never reaches observation or info unless reset is given expose_task=True.
@@ -17,15 +17,12 @@ import inspect
 import os
 from typing import Any
 
+from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.vendored import load_vendored
-from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
-from openenv_gym.errors import BadRequestError
-from openenv_gym.manifest import Manifest, ManifestError
-from openenv_gym.ors_common import render_blocks, split_entry, step_from_tool_result, tool_spec
-from openenv_gym.task_choice import choose_task, resolve_split, splits_with_counts
-from openenv_gym.toolcalls import find_tool_call
-
-DEFAULT_MAX_STEPS = 100
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
+from openenv_gym.manifests.schema import ManifestError, OrsManifest
+from openenv_gym.protocol.ors import ToolListing, render_blocks, secrets_of, split_entry, step_from_tool_result
 
 
 async def call_user(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -50,24 +47,20 @@ def quiet_sdk_logging() -> None:
 class OrsFactory:
     """Makes one OrsSession per session and answers catalog questions (splits, tasks) for the class."""
 
-    def __init__(self, env_class: type, manifest: Manifest) -> None:
+    def __init__(self, env_class: type, manifest: OrsManifest) -> None:
         self.env_class = env_class
         self.name = manifest.name
-        self.max_steps = int(getattr(manifest, "max_steps", None) or DEFAULT_MAX_STEPS)
-        listed = env_class.list_tools()
-        self.tools = [tool_spec(t.model_dump()) for t in listed.tools]
-        terminal = getattr(listed, "terminal_tool", None)
-        self.terminal = None if terminal is None else {"name": terminal.name, "arg": terminal.arg}
-        self.tool_names = {t["name"] for t in self.tools} | ({terminal.name} if terminal else set())
+        self.max_steps = manifest.max_steps
+        self.listing = ToolListing.from_wire(env_class.list_tools().model_dump())
 
     def __call__(self) -> OrsSession:
         return OrsSession(self)
 
     def describe(self) -> dict[str, Any]:
         doc = (self.env_class.__doc__ or "").strip().split("\n")[0]
-        return {"name": self.name, "description": doc, "action": "tools", "tools": self.tools,
+        return {"name": self.name, "description": doc, "action": "tools", "tools": self.listing.tools,
                 "max_steps": self.max_steps, "source": "ors", "class": self.env_class.__name__,
-                "terminal_tool": self.terminal}
+                "terminal_tool": self.listing.terminal}
 
     # -- catalog -------------------------------------------------------------------------------
 
@@ -106,44 +99,28 @@ class OrsSession(Environment):
     def __init__(self, factory: OrsFactory) -> None:
         self.factory = factory
         self.env: Any = None
-        self.steps = 0
-        self.limit = factory.max_steps
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
-        secrets = options.get("secrets") or {}
-        if not isinstance(secrets, dict) or not all(isinstance(v, str) for v in secrets.values()):
-            raise BadRequestError("option secrets must be an object of string values")
+        secrets = secrets_of(options)
         task, where = await self.factory.pick_task(seed, options)
         await self.close()  # the previous episode's instance
         self.env = await asyncio.to_thread(self.factory.env_class, task_spec=task, secrets=secrets)
         await call_user(self.env.setup)
         obs, images = render_blocks([b.model_dump() for b in await call_user(self.env.get_prompt)])
-        self.steps = 0
-        self.limit = int(options.get("max_steps") or self.factory.max_steps)
         info: dict[str, Any] = dict(where)
         if images:
             info["images"] = images
-        if options.get("expose_task"):
+        if reveals_hidden(options):
             info["task_spec"] = task
         return ResetResult(obs, info)
 
-    def _call_of(self, action: Any) -> dict | str:
-        call = find_tool_call(action, self.factory.tool_names)
-        terminal = self.factory.terminal
-        if isinstance(call, str) and isinstance(action, str) and terminal is not None:
-            # plain text with no tool call is the final answer, as ORS harnesses route it
-            return {"name": terminal["name"], "arguments": {terminal["arg"]: action} if terminal["arg"] else {}}
-        return call
-
     async def step(self, action: Any) -> StepResult:
-        self.steps += 1
-        truncated = self.steps >= self.limit
-        call = self._call_of(action)
+        call = self.factory.listing.call_of(action)
         if isinstance(call, str):
-            return invalid_action(call, truncated=truncated)
+            return invalid_action(call)
         ran = await self.env._call_tool(call["name"], call["arguments"])
-        return step_from_tool_result(ran.model_dump(), truncated)
+        return step_from_tool_result(ran.model_dump())
 
     async def close(self) -> None:
         env, self.env = self.env, None
@@ -151,7 +128,7 @@ class OrsSession(Environment):
             await call_user(env.teardown)
 
 
-def load_ors_environment(manifest: Manifest) -> OrsFactory:
+def load_ors_environment(manifest: OrsManifest) -> OrsFactory:
     quiet_sdk_logging()
     env_class = load_vendored(manifest)
     if not isinstance(env_class, type) or not hasattr(env_class, "_call_tool"):

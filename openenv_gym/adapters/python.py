@@ -12,11 +12,11 @@ import re
 import sys
 from types import ModuleType
 
-from openenv_gym.environment import Environment
-from openenv_gym.manifest import Manifest, ManifestError
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.manifests.schema import ManifestError, PythonManifest
 
 
-def package_for_folder(manifest: Manifest) -> str:
+def package_for_folder(manifest: PythonManifest) -> str:
     """Register the manifest folder as a package and return its name."""
     name = "_openenv_env_" + re.sub(r"\W", "_", manifest.name)
     if name not in sys.modules:
@@ -27,7 +27,7 @@ def package_for_folder(manifest: Manifest) -> str:
     return name
 
 
-def import_entry(manifest: Manifest) -> object:
+def import_entry(manifest: PythonManifest) -> object:
     """The object named by the manifest's `entry` ("module:attribute")."""
     module_name, attribute = manifest.entry.split(":")
     package = package_for_folder(manifest)
@@ -43,7 +43,7 @@ def import_entry(manifest: Manifest) -> object:
         raise ManifestError(f"{manifest.folder}: module {module_name!r} has no {attribute!r}") from None
 
 
-def load_python_environment(manifest: Manifest) -> type[Environment]:
+def load_python_environment(manifest: PythonManifest) -> type[Environment]:
     cls = import_entry(manifest)
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
         raise ManifestError(

@@ -13,8 +13,8 @@ import importlib.machinery
 import sys
 from pathlib import Path
 
-from openenv_gym.importers.scan import top_level_modules
-from openenv_gym.manifest import Manifest, ManifestError
+from openenv_gym.manifests.schema import ImportedManifest, ManifestError
+from openenv_gym.manifests.sources import top_level_modules
 
 
 class VendoredFinder(importlib.abc.MetaPathFinder):
@@ -28,13 +28,9 @@ class VendoredFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.PathFinder.find_spec(fullname, [str(self.folder)])
 
 
-def vendored_folder(manifest: Manifest) -> Path:
-    return manifest.folder / str(getattr(manifest, "source", None) or "vendor")
-
-
-def load_vendored(manifest: Manifest) -> object:
+def load_vendored(manifest: ImportedManifest) -> object:
     """The object named by the manifest's entry ("module:attribute"), from its vendored source."""
-    folder = vendored_folder(manifest)
+    folder = manifest.vendored
     if not any(isinstance(f, VendoredFinder) and f.folder == folder for f in sys.meta_path):
         sys.meta_path.insert(0, VendoredFinder(folder))
     module_name, attribute = manifest.entry.split(":")

@@ -20,6 +20,7 @@ import contextlib
 import os
 from typing import Any
 
+from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers_rollout import (
     Rollout,
@@ -29,10 +30,10 @@ from openenv_gym.adapters.verifiers_rollout import (
     message_dicts,
     render_messages,
 )
-from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
+from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
-from openenv_gym.manifest import Manifest, ManifestError
-from openenv_gym.task_choice import choose_task, resolve_split, splits_with_counts
+from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
 
 # Stops that cut an episode short; any other stop (the env's own) terminates it.
 TRUNCATING_STOPS = {"max_turns_reached", "timeout_reached", "prompt_too_long", "max_total_completion_tokens_reached"}
@@ -43,7 +44,7 @@ HIDDEN_COLUMNS = {"answer": "answer", "info": "row_info"}  # row column -> info 
 class VerifiersFactory:
     """Holds the one loaded environment of this worker; makes a VerifiersSession per session."""
 
-    def __init__(self, vf: Any, env: Any, manifest: Manifest, env_args: dict[str, Any]) -> None:
+    def __init__(self, vf: Any, env: Any, manifest: VerifiersManifest, env_args: dict[str, Any]) -> None:
         self.env = env
         self.name = manifest.name
         self.description = manifest.description
@@ -120,7 +121,7 @@ class VerifiersSession(Environment):
         self.prompt, self.turns = turn.prompt, 0
         messages = message_dicts(turn.prompt)
         info: dict[str, Any] = {**chosen, "example_id": row.get("example_id"), "messages": messages}
-        if options.get("expose_answer"):
+        if reveals_hidden(options):
             info.update({key: jsonable(row.get(column)) for column, key in HIDDEN_COLUMNS.items()})
         return ResetResult(render_messages(messages), info)
 
@@ -148,8 +149,8 @@ class VerifiersSession(Environment):
                 "is_truncated": bool(output.get("is_truncated"))}
         if output.get("error") is not None:
             info["error"] = {"code": "env_error", "message": _failure(output)}
-        return StepResult(render_messages(messages), float(output.get("reward") or 0.0),
-                          terminated=not truncated, truncated=truncated, info=info)
+        reward = reward_of(output.get("reward"), info)
+        return StepResult(render_messages(messages), reward, terminated=not truncated, truncated=truncated, info=info)
 
     async def close(self) -> None:
         rollout, self.rollout = self.rollout, None
@@ -162,14 +163,15 @@ def _failure(output: dict[str, Any]) -> str:
     return str(error) if error is not None else f"stop condition {output.get('stop_condition')!r}"
 
 
-def load_verifiers_environment(manifest: Manifest, env_args: dict[str, Any] | None = None) -> VerifiersFactory:
+def load_verifiers_environment(manifest: VerifiersManifest,
+                               env_args: dict[str, Any] | None = None) -> VerifiersFactory:
     os.environ.setdefault("VF_LOG_LEVEL", "WARNING")  # unset, verifiers logs nothing, its warnings included
     import verifiers as vf
 
     load_environment = load_vendored(manifest)
     if not callable(load_environment):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a load_environment function")
-    arguments = {**(getattr(manifest, "env_args", None) or {}), **(env_args or {})}
+    arguments = {**manifest.env_args, **(env_args or {})}
     try:
         env = load_environment(**arguments)
     except TypeError as exc:

@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_call
 from openenv_gym.errors import EnvError
-from openenv_gym.toolcalls import normalize_tool_call, parse_tool_call
 
 MODEL = "policy"  # the model name the environment sees in its state
 HINTS = {  # what to do about failures older environments meet on newer verifiers

@@ -23,24 +23,22 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
-from openenv_gym import protocol as p
+from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, TransportSession
+from openenv_gym.episode.results import Action
+from openenv_gym.episode.state import ends_session
 from openenv_gym.errors import (
     ConnectionLostError,
-    EnvError,
     InvalidActionError,
     RequestTimeoutError,
     ServerUnreachableError,
-    StepTimeoutError,
     UnauthorizedError,
     UnknownSessionError,
     error_from_wire,
 )
-from openenv_gym.outbox import Outbox
+from openenv_gym.protocol import native as p
+from openenv_gym.protocol.outbox import Outbox
 
 log = logging.getLogger(__name__)
-
-DEFAULT_REQUEST_TIMEOUT = 300.0
-StepTuple = tuple[str, float, bool, bool, dict]
 
 
 class BatchSink(Protocol):
@@ -64,6 +62,11 @@ class _Batch:
         offsets = [offset for offset, done in enumerate(self.answered) if not done]
         if offsets:
             self.sink.answer(offsets, [error] * len(offsets))
+
+
+def _log_send_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), ConnectionClosed):
+        log.error("sending a frame failed", exc_info=task.exception())
 
 
 def websocket_url(url: str) -> str:
@@ -103,7 +106,7 @@ class Connection:
         self._pending: dict[int, asyncio.Future] = {}
         self._batches: list[_Batch] = []
         self._next_id = 1
-        self._outbox = Outbox(self._send_frame, self._unencodable, max_frame_bytes)
+        self._outbox = Outbox(self._send_frame, self._loop.call_soon, self._unencodable, max_frame_bytes)
         self._closed_reason: str | None = None
         self._reader = self._loop.create_task(self._read())
 
@@ -111,15 +114,22 @@ class Connection:
     def closed(self) -> bool:
         return self._closed_reason is not None
 
-    async def _send_frame(self, frame: bytes) -> None:
-        await self._ws.send(frame, text=True)
+    def _send_frame(self, frame: bytes) -> None:
+        self._loop.create_task(self._ws.send(frame, text=True)).add_done_callback(_log_send_failure)
 
     def _unencodable(self, message: dict, exc: Exception) -> None:
-        future = self._pending.pop(message["id"], None)
-        if future is not None and not future.done():
-            future.set_exception(InvalidActionError(
-                f"the {message.get('op')} request cannot be sent as JSON ({exc}); use JSON types "
-                "(str, int, float, bool, None, list, dict)"))
+        """A request that cannot be sent is answered here, with the error, and left out of the frame."""
+        error = InvalidActionError(f"the {message.get('op')} request cannot be sent as JSON ({exc}); use JSON "
+                                   "types (str, int, float, bool, None, list, dict)")
+        rid = message["id"]
+        future = self._pending.pop(rid, None)
+        if future is not None:
+            if not future.done():
+                future.set_exception(error)
+            return None
+        batch = self._batch_of(rid)
+        if batch is not None:
+            self._route_error(batch, rid, error)
         return None
 
     async def _read(self) -> None:
@@ -194,7 +204,13 @@ class Connection:
                 answers.append(response)
         self._deliver(batch, offsets, answers)
 
-    def _deliver(self, batch: _Batch | None, offsets: list[int], answers: list[dict]) -> None:
+    def _route_error(self, batch: _Batch, rid: int, error: Exception) -> None:
+        offset = rid - batch.start
+        if not batch.answered[offset]:
+            batch.answered[offset] = 1
+            self._deliver(batch, [offset], [error])
+
+    def _deliver(self, batch: _Batch | None, offsets: list[int], answers: list) -> None:
         if batch is None or not offsets:
             return
         batch.remaining -= len(offsets)
@@ -274,7 +290,7 @@ class Connection:
         await self.close()
 
 
-class Session:
+class Session(TransportSession):
     """One environment instance on the server. `id` is None until the first reset."""
 
     __slots__ = ("connection", "id")
@@ -286,8 +302,9 @@ class Session:
     async def _request(self, message: dict) -> dict:
         try:
             return await self.connection.request(message)
-        except (EnvError, StepTimeoutError, UnknownSessionError, ConnectionLostError):
-            self.id = None  # the server ended this session; the next reset starts a new one
+        except Exception as exc:
+            if ends_session(exc):
+                self.id = None  # the server no longer holds it; the next reset starts a new one
             raise
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
@@ -296,10 +313,17 @@ class Session:
         self.id = response["session"]
         return response["obs"], response["info"]
 
-    async def step(self, action: p.Action) -> StepTuple:
+    async def step(self, action: Action) -> StepTuple:
         conn = self.connection
         r = await self._request(p.step_request(conn.next_id(), self.id, action))
         return r["obs"], r["reward"], r["terminated"], r["truncated"], r["info"]
+
+    async def state(self) -> dict[str, Any]:
+        if self.id is None:
+            return {"session": None, "running": False, "steps": 0, "max_steps": None}
+        state = await self._request(p.state_request(self.connection.next_id(), self.id))
+        del state["id"]
+        return state
 
     async def close(self) -> None:
         """End the session on the server. Idempotent."""

@@ -1,4 +1,4 @@
-"""Results of vector steps and resets: the VectorResult type, how results are joined, what a failure reports."""
+"""Results of vector steps and resets: the VectorResult type, and how results are joined."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from openenv_gym.errors import InvalidActionError, OpenEnvGymError, ProtocolError
+from openenv_gym.errors import OpenEnvGymError
 
 
 @dataclass
@@ -24,17 +24,6 @@ class VectorResult:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def failure_outcome(error: Exception, stepped: bool) -> tuple[str, dict, bool, bool]:
-    """What an env whose request failed reports: (obs, info, truncated, episode still running).
-    An invalid action reads like the env's own error observation and the episode goes on; any other
-    failure ends the episode (a failed step counts as truncated) and is reported in info["error"]."""
-    wire = error.to_wire() if isinstance(error, ProtocolError) else {
-        "code": type(error).__name__, "message": str(error)}
-    if isinstance(error, InvalidActionError):
-        return f"Invalid action: {error}", {"error": wire}, False, True
-    return "", {"error": wire}, stepped, False
 
 
 def reordered(result: VectorResult, envs: list[int]) -> VectorResult:

@@ -3,8 +3,8 @@
 Outside an event loop, each thread gets a private event loop that runs only during a call:
 no thread hop, the lowest latency. Inside a running loop (Jupyter, an async trainer), calls go to
 one background loop thread instead, since a loop cannot be run from inside another.
-Connections are bound to the loop that made them, so each runner keeps its own, shared by every
-env of that runner and multiplexed.
+Connections are bound to the loop that made them, so each runner keeps its own transports, shared by
+every env of that runner (a native transport multiplexes them all over one connection).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from openenv_gym.client.connection import Connection, connect
+from openenv_gym.client.transport import Transport
 
 T = TypeVar("T")
 
@@ -30,32 +31,32 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class Runner:
-    """Runs coroutines on one event loop and keeps that loop's shared connections."""
+    """Runs coroutines on one event loop and keeps that loop's shared transports."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._connections: dict[tuple[str, str | None], Connection] = {}
+        self._transports: dict[tuple, Transport] = {}
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         raise NotImplementedError
 
-    async def _connection(self, url: str, token: str | None, request_timeout: float | None) -> Connection:
-        key = (url, token)
-        conn = self._connections.get(key)
-        if conn is None or conn.closed:
-            conn = await connect(url, token=token, request_timeout=request_timeout)
-            self._connections[key] = conn
-        return conn
+    async def _transport(self, cls: type[Transport], url: str, options: dict[str, Any]) -> Transport:
+        key = (cls, url, json.dumps(options, sort_keys=True, default=str))
+        transport = self._transports.get(key)
+        if transport is None or transport.closed:
+            transport = await cls(url, **options).open()
+            self._transports[key] = transport
+        return transport
 
-    def connection(self, url: str, token: str | None = None, request_timeout: float | None = None) -> Connection:
-        """The shared connection of this runner to `url` (opened, or reopened, on demand)."""
-        return self.run(self._connection(url, token, request_timeout))
+    def transport(self, cls: type[Transport], url: str, **options: Any) -> Transport:
+        """The shared, open transport of this runner to `url` (opened, or reopened, on demand)."""
+        return self.run(self._transport(cls, url, options))
 
-    async def _close_connections(self) -> None:
-        connections, self._connections = list(self._connections.values()), {}
-        for conn in connections:
+    async def _close_transports(self) -> None:
+        transports, self._transports = list(self._transports.values()), {}
+        for transport in transports:
             with contextlib.suppress(Exception):
-                await conn.close()
+                await transport.close()
 
 
 class PrivateLoopRunner(Runner):
@@ -66,7 +67,7 @@ class PrivateLoopRunner(Runner):
 
     def shutdown(self) -> None:
         if not self.loop.is_closed():
-            self.loop.run_until_complete(self._close_connections())
+            self.loop.run_until_complete(self._close_transports())
             # what is left (connections of envs nobody closed) is cancelled, as asyncio.run does
             leftover = asyncio.all_tasks(self.loop)
             for task in leftover:
@@ -89,7 +90,7 @@ class BackgroundLoopRunner(Runner):
     def shutdown(self) -> None:
         if self.loop.is_running():
             with contextlib.suppress(Exception):
-                self.run(self._close_connections())
+                self.run(self._close_transports())
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
 

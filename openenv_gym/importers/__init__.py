@@ -13,17 +13,17 @@ from pathlib import Path
 
 import tomli_w
 
-from openenv_gym.home import record_dir
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.deps import declared_description
 from openenv_gym.importers.ors import OrsImporter
-from openenv_gym.importers.scan import first_docstring_line, parse, top_level_modules
+from openenv_gym.importers.scan import first_docstring_line, parse
 from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
 from openenv_gym.importers.verifiers import VerifiersImporter
-from openenv_gym.manifest import MANIFEST_FILE, NAME_PATTERN
+from openenv_gym.manifests.home import record_dir
+from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR
+from openenv_gym.manifests.sources import top_level_modules
 
 IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter()]
-VENDOR_DIR = "vendor"
 # Modules a vendored top-level module must not take the name of (besides the standard library).
 RUNTIME_MODULES = {"openenv_gym", "gymnasium", "numpy", "websockets", "orjson", "pydantic", "httpx", "uvloop",
                    "tqdm", "packaging", "tomli_w", "openreward", "ors", "verifiers"}
@@ -102,12 +102,14 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         vendored = folder / VENDOR_DIR
         report = vendor(source, vendored)
         report.copied += copy_data(data or [], vendored)
-        manifest = {"name": env_name, "kind": found.kind, "entry": found.entry,
-                    "description": _description(source, found), "source": VENDOR_DIR, "dependencies": dependencies,
-                    "source_hash": tree_hash(vendored), "imported_from": str(source)}
-        (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest))
+        manifest = KINDS[found.kind](  # written through the schema it is read with
+            name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
+            source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(vendored),
+            imported_from=str(source), folder=folder)
+        (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
+            "kind": found.kind}))
         record_dir(output_dir)
-        results.append(ImportResult(env_name, folder, found, dependencies, report, f"openenv/{found.kind}-{env_name}",
+        results.append(ImportResult(env_name, folder, found, dependencies, report, manifest.gym_id,
                                     importer[found.kind].notes(source, found)))
     return results
 

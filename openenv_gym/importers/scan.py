@@ -36,15 +36,6 @@ def parse(path: Path) -> ast.Module | None:
         return None
 
 
-def top_level_modules(source: Path) -> set[str]:
-    """Names the source's own top-level modules and packages would take if put on sys.path."""
-    if source.is_file():
-        return {source.stem}
-    names = {p.stem for p in source.glob("*.py")}
-    names |= {p.name for p in source.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    return names - {"__init__", "setup", "conftest"}
-
-
 def first_docstring_line(tree: ast.Module, name: str) -> str:
     """The first line of the docstring of top-level class or function `name`, else of the module."""
     for node in tree.body:

@@ -1,7 +1,14 @@
-"""The session server: `serve(ServeConfig(env="echo"))`, or `openenv-gym serve echo` on the command line."""
+"""The session server: `openenv_gym.serve("echo")`, or `openenv-gym serve echo` on the command line.
 
-from openenv_gym.server.dispatch import Limits
-from openenv_gym.server.supervisor import serve
-from openenv_gym.server.worker import ServeConfig
+- config.py:     what a server is started with, and its defaults;
+- launch.py:     serve(): the environment's venv, the ready report, the worker processes;
+- supervisor.py: worker processes sharing one port; worker.py: one of them, its sockets and front ends;
+- core.py:       the session core: sessions, episodes, limits, timeouts, reaping, batch steps (no wire format);
+- native.py:     the native protocol front end; http.py: the plain HTTP routes;
+- sessions.py, eager.py, blocking.py, catalog.py: what the core and the front ends are built from.
+"""
+
+from openenv_gym.server.config import Limits, ServeConfig
+from openenv_gym.server.launch import serve
 
 __all__ = ["Limits", "ServeConfig", "serve"]

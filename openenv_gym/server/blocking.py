@@ -8,7 +8,8 @@ from concurrent.futures import Executor, Future
 from functools import partial
 from typing import Any
 
-from openenv_gym.environment import Environment, ResetResult, StepResult
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.episode.results import ResetResult, StepResult
 
 _METHODS = ("reset", "step", "close")
 

@@ -1,4 +1,8 @@
-"""Plain HTTP GET on the WebSocket port: /healthz, /info, and the bearer-token check."""
+"""The plain HTTP front end, on the WebSocket port: GET /healthz, /info, /splits, /tasks, and the bearer token.
+
+A websockets `process_request` hook: it answers these routes itself and lets WebSocket upgrades on the
+protocol paths through to the WebSocket front ends.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ def _int_param(query: dict[str, list[str]], name: str) -> int | None:
         raise BadRequestError(f"query parameter {name} must be an integer, got {values[0]!r}") from None
 
 
-def make_process_request(token: str | None, health: Callable[[], dict], info: Callable[[], dict], catalog: Catalog):
+def make_process_request(token: str | None, health: Callable[[], dict], info: dict, catalog: Catalog):
     """The websockets `process_request` hook: answer GET routes, refuse missing tokens."""
 
     async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
@@ -62,7 +66,7 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: Ca
                                       "to connect()/gym.make() or set OPENENV_GYM_TOKEN")
             return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": error.to_wire()})
         if path == "/info":
-            return json_response(connection, HTTPStatus.OK, info())
+            return json_response(connection, HTTPStatus.OK, info)
         if path in ("/splits", "/tasks"):
             return await catalog_response(connection, path, parse_qs(query_string))
         if path in WEBSOCKET_PATHS and request.headers.get("Upgrade", "").lower() == "websocket":

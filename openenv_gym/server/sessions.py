@@ -1,12 +1,14 @@
-"""Session records and the server-wide session count shared by worker processes."""
+"""Session records, their owners, and the server-wide session count shared by worker processes."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from openenv_gym.environment import Environment
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.episode.state import Episode
 
 
 def new_session_id() -> str:
@@ -14,17 +16,31 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(16)
 
 
-class Session:
-    """One environment instance. `live` while an episode runs; `busy` while a request is in flight."""
+def short(session_id: str) -> str:
+    """A session id as error messages show it: enough to recognise, too little to use."""
+    return session_id[:8] + "…"
 
-    __slots__ = ("env", "id", "last_active", "live", "owner", "task", "timed_out")
 
-    def __init__(self, session_id: str, env: Environment, owner: Any, now: float) -> None:
+class Owner:
+    """Whoever holds sessions: one connection of a front end. Only its owner can name a session."""
+
+    __slots__ = ("sessions",)
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+
+
+class Session(Episode):
+    """One environment instance and its episode. `busy` while a request runs in a task."""
+
+    __slots__ = ("env", "id", "last_active", "owner", "task", "timed_out")
+
+    def __init__(self, session_id: str, env: Environment, owner: Owner, now: float) -> None:
+        super().__init__()
         self.id = session_id
         self.env = env
-        self.owner = owner  # the connection that created it; only it can name the session
-        self.live = False
-        self.task = None  # the in-flight reset/step, when it had to wait
+        self.owner = owner
+        self.task: asyncio.Task | None = None  # the in-flight reset/step, when it had to wait
         self.timed_out = False
         self.last_active = now
 

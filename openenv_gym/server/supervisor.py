@@ -1,4 +1,4 @@
-"""`openenv-gym serve`: one worker per core on a shared port, restarted if it dies.
+"""Worker processes: one per core on a shared port, restarted if one dies.
 
 Each worker binds the port with SO_REUSEPORT, so the kernel spreads connections over workers.
 With one worker everything runs in this process (the quickest start, used by the embedded default).
@@ -8,38 +8,16 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
+from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.sessions import SessionCounter
-from openenv_gym.server.worker import ServeConfig, Worker, listen_socket, run_event_loop
+from openenv_gym.server.worker import Worker, listen_socket, run_event_loop
 
 log = logging.getLogger(__name__)
-
-
-def announce(config: ServeConfig, port: int) -> None:
-    """The ready line. The embedded launcher reads the URL from it."""
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    print(f"openenv-gym: serving {config.env} on ws://{host}:{port} "
-          f"(workers={config.workers}, max_sessions={config.limits.max_sessions})", flush=True)
-
-
-def exit_when_stdin_closes() -> None:
-    """Stop when our parent (who holds our stdin) goes away: the embedded default's lifeline."""
-
-    def watch() -> None:
-        # os.read, not sys.stdin: a thread blocked in sys.stdin holds its lock, and forked workers
-        # close sys.stdin at start-up (multiprocessing), which would wait on that lock forever.
-        fd = sys.stdin.fileno()
-        while os.read(fd, 4096):
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
 
 
 def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready) -> None:
@@ -49,18 +27,19 @@ def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready)
     run_event_loop(worker.run(sock, ready.release))
 
 
-def serve(config: ServeConfig, on_ready: Callable[[ServeConfig, int], None] = announce) -> None:
+def run_workers(config: ServeConfig, on_ready: Callable[[int], None]) -> None:
+    """Serve until SIGTERM or SIGINT; `on_ready(port)` once every worker listens."""
     reserved = listen_socket(config.host, config.port)
     port = reserved.getsockname()[1]
     if config.workers == 1:
         worker = Worker(config, SessionCounter(config.limits.max_sessions))
-        run_event_loop(worker.run(reserved, lambda: on_ready(config, port)))
+        run_event_loop(worker.run(reserved, lambda: on_ready(port)))
         return
     _supervise(config, port, on_ready)
     reserved.close()
 
 
-def _supervise(config: ServeConfig, port: int, on_ready: Callable[[ServeConfig, int], None]) -> None:
+def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None]) -> None:
     # fork: workers start in milliseconds and share no named semaphores with a resource tracker
     context = multiprocessing.get_context("fork")
     slots = context.Array("q", config.workers, lock=False)
@@ -88,7 +67,7 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[ServeConfig, 
             if any(not p.is_alive() for p in processes.values()):
                 stop()
                 raise SystemExit("openenv-gym: a worker failed to start; see the error above")
-    on_ready(config, port)
+    on_ready(port)
     while not stopping.is_set():
         by_sentinel = {p.sentinel: index for index, p in processes.items()}
         for sentinel in wait(list(by_sentinel), timeout=1.0):

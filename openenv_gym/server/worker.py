@@ -1,4 +1,4 @@
-"""One worker process: an event loop, a WebSocket server on a shared port, its own sessions."""
+"""One worker process: an event loop, a WebSocket server on a shared port, the session core and its front ends."""
 
 from __future__ import annotations
 
@@ -8,21 +8,20 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.adapters import load_factory
 from openenv_gym.errors import EnvError
-from openenv_gym.manifest import find_manifest
-from openenv_gym.outbox import Outbox
-from openenv_gym.protocol import error_response
-from openenv_gym.server.blocking import OffLoop, is_blocking
-from openenv_gym.server.dispatch import Dispatcher, Limits, Peer
+from openenv_gym.manifests import find_manifest
+from openenv_gym.protocol.native import error_response
+from openenv_gym.protocol.outbox import Outbox
+from openenv_gym.server.catalog import Catalog
+from openenv_gym.server.config import ServeConfig
+from openenv_gym.server.core import SessionCore
 from openenv_gym.server.http import make_process_request
+from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.sessions import SessionCounter
 
 log = logging.getLogger(__name__)
@@ -31,19 +30,6 @@ log = logging.getLogger(__name__)
 # WebSocket layer closes the connection instead of buffering without bound.
 HARD_FRAME_FACTOR = 4
 LISTEN_BACKLOG = 4096  # thousands of clients may connect at once
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    env: str  # an environment name or the path of a folder holding an openenv.toml
-    host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 1
-    token: str | None = None
-    limits: Limits = field(default_factory=Limits)
-    threads: int = 32  # worker threads per process for environments with blocking methods
-    ping_interval: float | None = None  # server pings; off: clients may not read while the model thinks
-    env_args: dict[str, Any] = field(default_factory=dict)  # verifiers: arguments of load_environment()
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -72,43 +58,43 @@ def _unencodable(message: dict, exc: Exception) -> dict:
         f"the environment returned a value JSON cannot carry ({exc}); keep obs and info to JSON types"))
 
 
+def _log_send_failure(task: asyncio.Task) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None and not isinstance(exc, ConnectionClosed):
+        log.error("sending a frame failed", exc_info=exc)
+
+
 class Worker:
     def __init__(self, config: ServeConfig, counter: SessionCounter) -> None:
         self.config = config
         self.counter = counter
-        manifest = find_manifest(config.env)
-        factory = load_factory(manifest, self.config.env_args)
-        self.description = factory.describe()
-        self.executor = ThreadPoolExecutor(config.threads, thread_name_prefix="openenv-env")
-        if isinstance(factory, type) and is_blocking(factory):
-            self.factory = lambda: OffLoop(factory(), self.executor)
-        else:
-            self.factory = factory
-        self.workers = config.workers
-        self.dispatcher: Dispatcher | None = None
+        self.factory = load_factory(find_manifest(config.env), config.env_args)
 
     def health(self) -> dict:
-        return {"status": "ok", "env": self.description["name"], "sessions": self.counter.total(),
+        return {"status": "ok", "env": self.core.description["name"], "sessions": self.counter.total(),
                 "sessions_per_worker": self.counter.per_worker(),
-                "max_sessions": self.config.limits.max_sessions, "workers": self.workers}
+                "max_sessions": self.config.limits.max_sessions, "workers": self.config.workers}
 
     async def handle(self, connection: ServerConnection) -> None:
-        assert self.dispatcher is not None
+        """One WebSocket connection of the native protocol."""
         _keep_alive(connection)
+        loop = asyncio.get_running_loop()
 
-        async def send(frame: bytes) -> None:
-            await connection.send(frame, text=True)
+        def send(frame: bytes) -> None:
+            loop.create_task(connection.send(frame, text=True)).add_done_callback(_log_send_failure)
 
-        outbox = Outbox(send, _unencodable)
-        peer = Peer(outbox.put)
+        outbox = Outbox(send, loop.call_soon, _unencodable)
+        peer = self.native.connect(outbox.put)
         try:
             async for data in connection:
-                self.dispatcher.handle_frame(peer, data)
+                self.native.handle_frame(peer, data)
         except ConnectionClosed:
             pass
         finally:
             outbox.closed = True
-            self.dispatcher.drop_peer(peer)
+            self.native.disconnect(peer)
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
         """Reap idle sessions; stop if the supervisor process went away."""
@@ -117,8 +103,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             await asyncio.sleep(period)
-            assert self.dispatcher is not None
-            reaped = self.dispatcher.reap_idle(loop.time())
+            reaped = self.core.reap_idle(loop.time())
             if reaped:
                 log.info("reaped %d idle sessions", reaped)
             if self.config.workers > 1 and os.getppid() != parent:
@@ -129,10 +114,11 @@ class Worker:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        self.dispatcher = Dispatcher(self.factory, self.description, self.config.limits, self.counter)
         limits = self.config.limits
-        process_request = make_process_request(self.config.token, self.health, lambda: self.dispatcher.info,
-                                               self.dispatcher.catalog)
+        self.core = SessionCore(self.factory, limits, self.counter, self.config.threads)
+        catalog = Catalog(self.factory, self.core.description.get("name", ""))
+        self.native = NativeFrontEnd(self.core, catalog)
+        process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=64,
@@ -142,9 +128,7 @@ class Worker:
             housekeeping = loop.create_task(self._housekeeping(stop))
             await stop.wait()
             housekeeping.cancel()
-        for session in list(self.dispatcher.sessions.values()):
-            self.dispatcher.end_session(session)
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.core.shutdown()
 
 
 def run_event_loop(main) -> None:

@@ -7,17 +7,15 @@ Tools:
 
 Reward: a correct guess pays 1.0 minus 0.05 per earlier guess (at least 0.2); each guess that narrows
 the remaining range pays a little (0.02), a guess outside the known range costs 0.05, an invalid
-action costs 0.05. The episode is truncated after max_steps (20). Reset options: low (1),
-high (100), max_steps.
+action costs 0.05. The episode is truncated after max_steps (20; the server enforces it). Reset options:
+low (1), high (100), max_steps.
 """
 
 from __future__ import annotations
 
 import random
 
-from openenv_gym.environment import ResetResult, StepResult
-from openenv_gym.errors import BadRequestError
-from openenv_gym.tools import ToolEnvironment, tool
+from openenv_gym import BadRequestError, ResetResult, StepResult, ToolEnvironment, tool
 
 
 def _int_option(options: dict, key: str, default: int) -> int:
@@ -38,7 +36,6 @@ class GuessEnv(ToolEnvironment):
         low, high = _int_option(options, "low", 1), _int_option(options, "high", 100)
         if high <= low:
             raise BadRequestError(f"options need low < high, got low={low}, high={high}")
-        self.step_limit = _int_option(options, "max_steps", self.max_steps)
         self.secret = random.Random(seed).randint(low, high)
         self.known_low, self.known_high = low, high
         self.guesses = 0

@@ -1,6 +1,6 @@
 """A CPU-bound environment: each step computes a pure-Python sum (about 0.5 ms), on the event loop."""
 
-from openenv_gym.environment import Environment, ResetResult, StepResult
+from openenv_gym import Environment, ResetResult, StepResult
 
 WORK = 20_000
 

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from openenv_gym.environment import Environment, ResetResult, StepResult
+from openenv_gym import Environment, ResetResult, StepResult
 
 
 class FaultyEnv(Environment):

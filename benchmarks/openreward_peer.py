@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 
-from openenv_gym.bench.episodes import Tally
+from benchmarks.episodes import Tally
 
 
 async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:

@@ -6,7 +6,7 @@ episode, call `increment` until it is finished: ten calls), on this machine; ste
 wall time, episode starts included. Ours: the environment imported with `openenv-gym import`, served
 by `openenv-gym serve` (one worker per core) in its own venv, driven by the async vector client.
 
-    python -m openenv_gym.bench.ors_compare [--sessions 1000] [--rounds 3]
+    python -m benchmarks.ors_compare [--sessions 1000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_gym.bench.episodes import comparison_arguments, imported_server, report, run_peer, run_players
+from benchmarks.episodes import ENVS, comparison_arguments, imported_server, report, run_peer, run_players
 
 HERE = Path(__file__).parent
 ACTION = {"name": "increment", "arguments": {}}
@@ -56,14 +56,14 @@ def sdk_server(python: Path, source: Path, entry: str) -> Iterator[str]:
 
 def run_openreward(python: Path, source: Path, sessions: int, rounds: int) -> dict:
     with sdk_server(python, source, "counter:Counter") as url:
-        return run_peer(python, HERE / "openreward_peer.py", url, "counter", "--sessions", str(sessions),
+        return run_peer(python, "benchmarks.openreward_peer", url, "counter", "--sessions", str(sessions),
                         "--rounds", str(rounds))
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = comparison_arguments(argv, __doc__, sessions=1000)
 
-    with imported_server(HERE / "ors_counter", "bench-counter", args.workers, args.sessions + 100) as served:
+    with imported_server(ENVS / "ors_counter", "bench-counter", args.workers, args.sessions + 100) as served:
         ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: ACTION))
         theirs = run_openreward(served.python, served.folder / "vendor", args.sessions, args.rounds)
     return report(args, "ORS env (10 tool calls an episode)", ours,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import verifiers as vf
 
+from benchmarks.episodes import Tally
+from benchmarks.guessing_policy import bisect_guess
 from openenv_gym.adapters.verifiers_rollout import callback_client_class
-from openenv_gym.bench.episodes import Tally
-from openenv_gym.bench.guessing_policy import bisect_guess
 
 
 async def scripted_model(prompt: list) -> dict:

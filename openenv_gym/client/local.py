@@ -1,15 +1,16 @@
 """The embedded default: `gym.make(id)` without a base_url starts a local server for that env.
 
-One server process per environment, shared by every env made in this process, stopped at exit.
-The server holds our end of a pipe as its stdin and stops when it closes, so it also goes away
-if this process is killed.
+One server process per environment (and env_args), shared by every env made in this process, stopped at
+exit. The server holds our end of a pipe as its stdin and stops when it closes, so it also goes away if this
+process is killed. It reports its URL on a pipe of its own (protocol/ready.py); what it prints goes to our
+stderr.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
-import re
+import os
 import select
 import subprocess
 import sys
@@ -17,9 +18,9 @@ import threading
 from typing import Any
 
 from openenv_gym.errors import ServerStartError
+from openenv_gym.protocol.ready import read_status
 
-START_TIMEOUT = 60.0  # seconds of silence: a server building its venv prints as it goes
-_URL = re.compile(r"(ws://\S+)")
+START_TIMEOUT = 60.0  # seconds a server may take to start (building an environment's venv does not count)
 
 _servers: dict[str, LocalServer] = {}
 _MISSING = object()
@@ -27,6 +28,7 @@ _lock = threading.Lock()
 
 
 def _forward(stream) -> None:
+    # A pipe nobody reads would fill up and block (or break) a chatty environment.
     for line in stream:
         print(line, end="", file=sys.stderr)
 
@@ -36,34 +38,32 @@ class LocalServer:
 
     def __init__(self, env: str, workers: int = 1, max_sessions: int = 100_000, *extra_args: str) -> None:
         self.env = env
+        ready, report = os.pipe()
         command = [sys.executable, "-m", "openenv_gym", "serve", env, "--host", "127.0.0.1", "--port", "0",
                    "--workers", str(workers), "--max-sessions", str(max_sessions), "--exit-with-stdin",
-                   *extra_args]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.url = self._wait_for_url()
+                   "--ready-fd", str(report), *extra_args]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        pass_fds=(report,))
+        os.close(report)
+        threading.Thread(target=_forward, args=(self.process.stdout,), name="server-output", daemon=True).start()
+        self.url = self._wait_for_url(ready)
 
-    def _wait_for_url(self) -> str:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while True:
-            readable, _, _ = select.select([stdout], [], [], START_TIMEOUT)
-            if not readable:
-                break
-            line = stdout.readline()
-            if not line:  # the server exited
-                break
-            match = _URL.search(line)
-            if match:
-                # From now on the server's output goes to our stderr: visible, and a pipe nobody
-                # reads would fill up and block (or break) a chatty environment.
-                threading.Thread(target=_forward, args=(stdout,), name="server-output", daemon=True).start()
-                return match.group(1)
-            print(line, end="", file=sys.stderr)  # progress of a first start (building its venv)
+    def _wait_for_url(self, ready: int) -> str:
+        with os.fdopen(ready, "rb", buffering=0) as pipe:  # unbuffered: select() sees every line
+            timeout: float | None = START_TIMEOUT
+            while select.select([pipe], [], [], timeout)[0]:
+                line = pipe.readline()
+                if not line:  # the server exited
+                    break
+                status = read_status(line)
+                if "ready" in status:
+                    return status["ready"]
+                timeout = None if "building" in status else START_TIMEOUT  # pip has timeouts of its own
         self.stop()
         raise ServerStartError(
-            f"the local server for {self.env!r} did not start (silent for {START_TIMEOUT:g} s, or exited with code "
-            f"{self.process.returncode}); its error is printed above. Run `openenv-gym serve {self.env}` "
-            "to see it again, or pass base_url= to use a running server")
+            f"the local server for {self.env!r} did not start (not ready within {START_TIMEOUT:g} s, or exited "
+            f"with code {self.process.returncode}); its error is printed above. Run `openenv-gym serve "
+            f"{self.env}` to see it again, or pass base_url= to use a running server")
 
     @property
     def alive(self) -> bool:

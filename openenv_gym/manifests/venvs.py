@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 
 from openenv_gym.errors import OpenEnvGymError
-from openenv_gym.home import home
-from openenv_gym.manifest import PACKAGE_DIR, Manifest
+from openenv_gym.manifests.discovery import PACKAGE_DIR
+from openenv_gym.manifests.home import home
+from openenv_gym.manifests.schema import BaseManifest
 
 READY_MARKER = ".openenv-gym-ready"
+BUILD_TIMEOUT = 1800.0  # seconds one step of a build (creating the venv, pip install) may take
 
 
 class VenvBuildError(OpenEnvGymError):
@@ -30,12 +32,8 @@ def venvs_dir() -> Path:
     return Path(os.environ.get("OPENENV_GYM_VENVS") or home() / "venvs")
 
 
-def dependencies(manifest: Manifest) -> list[str]:
-    return [str(d) for d in getattr(manifest, "dependencies", None) or []]
-
-
-def needs_venv(manifest: Manifest) -> bool:
-    return bool(dependencies(manifest))
+def needs_venv(manifest: BaseManifest) -> bool:
+    return bool(manifest.dependencies)
 
 
 def self_requirement() -> list[str]:
@@ -48,8 +46,8 @@ def self_requirement() -> list[str]:
     return [f"openenv-gym=={__version__}"]
 
 
-def venv_path(manifest: Manifest) -> Path:
-    key = json.dumps([sorted(dependencies(manifest)), self_requirement(), sys.version_info[:2]])
+def venv_path(manifest: BaseManifest) -> Path:
+    key = json.dumps([sorted(manifest.dependencies), self_requirement(), sys.version_info[:2]])
     return venvs_dir() / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -61,8 +59,12 @@ def in_venv(venv: Path) -> bool:
     return Path(sys.prefix).resolve() == venv.resolve()
 
 
-def ensure_venv(manifest: Manifest, log=print) -> Path:
-    """The python of the manifest's venv, built (once, under a file lock) if needed."""
+def venv_ready(manifest: BaseManifest) -> bool:
+    return (venv_path(manifest) / READY_MARKER).exists()
+
+
+def ensure_venv(manifest: BaseManifest) -> Path:
+    """The python of the manifest's venv, built (once, under a file lock) if needed; progress goes to stderr."""
     venv = venv_path(manifest)
     if (venv / READY_MARKER).exists():
         return python_of(venv)
@@ -71,17 +73,23 @@ def ensure_venv(manifest: Manifest, log=print) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same venv
         if (venv / READY_MARKER).exists():
             return python_of(venv)
-        log(f"openenv-gym: building a virtual environment for {manifest.name} with "
-            f"{', '.join(dependencies(manifest))} in {venv} (first use only; cached by its dependencies)", flush=True)
+        print(f"openenv-gym: building a virtual environment for {manifest.name} with "
+              f"{', '.join(manifest.dependencies)} in {venv} (first use only; cached by its dependencies)",
+              file=sys.stderr, flush=True)
         steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
                  [str(python_of(venv)), "-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check",
-                  *self_requirement(), *dependencies(manifest)]]
+                  *self_requirement(), *manifest.dependencies]]
         for command in steps:
-            done = subprocess.run(command, stdout=sys.stdout, stderr=sys.stderr)
+            try:
+                done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, timeout=BUILD_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise VenvBuildError(f"installing the dependencies of {manifest.name} took longer than "
+                                     f"{BUILD_TIMEOUT:g} s; check the network and the package index, "
+                                     "and retry") from None
             if done.returncode != 0:
                 raise VenvBuildError(
                     f"installing the dependencies of {manifest.name} failed (exit {done.returncode}); the pip "
                     f"output above says why. Fix the requirement in {manifest.folder}/openenv.toml and retry")
         (venv / READY_MARKER).touch()
-        log(f"openenv-gym: virtual environment for {manifest.name} ready", flush=True)
+        print(f"openenv-gym: virtual environment for {manifest.name} ready", file=sys.stderr, flush=True)
     return python_of(venv)

@@ -1,7 +1,7 @@
-"""The openenv_gym wire protocol, sans I/O: message shapes, frames, validation and error codes.
+"""openenv_gym's own wire protocol, sans I/O: message shapes, frames and validation.
 
-No sockets here. Client and server both build and read messages through this module, so the two
-sides cannot disagree about a message. docs/protocol.md documents every message with an example.
+Client and server both build and read messages through this module, so the two sides cannot disagree
+about a message. docs/protocol.md documents every message with an example.
 
 A client frame is one JSON request object or a JSON array of them (a batch, possibly for many
 sessions). A server frame is always a JSON array of responses. Every request carries an `id`
@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
+from openenv_gym.episode.results import Action
 from openenv_gym.errors import BadFrameError, BadRequestError, ProtocolError
 
 PROTOCOL_VERSION = 1
@@ -27,11 +28,10 @@ OP_INFO = "info"
 OP_STEPS = "steps"
 OP_SPLITS = "splits"
 OP_TASKS = "tasks"
-OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS)
+OP_STATE = "state"
+OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS)
 
 RequestId: TypeAlias = int | str
-Action: TypeAlias = str | dict[str, Any]
-"""Raw model text, or a tool call `{"name": str, "arguments": {...}}`."""
 
 _JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
                     bool: "boolean", type(None): "null"}
@@ -90,6 +90,10 @@ def step_request(rid: RequestId, session: str | None, action: Action) -> dict:
 def steps_request(rid: RequestId, sessions: list[str | None], actions: list[Action]) -> dict:
     """Step many sessions at once; the answer comes as one response of columns (see steps_response)."""
     return {"id": rid, "op": OP_STEPS, "sessions": sessions, "actions": actions}
+
+
+def state_request(rid: RequestId, session: str) -> dict:
+    return {"id": rid, "op": OP_STATE, "session": session}
 
 
 def close_request(rid: RequestId, session: str) -> dict:
@@ -178,6 +182,11 @@ def steps_response(rid: RequestId, obs: list[str], rewards: list[float], termina
     if errors is not None:
         response["error"] = errors
     return response
+
+
+def state_response(rid: RequestId, state: dict[str, Any]) -> dict:
+    """state: {"session", "running", "steps", "max_steps"}."""
+    return {"id": rid, **state}
 
 
 def close_response(rid: RequestId) -> dict:

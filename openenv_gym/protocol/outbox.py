@@ -1,42 +1,31 @@
 """Coalesce outgoing messages: everything queued in one event-loop iteration leaves as one frame.
 
-Client and server both send through an Outbox, so 1,000 `step` calls gathered in one iteration
-(or a batch frame the server answers inline) cost one WebSocket frame, not 1,000.
+Client and server both send through an Outbox, so 1,000 `step` calls gathered in one iteration (or a
+batch frame the server answers inline) cost one WebSocket frame, not 1,000. The Outbox does no I/O of
+its own: it is given how to schedule its flush (the loop's `call_soon`) and how to send a frame.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Any
 
-from websockets.exceptions import ConnectionClosed
+from openenv_gym.protocol.native import encode_frame
 
-from openenv_gym.protocol import encode_frame
-
-log = logging.getLogger(__name__)
-
-SendFrame = Callable[[bytes], Awaitable[None]]
+SendFrame = Callable[[bytes], None]
+Schedule = Callable[[Callable[[], None]], Any]
 OnUnencodable = Callable[[dict, Exception], "dict | None"]
 
 
-def _log_send_failure(task: asyncio.Task) -> None:
-    if task.cancelled():
-        return
-    exc = task.exception()
-    if exc is not None and not isinstance(exc, ConnectionClosed):
-        log.error("sending a frame failed", exc_info=exc)
-
-
 class Outbox:
-    __slots__ = ("_loop", "_max_frame_bytes", "_on_unencodable", "_pending", "_scheduled", "_send", "closed")
+    __slots__ = ("_max_frame_bytes", "_on_unencodable", "_pending", "_schedule", "_scheduled", "_send", "closed")
 
-    def __init__(self, send_frame: SendFrame, on_unencodable: OnUnencodable,
+    def __init__(self, send_frame: SendFrame, schedule: Schedule, on_unencodable: OnUnencodable,
                  max_frame_bytes: int | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._max_frame_bytes = max_frame_bytes
         self._send = send_frame
+        self._schedule = schedule
         self._on_unencodable = on_unencodable
+        self._max_frame_bytes = max_frame_bytes
         self._pending: list[dict] = []
         self._scheduled = False
         self.closed = False
@@ -47,7 +36,7 @@ class Outbox:
         self._pending.append(message)
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._flush)
+            self._schedule(self._flush)
 
     def put_many(self, messages: list[dict]) -> None:
         if self.closed or not messages:
@@ -55,7 +44,7 @@ class Outbox:
         self._pending.extend(messages)
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._flush)
+            self._schedule(self._flush)
 
     def _encode(self, messages: list[dict]) -> bytes | None:
         try:
@@ -90,4 +79,4 @@ class Outbox:
         if self.closed or not messages:
             return
         for data in self._frames(messages):
-            self._loop.create_task(self._send(data)).add_done_callback(_log_send_failure)
+            self._send(data)

@@ -1,4 +1,5 @@
-"""Which task a reset plays: named by split and index in the options, or a seeded choice.
+"""Which task a reset plays (named by split and index in the options, or a seeded choice), and what of
+it the policy may see.
 
 Shared by every environment kind with a task catalog (ORS classes, the remote ORS client, Verifiers).
 """
@@ -50,3 +51,13 @@ async def choose_task(source: TaskSource, name: str, seed: int | None, options: 
 async def splits_with_counts(source: TaskSource) -> list[dict[str, Any]]:
     """The catalog a factory offers: its splits, each with its number of tasks."""
     return [split | {"num_tasks": await source.num_tasks(split["name"])} for split in await source.splits()]
+
+
+# Reset options that ask for the hidden parts of a task (ORS task specs, Verifiers answers) in info.
+REVEAL_OPTIONS = ("expose_task", "expose_answer")
+
+
+def reveals_hidden(options: dict[str, Any]) -> bool:
+    """Whether a reset asked to see the task's hidden parts (often the answer) in info. Whatever a policy must
+    not see is added to info only behind this check, so it never reaches an observation or info by accident."""
+    return any(options.get(name) for name in REVEAL_OPTIONS)

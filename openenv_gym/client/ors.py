@@ -1,17 +1,18 @@
-"""Drive an existing ORS HTTP+SSE server (such as openreward's `Server`) with httpx.
+"""The ORS transport: an existing ORS HTTP+SSE server (such as openreward's `Server`), driven with httpx.
 
     env = gym.make("openenv/ors", base_url="http://127.0.0.1:8080", env="counter")
 
 reset: /create_session (an SSE or a JSON answer), /create with split+index (so this side never holds the
-task spec) or a task_spec, then /{env}/prompt (503 "starting" is retried) and /{env}/task_tools.
+task spec) or a task_spec, then /{env}/prompt (503 "starting" is retried).
 step:  /{env}/call, its SSE answer joined from chunks; an `error` event (the tool raised) ends the session.
-A ping keeps the session alive while the episode is open; close deletes it. Secrets go in X-Secrets.
+An ORS server keeps no episode rules of ours, so this side applies them (episode/, protocol/ors.py): the step
+limit, no auto-reset, tool calls found in text, the terminal tool. A ping keeps the session alive while the
+episode is open; close deletes it. Secrets go in X-Secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import threading
 import time
@@ -21,16 +22,23 @@ import httpx
 import orjson
 from httpx_sse import EventSource
 
-from openenv_gym.client.connection import StepTuple
-from openenv_gym.environment import invalid_action
-from openenv_gym.errors import BadRequestError, EnvError, NoEpisodeError, ServerUnreachableError
-from openenv_gym.ors_common import render_blocks, split_entry, step_from_tool_result, tool_spec
-from openenv_gym.task_choice import choose_task
-from openenv_gym.toolcalls import find_tool_call
+from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport, TransportSession
+from openenv_gym.episode.results import Action, invalid_action
+from openenv_gym.episode.state import Episode, step_limit
+from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.errors import BadRequestError, EnvError, ServerUnreachableError
+from openenv_gym.protocol.ors import (
+    DEFAULT_MAX_STEPS,
+    ToolListing,
+    render_blocks,
+    secrets_header,
+    secrets_of,
+    split_entry,
+    step_from_tool_result,
+)
 
 PING_INTERVAL = 10.0
 STARTING_RETRIES = 300  # 503 "starting" answers ridden out (with their Retry-After) before giving up
-DEFAULT_MAX_STEPS = 100
 
 
 class KeepAlive:
@@ -75,24 +83,32 @@ class KeepAlive:
 keep_alive = KeepAlive()
 
 
-def _secrets_header(secrets: dict[str, str]) -> str:
-    payload = {name: {"value": value, "allowed_domains": []} for name, value in secrets.items()}
-    return base64.b64encode(orjson.dumps(payload)).decode()
+class OrsTransport(Transport):
+    """One ORS server and one of its environments."""
 
-
-class OrsHttpClient:
-    """One ORS server and environment; makes sessions and answers catalog questions."""
-
-    def __init__(self, base_url: str, env: str, *, max_steps: int = DEFAULT_MAX_STEPS,
-                 timeout: float | None = 300.0) -> None:
-        self.base_url = base_url.rstrip("/")
+    def __init__(self, url: str, *, env: str | None = None, token: str | None = None,
+                 request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
+                 connections_per_worker: int | None = None, env_args: dict[str, Any] | None = None,
+                 max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        """env: the environment's name on the server. connections_per_worker is not used: httpx pools."""
+        if env is None:
+            raise ValueError('an ORS server needs the environment\'s name: gym.make("openenv/ors", '
+                             'base_url="http://host:port", env="<env name>")')
+        if token is not None or env_args:
+            raise ValueError("ORS servers take no bearer token and no env_args; per-episode secrets go in the reset "
+                             "options: reset(options={'secrets': {...}})")
+        self.url = url.rstrip("/")
         self.env = env.lower()
         self.max_steps = max_steps
-        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(request_timeout, connect=open_timeout),
                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=1000))
         self.description: dict[str, Any] = {}
-        self.tool_names: set[str] = set()
-        self.terminal: dict | None = None
+        self.listing = ToolListing([], None)
+
+    @classmethod
+    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
+        raise ValueError('gym.make("openenv/ors") drives a running ORS server: pass base_url="http://host:port" '
+                         'and env="<env name>"')
 
     async def request(self, method: str, path: str, sid: str | None = None, **kwargs: Any) -> httpx.Response:
         headers = kwargs.pop("headers", {}) | ({"X-Session-ID": sid} if sid else {})
@@ -100,7 +116,7 @@ class OrsHttpClient:
             try:
                 response = await self.http.request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
-                raise ServerUnreachableError(f"cannot reach the ORS server at {self.base_url}: {exc}") from None
+                raise ServerUnreachableError(f"cannot reach the ORS server at {self.url}: {exc}") from None
             if response.status_code == 503 and response.headers.get("X-Backend-State") == "starting":
                 await asyncio.sleep(float(response.headers.get("Retry-After", "2")))
                 continue
@@ -112,34 +128,41 @@ class OrsHttpClient:
             return response
         raise EnvError(f"the ORS server kept answering {path} with 503 starting")
 
-    async def open(self) -> OrsHttpClient:
-        listed = (await self.request("GET", f"/{self.env}/tools")).json()
-        tools = [tool_spec(t) for t in listed["tools"]]
-        terminal = listed.get("terminal_tool")
-        self.terminal = terminal
-        self.tool_names = {t["name"] for t in tools} | ({terminal["name"]} if terminal else set())
-        self.description = {"name": self.env, "description": f"{self.env} on the ORS server {self.base_url}",
-                            "action": "tools", "tools": tools, "max_steps": self.max_steps, "source": "ors-http",
-                            "terminal_tool": terminal}
+    async def open(self) -> OrsTransport:
+        self.listing = ToolListing.from_wire((await self.request("GET", f"/{self.env}/tools")).json())
+        self.description = {"name": self.env, "description": f"{self.env} on the ORS server {self.url}",
+                            "action": "tools", "tools": self.listing.tools, "max_steps": self.max_steps,
+                            "source": "ors-http", "terminal_tool": self.listing.terminal}
         return self
 
-    def session(self) -> OrsHttpSession:
-        return OrsHttpSession(self)
+    @property
+    def closed(self) -> bool:
+        return self.http.is_closed
+
+    def session(self) -> OrsSession:
+        return OrsSession(self)
 
     async def close(self) -> None:
         await self.http.aclose()
 
-    # -- catalog (the TaskSource of ors_common) --------------------------------------------------
+    # -- catalog ---------------------------------------------------------------------------------
 
-    async def splits(self) -> list[dict[str, str]]:
+    async def split_entries(self) -> list[dict[str, str]]:
         return [split_entry(s) for s in (await self.request("GET", f"/{self.env}/splits")).json()]
 
     async def num_tasks(self, split: str) -> int:
         return int((await self.request("POST", f"/{self.env}/num_tasks", json={"split": split})).json()["num_tasks"])
 
-    async def tasks(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
+    async def splits(self) -> list[dict[str, Any]]:
+        return await splits_with_counts(_TaskSource(self))
+
+    async def tasks(self, split: str | None = None, start: int | None = None,
+                    stop: int | None = None) -> list[dict[str, Any]]:
+        split = split if split is not None else (await self.split_entries())[0]["name"]
         body = {"split": split, "start": start, "stop": stop}
         return (await self.request("POST", f"/{self.env}/task_range", json=body)).json()["tasks"]
+
+    # -- sessions --------------------------------------------------------------------------------
 
     async def create_session(self) -> str:
         """A session id from /create_session, answered as SSE (the Python servers) or JSON (the spec)."""
@@ -177,64 +200,68 @@ class OrsHttpClient:
         return orjson.loads("".join(parts))
 
 
-class OrsHttpSession:
-    """One episode at a time on a remote ORS server, with the interface of client.Session."""
+class _TaskSource:
+    """The remote catalog as episode.tasks reads it: split entries and task counts."""
 
-    def __init__(self, client: OrsHttpClient) -> None:
-        self.client = client
+    def __init__(self, transport: OrsTransport) -> None:
+        self.splits, self.num_tasks = transport.split_entries, transport.num_tasks
+
+
+class OrsSession(TransportSession):
+    """One episode at a time on a remote ORS server."""
+
+    def __init__(self, transport: OrsTransport) -> None:
+        self.transport = transport
         self.id: str | None = None  # the ORS session id while an episode is open
-        self.live = False
-        self.steps = 0
-        self.limit = client.max_steps
+        self.episode = Episode()
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         options = options or {}
+        transport = self.transport
+        limit = step_limit(options, transport.max_steps)
+        secrets = secrets_of(options)
         await self.close()
-        client = self.client
-        chosen = await choose_task(client, client.env, seed, options)
-        secrets = options.get("secrets") or {}
-        headers = {"X-Secrets": _secrets_header(secrets)} if secrets else {}
-        sid = await client.create_session()
-        await client.request("POST", "/create", sid, json={"env_name": client.env, **chosen}, headers=headers)
-        self.id, self.live, self.steps = sid, True, 0
-        self.limit = int(options.get("max_steps") or client.max_steps)
-        keep_alive.register(client.base_url, sid)
-        obs, images = render_blocks((await client.request("GET", f"/{client.env}/prompt", sid)).json())
+        chosen = await choose_task(_TaskSource(transport), transport.env, seed, options)
+        headers = {"X-Secrets": secrets_header(secrets)} if secrets else {}
+        sid = await transport.create_session()
+        await transport.request("POST", "/create", sid, json={"env_name": transport.env, **chosen}, headers=headers)
+        self.id = sid
+        self.episode.begin(limit)
+        keep_alive.register(transport.url, sid)
+        obs, images = render_blocks((await transport.request("GET", f"/{transport.env}/prompt", sid)).json())
         info: dict[str, Any] = {k: v for k, v in chosen.items() if k != "task_spec"}
         if images:
             info["images"] = images
-        if options.get("expose_task"):
-            info["task_spec"] = chosen.get("task_spec") or (await client.tasks(
+        if reveals_hidden(options):
+            info["task_spec"] = chosen.get("task_spec") or (await transport.tasks(
                 chosen["split"], chosen["index"], chosen["index"] + 1))[0]
         return obs, info
 
-    async def step(self, action: Any) -> StepTuple:
-        if not self.live or self.id is None:
-            raise NoEpisodeError("no running episode on the ORS server (it ended, or was never reset); call reset")
-        self.steps += 1
-        truncated = self.steps >= self.limit
-        call = find_tool_call(action, self.client.tool_names)
-        terminal = self.client.terminal
-        if isinstance(call, str) and isinstance(action, str) and terminal:
-            call = {"name": terminal["name"], "arguments": {terminal["arg"]: action} if terminal.get("arg") else {}}
+    async def step(self, action: Action) -> StepTuple:
+        self.episode.require_running("the session on the ORS server")
+        call = self.transport.listing.call_of(action)
         if isinstance(call, str):
-            result = invalid_action(call, truncated=truncated)
+            result = invalid_action(call)
         else:
+            assert self.id is not None
             try:
-                result = step_from_tool_result(await self.client.call(self.id, call["name"], call["arguments"]),
-                                               truncated)
+                result = step_from_tool_result(await self.transport.call(self.id, call["name"], call["arguments"]))
             except EnvError:
                 await self.close()  # the tool raised: the ORS session is dead
                 raise
-        if result.terminated or result.truncated:
-            self.live = False
-        return result.obs, result.reward, result.terminated, result.truncated, result.info
+        truncated = self.episode.count(result.terminated, result.truncated)
+        return result.obs, result.reward, result.terminated, truncated, result.info
+
+    async def state(self) -> dict[str, Any]:
+        episode = self.episode
+        return {"session": self.id, "running": episode.live, "steps": episode.steps, "max_steps": episode.limit}
 
     async def close(self) -> None:
         """Delete the ORS session (if one is open). Idempotent."""
-        sid, self.id, self.live = self.id, None, False
+        sid, self.id = self.id, None
+        self.episode.live = False
         if sid is not None:
             keep_alive.unregister(sid)
             with contextlib.suppress(Exception):
-                await self.client.request("POST", "/delete", sid)
-                await self.client.request("POST", "/delete_session", sid)
+                await self.transport.request("POST", "/delete", sid)
+                await self.transport.request("POST", "/delete_session", sid)

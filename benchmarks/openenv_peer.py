@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import socket
@@ -21,7 +22,17 @@ import sys
 import time
 from pathlib import Path
 
-from procinfo import tree_rss  # this folder is on sys.path: the script runs in another venv
+
+def _load_procinfo():
+    """openenv_gym's /proc reader, loaded by path: this script runs in OpenEnv's venv, without openenv_gym."""
+    path = Path(__file__).resolve().parent.parent / "openenv_gym" / "cli" / "procinfo.py"
+    spec = importlib.util.spec_from_file_location("procinfo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tree_rss = _load_procinfo().tree_rss
 
 MAX_SESSIONS_ENV = "OPENENV_PEER_MAX_SESSIONS"
 ASYNC_ENV = "OPENENV_PEER_ASYNC"

@@ -1,18 +1,18 @@
-"""The `openenv-gym` command: serve | import | list | bench."""
+"""The `openenv-gym` command: serve | import | list | bench. A thin layer over the library."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from pathlib import Path
 
 from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.server.config import Limits, ServeConfig
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
@@ -33,49 +33,47 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve an environment over WebSocket",
                                 description="Serve an environment: one isolated instance per session.")
     serve.add_argument("env", help="a shipped or imported environment name, or a folder with an openenv.toml")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
-    serve.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
-                       help="worker processes (default: one per core)")
-    serve.add_argument("--max-sessions", type=_positive_int, default=10_000,
-                       help="sessions the whole server holds at once (default 10000)")
+    serve.add_argument("--host", default=ServeConfig.host,
+                       help=f"address to bind (default {ServeConfig.host}: this machine only)")
+    serve.add_argument("--port", type=int, default=ServeConfig.port,
+                       help=f"port (0 picks a free one; default {ServeConfig.port})")
+    serve.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: one per core)")
+    serve.add_argument("--max-sessions", type=positive_int, default=Limits.max_sessions,
+                       help=f"sessions the whole server holds at once (default {Limits.max_sessions})")
     serve.add_argument("--token", default=os.environ.get("OPENENV_GYM_TOKEN"),
                        help="require 'Authorization: Bearer TOKEN' (default: $OPENENV_GYM_TOKEN)")
-    serve.add_argument("--step-timeout", type=float, default=60.0,
-                       help="seconds a reset or step may take before its session is ended (default 60)")
-    serve.add_argument("--idle-timeout", type=float, default=900.0,
-                       help="seconds an unused session lives before it is reaped (default 900)")
-    serve.add_argument("--max-frame-bytes", type=_positive_int, default=16 * 2**20,
-                       help="largest request frame; bigger ones get a too_large error (default 16 MiB)")
-    serve.add_argument("--threads", type=_positive_int, default=32,
-                       help="threads per worker for environments with blocking methods (default 32)")
+    serve.add_argument("--step-timeout", type=float, default=Limits.step_timeout,
+                       help=f"seconds a reset or step may take before its session is ended "
+                            f"(default {Limits.step_timeout:g})")
+    serve.add_argument("--idle-timeout", type=float, default=Limits.idle_timeout,
+                       help=f"seconds an unused session lives before it is reaped (default {Limits.idle_timeout:g})")
+    serve.add_argument("--max-frame-bytes", type=positive_int, default=Limits.max_frame_bytes,
+                       help=f"largest request frame; bigger ones get a too_large error "
+                            f"(default {Limits.max_frame_bytes // 2**20} MiB)")
+    serve.add_argument("--threads", type=positive_int, default=ServeConfig.threads,
+                       help="threads per worker for environment code that would block the event loop: the plain-def "
+                            "methods of python environments, and the plain-def calls (and construction) of ORS "
+                            f"environment classes (default {ServeConfig.threads})")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
     serve.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--settings", type=_json_object, default=None, help=argparse.SUPPRESS)  # serve() re-run
     serve.set_defaults(run=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> None:
-    from openenv_gym.manifest import find_manifest
-    from openenv_gym.server import Limits, ServeConfig, serve
-    from openenv_gym.server.supervisor import exit_when_stdin_closes
-    from openenv_gym.venvs import ensure_venv, in_venv, needs_venv, venv_path
+    from openenv_gym.server.launch import serve
 
-    manifest = find_manifest(args.env)
-    if needs_venv(manifest) and not in_venv(venv_path(manifest)):
-        # run the environment in its own venv, with its own dependencies: the same command, re-executed there
-        python = str(ensure_venv(manifest))
-        os.execv(python, [python, "-m", "openenv_gym", *sys.argv[1:]])
-
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
-    if args.exit_with_stdin:
-        exit_when_stdin_closes()
-    limits = Limits(max_sessions=args.max_sessions, step_timeout=args.step_timeout,
-                    idle_timeout=args.idle_timeout, max_frame_bytes=args.max_frame_bytes)
-    serve(ServeConfig(env=args.env, host=args.host, port=args.port, workers=args.workers,
-                      token=args.token, limits=limits, threads=args.threads, env_args=args.env_args))
+    if args.settings is not None:  # serve() runs itself in an environment's venv this way
+        serve(**args.settings)
+        return
+    serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
+          token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
+          max_frame_bytes=args.max_frame_bytes, threads=args.threads, env_args=args.env_args,
+          log_level=args.log_level, ready_fd=args.ready_fd, exit_with_stdin=args.exit_with_stdin)
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:
@@ -111,39 +109,26 @@ def _add_list(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_list(args: argparse.Namespace) -> None:
-    from openenv_gym.manifest import all_manifests
+    from openenv_gym.manifests import all_manifests
 
     for manifest in all_manifests():
         print(f"{manifest.gym_id:32} {manifest.description}")
 
 
-def _add_bench(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="throughput against OpenEnv and the wire limit, in one run",
-                                add_help=False)
-    bench.set_defaults(run=_run_bench)
-
-
-def _run_bench(args: argparse.Namespace) -> None:
-    from openenv_gym.bench.compare import main as bench_main
-
-    bench_main(args.rest)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from openenv_gym.cli.bench import add_bench
+
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_serve(commands)
     _add_import(commands)
     _add_list(commands)
-    _add_bench(commands)
+    add_bench(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, rest = build_parser().parse_known_args(argv)
-    if rest and args.run is not _run_bench:
-        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    args.rest = rest
+    args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except OpenEnvGymError as exc:

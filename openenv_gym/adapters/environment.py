@@ -1,34 +1,20 @@
 """The server-side environment interface: what every shipped env and every adapter implements.
 
 One instance serves one session. The server knows nothing else about an environment: it calls
-`describe()` on the class once, then `reset`, `step` and `close` on each instance.
+`describe()` on the factory once, then `reset`, `step` and `close` on each instance.
 
 Write the methods as `async def`. Code that blocks (CPU-heavy work, blocking I/O) may instead be
 written as plain `def`: the server then runs that method in a worker thread, off the event loop.
 An async method that never awaits completes inline, with no task and no thread: the fast path.
+The server enforces the step limit (`max_steps`, or the reset option of that name), so an environment
+need not count its steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
-from openenv_gym.protocol import Action
-
-
-@dataclass(slots=True)
-class StepResult:
-    obs: str
-    reward: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class ResetResult:
-    obs: str
-    info: dict[str, Any] = field(default_factory=dict)
+from openenv_gym.episode.results import Action, ResetResult, StepResult
 
 
 class Environment:
@@ -37,7 +23,7 @@ class Environment:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     action_kind: ClassVar[Literal["text", "tools"]] = "text"
-    max_steps: ClassVar[int | None] = None
+    max_steps: ClassVar[int | None] = None  # episodes are truncated after this many steps (None: no limit)
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
@@ -60,11 +46,11 @@ class Environment:
         """Release what the instance holds. Called once when its session ends."""
 
 
-def invalid_action(message: str, *, reward: float = 0.0, truncated: bool = False) -> StepResult:
-    """The error observation an environment answers an unusable action with (not an exception)."""
-    return StepResult(
-        obs=f"Invalid action: {message}",
-        reward=reward,
-        truncated=truncated,
-        info={"error": {"code": "invalid_action", "message": message}},
-    )
+class EnvironmentFactory(Protocol):
+    """What an adapter gives the server: `factory()` makes one Environment per session, `describe()` tells
+    clients about it. An Environment subclass is its own factory. A factory with a task catalog also has
+    `async catalog()` (splits with task counts) and `async tasks(split, start, stop)`."""
+
+    def __call__(self) -> Environment: ...
+
+    def describe(self) -> dict[str, Any]: ...

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = Path(__file__).resolve().parent / "envs"
+
 
 @dataclass
 class Tally:
@@ -45,26 +48,28 @@ def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int)
     return parser.parse_args(argv)
 
 
-def run_peer(python: Path, script: Path, *args: str) -> dict:
-    """Run the other side of a comparison (a script printing one JSON line) with the environment's python."""
-    done = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, timeout=1800)
+def run_peer(python: Path, module: str, *args: str) -> dict:
+    """Run the other side of a comparison (a module of benchmarks/ printing one JSON line) with the environment's
+    python, from the repository root."""
+    done = subprocess.run([str(python), "-m", module, *args], capture_output=True, text=True, timeout=1800,
+                          cwd=ROOT)
     if done.returncode != 0:
-        raise SystemExit(f"{script.name} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{module} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @contextlib.contextmanager
 def imported_server(source: Path, name: str, workers: int, max_sessions: int) -> Iterator[Served]:
     """`openenv-gym import SOURCE` into a scratch home, then `openenv-gym serve` it; stopped on exit."""
-    from openenv_gym.home import home
+    from openenv_gym.manifests.home import home
 
     os.environ.setdefault("OPENENV_GYM_VENVS", str(home() / "venvs"))  # reuse built venvs across runs
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["OPENENV_GYM_HOME"] = scratch  # this import stays out of the user's registry
-        from openenv_gym.embedded import LocalServer
+        from openenv_gym.client.local import LocalServer
         from openenv_gym.importers import import_environment
-        from openenv_gym.manifest import load_manifest
-        from openenv_gym.venvs import ensure_venv
+        from openenv_gym.manifests import load_manifest
+        from openenv_gym.manifests.venvs import ensure_venv
 
         (imported,) = import_environment(source, name, Path(scratch) / "servers")
         python = ensure_venv(load_manifest(imported.folder))

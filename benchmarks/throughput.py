@@ -61,8 +61,8 @@ def measure_ours(sessions: int, workers: int, budget_s: float) -> Row:
     import gymnasium as gym
 
     import openenv_gym  # noqa: F401  (registers openenv/echo)
-    from openenv_gym.bench.procinfo import tree_rss
-    from openenv_gym.embedded import LocalServer
+    from openenv_gym.cli.procinfo import tree_rss
+    from openenv_gym.client.local import LocalServer
 
     server = LocalServer("echo", workers, sessions + 100)
     try:
@@ -186,7 +186,7 @@ def plot(rows: list[Row], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="openenv-gym bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, nargs="+", default=list(DEFAULT_SIZES))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server workers (ours, tuned)")

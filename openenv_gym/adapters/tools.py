@@ -12,7 +12,7 @@
             ...
 
 The action is `{"name": "try_code", "arguments": {"code": 7}}` or model text holding such a call
-(see `toolcalls`). Unknown tools, bad arguments and text without a tool call are answered with an
+(see episode.toolcalls). Unknown tools, bad arguments and text without a tool call are answered with an
 error observation and count as a step; they never raise.
 """
 
@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from openenv_gym.environment import Environment, ResetResult, StepResult, invalid_action
-from openenv_gym.protocol import Action
-from openenv_gym.toolcalls import find_tool_call
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.episode.results import Action, ResetResult, StepResult, invalid_action
+from openenv_gym.episode.toolcalls import find_tool_call
 
 _TOOL_MARK = "__openenv_tool__"
 
@@ -97,28 +97,20 @@ class ToolEnvironment(Environment):
         raise NotImplementedError
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
-        self.steps = 0
-        self.step_limit = self.max_steps
         result = self.start(seed=seed, options=options or {})
         return await result if inspect.isawaitable(result) else result
 
     async def step(self, action: Action) -> StepResult:
-        self.steps += 1
-        truncated = self.step_limit is not None and self.steps >= self.step_limit
         call = find_tool_call(action, self.tools)
         if isinstance(call, str):
-            return invalid_action(call, reward=self.invalid_action_reward, truncated=truncated)
+            return invalid_action(call, reward=self.invalid_action_reward)
         chosen, raw_arguments = self.tools[call["name"]], call["arguments"]
         try:
             arguments = chosen.arguments.model_validate(raw_arguments)
         except ValidationError as exc:
             message = f"bad arguments for {chosen.name}: {_describe_validation_error(exc)}"
-            return invalid_action(message, reward=self.invalid_action_reward, truncated=truncated)
+            return invalid_action(message, reward=self.invalid_action_reward)
         result = chosen.method(self, **dict(arguments))
         if inspect.isawaitable(result):
             result = await result
-        if isinstance(result, str):
-            result = StepResult(result)
-        if truncated and not result.terminated:
-            result.truncated = True
-        return result
+        return StepResult(result) if isinstance(result, str) else result

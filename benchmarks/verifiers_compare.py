@@ -8,7 +8,7 @@ included. Ours: the environment imported with `openenv-gym import`, served by `o
 answer is acted on as it arrives). Theirs: the players as coroutines calling `env.run_rollout`, gathered
 on one event loop (verifiers_peer.py), as verifiers' own generate() runs rollouts.
 
-    python -m openenv_gym.bench.verifiers_compare [--sessions 500] [--rounds 3] [--workers 2]
+    python -m benchmarks.verifiers_compare [--sessions 500] [--rounds 3] [--workers 2]
 """
 
 from __future__ import annotations
@@ -16,22 +16,21 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from openenv_gym.bench.episodes import comparison_arguments, imported_server, report, run_peer, run_players
-from openenv_gym.bench.guessing_policy import bisect_guess
+from benchmarks.episodes import ENVS, comparison_arguments, imported_server, report, run_peer, run_players
+from benchmarks.guessing_policy import bisect_guess
 
-HERE = Path(__file__).parent
 ROWS = 50  # the game's default dataset size (load_environment(num_rows=50))
 
 
 def run_verifiers(python: Path, source: Path, sessions: int, rounds: int) -> dict:
-    return run_peer(python, HERE / "verifiers_peer.py", str(source), "--sessions", str(sessions),
+    return run_peer(python, "benchmarks.verifiers_peer", str(source), "--sessions", str(sessions),
                     "--rounds", str(rounds))
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = comparison_arguments(argv, __doc__, sessions=500)
 
-    with imported_server(HERE / "vf_guessing", "bench-guessing", args.workers, args.sessions + 100) as served:
+    with imported_server(ENVS / "vf_guessing", "bench-guessing", args.workers, args.sessions + 100) as served:
         ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, bisect_guess,
                                       lambda env: {"split": "train", "index": env % ROWS}))
         theirs = run_verifiers(served.python, served.folder / "vendor" / "guessing.py", args.sessions, args.rounds)

@@ -1,0 +1,81 @@
+"""The life of an episode: no auto-reset, the step limit, and which failures end a session.
+
+    episode = Episode()
+    episode.begin(step_limit(options, default=20))   # at reset
+    episode.require_running("session ab12…")         # before a step: NoEpisodeError if none runs
+    truncated = episode.count(terminated, truncated)  # after a step: the limit truncates
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv_gym.episode.results import invalid_action
+from openenv_gym.errors import BadRequestError, ErrorCode, InvalidActionError, NoEpisodeError, ProtocolError
+
+MAX_STEPS_OPTION = "max_steps"  # the reset option that sets an episode's step limit
+# Errors after which the server no longer holds the session: the client forgets its id.
+SESSION_ENDING_CODES = frozenset({ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION})
+
+
+def step_limit(options: dict[str, Any] | None, default: int | None) -> int | None:
+    """The step limit of an episode: the reset option max_steps, else the environment's own (None: no limit)."""
+    if not options or MAX_STEPS_OPTION not in options:
+        return default
+    limit = options[MAX_STEPS_OPTION]
+    if type(limit) is not int or limit < 1:
+        raise BadRequestError(f"option {MAX_STEPS_OPTION} must be a positive integer, got {limit!r}")
+    return limit
+
+
+class Episode:
+    """Whether an episode runs, and its steps against its limit. There is no auto-reset: a step when
+    none runs is refused, and only a reset starts the next episode."""
+
+    __slots__ = ("limit", "live", "steps")
+
+    def __init__(self) -> None:
+        self.live = False
+        self.steps = 0
+        self.limit: int | None = None
+
+    def begin(self, limit: int | None) -> None:
+        self.live, self.steps, self.limit = True, 0, limit
+
+    def require_running(self, subject: str) -> None:
+        if not self.live:
+            raise no_episode(subject)
+
+    def count(self, terminated: bool, truncated: bool) -> bool:
+        """Count an answered step (invalid actions count too); return `truncated`, which the limit may set."""
+        self.steps += 1
+        if not (terminated or truncated) and self.limit is not None and self.steps >= self.limit:
+            truncated = True
+        if terminated or truncated:
+            self.live = False
+        return truncated
+
+
+def no_episode(subject: str) -> NoEpisodeError:
+    return NoEpisodeError(f"{subject} has no running episode (it ended, or was never reset); "
+                          "call reset to start one")
+
+
+def ends_session(error: BaseException) -> bool:
+    """After this failure the server holds no session for the request: the environment raised or timed out,
+    the session was unknown, or no answer came (the connection dropped, the client gave up waiting)."""
+    return not isinstance(error, ProtocolError) or error.code in SESSION_ENDING_CODES
+
+
+def failure_outcome(error: BaseException, stepped: bool) -> tuple[str, dict, bool, bool]:
+    """What an env whose request failed reports: (obs, info, truncated, episode still running).
+
+    An action that could not even be read reads like the environment's own invalid-action observation and
+    the episode goes on; any other failure ends the episode (a failed step counts as truncated) and is
+    reported in info["error"]."""
+    if isinstance(error, InvalidActionError):
+        result = invalid_action(error.message)
+        return result.obs, result.info, False, True
+    wire = error.to_wire() if isinstance(error, ProtocolError) else {
+        "code": type(error).__name__, "message": str(error)}
+    return "", {"error": wire}, stepped, False

@@ -1,0 +1,64 @@
+"""Where environments are found: the shipped ones (servers/), and the folders `openenv-gym import` recorded."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from openenv_gym.errors import EnvNotFoundError
+from openenv_gym.manifests.home import registered_dirs
+from openenv_gym.manifests.schema import MANIFEST_FILE, BaseManifest, ManifestError, load_manifest
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def shipped_servers_dir() -> Path | None:
+    """servers/ of a checkout (editable install), or the copy inside an installed wheel."""
+    for candidate in (PACKAGE_DIR.parent / "servers", PACKAGE_DIR / "_servers"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def shipped_manifests() -> list[BaseManifest]:
+    root = shipped_servers_dir()
+    if root is None:
+        return []
+    return [load_manifest(path.parent) for path in sorted(root.glob(f"*/{MANIFEST_FILE}"))]
+
+
+def imported_manifests() -> list[BaseManifest]:
+    """Environments in the folders `openenv-gym import` recorded in the user registry."""
+    found = []
+    for folder in registered_dirs():
+        for path in sorted(folder.glob(f"*/{MANIFEST_FILE}")):
+            try:
+                found.append(load_manifest(path.parent))
+            except ManifestError as exc:  # one broken import must not stop `import openenv_gym`
+                warnings.warn(f"openenv_gym: {exc}; that environment is not registered", RuntimeWarning,
+                              stacklevel=2)
+    return found
+
+
+def all_manifests() -> list[BaseManifest]:
+    """Shipped environments, then imported ones (a later one with the same gym id is ignored)."""
+    unique: dict[str, BaseManifest] = {}
+    for manifest in [*shipped_manifests(), *imported_manifests()]:
+        unique.setdefault(manifest.gym_id, manifest)
+    return list(unique.values())
+
+
+def find_manifest(name_or_path: str | Path) -> BaseManifest:
+    """A manifest by env name or gym id (shipped and imported envs), or by the path of its folder."""
+    path = Path(name_or_path)
+    if (path / MANIFEST_FILE).is_file():
+        return load_manifest(path)
+    manifests = all_manifests()
+    for manifest in manifests:
+        if str(name_or_path) in (manifest.name, manifest.gym_id):
+            return manifest
+    known = ", ".join(m.name for m in manifests) or "none"
+    raise EnvNotFoundError(
+        f"no environment named {str(name_or_path)!r} and no {MANIFEST_FILE} in that folder; "
+        f"known environments: {known}"
+    )

@@ -1,0 +1,119 @@
+"""The manifest (`openenv.toml`) schema: one pydantic model per kind, read and validated in one place.
+
+    name = "echo"            # gym id openenv/echo
+    kind = "python"          # which adapter runs it: python | ors | verifiers
+    entry = "echo:EchoEnv"   # module (inside the folder) : attribute
+
+A new kind (openenv, awm) is a new model here, added to `Manifest`, and an adapter in adapters/.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
+
+from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.protocol.ors import DEFAULT_MAX_STEPS
+
+MANIFEST_FILE = "openenv.toml"
+VENDOR_DIR = "vendor"  # where an import puts the source's own code
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+class ManifestError(OpenEnvGymError):
+    """An openenv.toml is missing or malformed."""
+
+
+class BaseManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id_prefix: ClassVar[str] = ""  # gym id: openenv/<id_prefix><name>
+
+    kind: str
+    name: str = Field(pattern=rf"^{NAME_PATTERN.pattern}$")
+    entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    description: str = ""
+    deterministic: bool = False  # same seed and actions give the same episode (checked by check_env)
+    dependencies: list[str] = []  # installed in a virtual environment of the env's own (none: runs anywhere)
+    folder: Path = Field(exclude=True)
+
+    @property
+    def gym_id(self) -> str:
+        return f"openenv/{self.id_prefix}{self.name}"
+
+
+class PythonManifest(BaseManifest):
+    """An environment written against openenv_gym's own interface; its modules sit in the folder."""
+
+    kind: Literal["python"] = "python"
+
+
+class ImportedManifest(BaseManifest):
+    """What `openenv-gym import` writes: the source's code vendored in `source`, with where it came from."""
+
+    source: str = VENDOR_DIR
+    source_hash: str = ""
+    imported_from: str = ""
+
+    @property
+    def vendored(self) -> Path:
+        return self.folder / self.source
+
+
+class OrsManifest(ImportedManifest):
+    """An ORS / OpenReward Environment class (entry: module:Class)."""
+
+    id_prefix: ClassVar[str] = "ors-"
+    kind: Literal["ors"]
+    max_steps: PositiveInt = DEFAULT_MAX_STEPS
+
+
+class VerifiersManifest(ImportedManifest):
+    """A Verifiers (classic API) environment (entry: module:load_environment)."""
+
+    id_prefix: ClassVar[str] = "verifiers-"
+    kind: Literal["verifiers"]
+    env_args: dict[str, Any] = {}  # arguments of load_environment()
+
+
+Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest, Field(discriminator="kind")]
+KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
+                                        "verifiers": VerifiersManifest}
+_MANIFEST = TypeAdapter(Manifest)
+
+
+def load_manifest(folder: Path | str) -> PythonManifest | OrsManifest | VerifiersManifest:
+    """Read and validate FOLDER/openenv.toml; every problem is a ManifestError naming the file and the key."""
+    folder = Path(folder).resolve()
+    path = folder / MANIFEST_FILE
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ManifestError(f"{path} does not exist: an environment folder needs an {MANIFEST_FILE}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path} is not valid TOML: {exc}") from None
+    data.setdefault("kind", "python")
+    if data["kind"] not in KINDS:
+        raise ManifestError(f"{path}: unknown kind {data['kind']!r}; known kinds: {', '.join(KINDS)}")
+    try:
+        return _MANIFEST.validate_python({**data, "folder": folder})
+    except ValidationError as exc:
+        raise ManifestError(f"{path}: {_explain(exc, KINDS[data['kind']])}") from None
+
+
+def _explain(error: ValidationError, model: type[BaseManifest]) -> str:
+    known = sorted(set(model.model_fields) - {"folder"})
+    problems = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"][1:])  # loc[0] is the kind's tag
+        if item["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            problems.append(f"unknown key {key!r} ({hint})")
+        else:
+            problems.append(f"key {key!r}: {item['msg']}" if key else item["msg"])
+    return "; ".join(problems)

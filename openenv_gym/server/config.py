@@ -1,0 +1,32 @@
+"""What a server is started with. The defaults live here only: the CLI and `openenv_gym.serve` read them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from openenv_gym.protocol.native import DEFAULT_MAX_FRAME_BYTES
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_sessions: int = 10_000  # sessions the whole server (all workers) holds at once
+    step_timeout: float = 60.0  # seconds one reset or step may take before its session is ended
+    idle_timeout: float = 900.0  # seconds a session may sit unused before it is reaped
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # larger request frames are answered with too_large
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    env: str  # an environment name or the path of a folder holding an openenv.toml
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    token: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    # Threads per worker for environment code that would block the event loop: plain-def methods of
+    # python environments, and the plain-def calls (and class construction) of ORS environments.
+    threads: int = 32
+    env_args: dict[str, Any] = field(default_factory=dict)  # verifiers: arguments of load_environment()
+    ping_interval: float | None = None  # server pings; off: clients may not read while the model thinks

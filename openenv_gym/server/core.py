@@ -1,0 +1,315 @@
+"""The session core of one worker process: every session, and everything that happens to one. No wire format.
+
+It owns the session table, creation and capacity, the episode rules (no auto-reset, the step limit), step
+timeouts, reaping, batch steps and the thread pool of blocking environments. Front ends (the native
+protocol, OpenEnv's, plain HTTP) turn their messages into calls of `reset`, `step`, `step_many` and
+`close`, and the answers back into their own messages. Errors the caller can fix are raised at once as a
+typed ProtocolError; what an environment does (a result, a refusal, an exception, a hang) arrives through
+the request's reply callback, exactly once.
+
+Cheap steps run inline (see eager.py); a step that has to wait runs in a task bounded by the step
+timeout. An exception or a timeout inside one session ends that session with a typed error and touches
+nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from openenv_gym.adapters.environment import EnvironmentFactory
+from openenv_gym.episode.results import ResetResult, StepResult
+from openenv_gym.episode.state import no_episode, step_limit
+from openenv_gym.errors import (
+    BadRequestError,
+    CapacityError,
+    EnvError,
+    InvalidActionError,
+    NoEpisodeError,
+    ProtocolError,
+    StepTimeoutError,
+    UnknownSessionError,
+)
+from openenv_gym.server.blocking import OffLoop, is_blocking
+from openenv_gym.server.config import Limits
+from openenv_gym.server.eager import continue_in_task, start_eagerly
+from openenv_gym.server.sessions import Owner, Session, SessionCounter, new_session_id, short
+
+log = logging.getLogger(__name__)
+
+StepOutcome = StepResult | ProtocolError
+ResetOutcome = ResetResult | ProtocolError
+StepReply = Callable[[StepOutcome], None]
+ResetReply = Callable[[str, ResetOutcome], None]  # (session id, outcome)
+
+
+class StepColumns:
+    """The answers to a batch of steps, filled entry by entry; `reply(self)` once the last entry is in."""
+
+    __slots__ = ("errors", "infos", "obs", "remaining", "reply", "rewards", "terminated", "truncated")
+
+    def __init__(self, size: int, reply: Callable[[StepColumns], None]) -> None:
+        self.reply, self.remaining = reply, size
+        self.obs: list[str] = [""] * size
+        self.rewards: list[float] = [0.0] * size
+        self.terminated: list[bool] = [False] * size
+        self.truncated: list[bool] = [False] * size
+        self.infos: list[dict] = [{}] * size
+        self.errors: list[ProtocolError | None] | None = None  # None while no entry failed
+
+    def put(self, index: int, outcome: StepOutcome) -> None:
+        if type(outcome) is StepResult:
+            self.obs[index], self.rewards[index], self.infos[index] = outcome.obs, outcome.reward, outcome.info
+            self.terminated[index], self.truncated[index] = outcome.terminated, outcome.truncated
+        else:
+            if self.errors is None:
+                self.errors = [None] * len(self.obs)
+            self.errors[index] = outcome  # type: ignore[assignment]
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.reply(self)
+
+
+class SessionCore:
+    def __init__(self, factory: EnvironmentFactory, limits: Limits, counter: SessionCounter,
+                 threads: int) -> None:
+        self.description = factory.describe()
+        self.default_limit: int | None = self.description.get("max_steps")
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="openenv-env")
+        if isinstance(factory, type) and is_blocking(factory):
+            self.factory: Callable[[], Any] = lambda: OffLoop(factory(), self.executor)
+        else:
+            self.factory = factory
+        self.limits = limits
+        self.counter = counter
+        self.sessions: dict[str, Session] = {}  # every session of this worker, for the reaper
+        self.loop = asyncio.get_running_loop()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def reset(self, owner: Owner, session_id: str | None, seed: int | None, options: dict | None,
+              reply: ResetReply) -> None:
+        """Start an episode in a new session (session_id None) or in one of the owner's sessions."""
+        limit = step_limit(options, self.default_limit)
+        created = session_id is None
+        session = self._open(owner) if created else self._idle_session(owner, session_id)
+        session.live = False
+        session.last_active = self.loop.time()
+        self._run(session, partial(session.env.reset, seed=seed, options=options),
+                  partial(self._was_reset, session, limit, created, reply))
+
+    def step(self, owner: Owner, session_id: Any, action: Any, reply: StepReply) -> None:
+        session = owner.sessions.get(session_id) if type(session_id) is str else None
+        if session is None or not session.live or session.task is not None or (
+                type(action) is not str and type(action) is not dict):
+            raise self._refusal(owner, session_id, action)
+        session.last_active = self.loop.time()
+        self._run(session, partial(session.env.step, action), partial(self._deliver_step, session, reply))
+
+    def step_many(self, owner: Owner, session_ids: list, actions: list, reply: Callable[[StepColumns], None]) -> None:
+        """Step many sessions at once; `reply(columns)` when every entry is answered. Each entry runs exactly
+        like `step` (same checks, errors and timeouts), its answer written into the columns."""
+        columns = StepColumns(len(session_ids), reply)
+        table = owner.sessions
+        now = self.loop.time()
+        put = columns.put
+        for index, (session_id, action) in enumerate(zip(session_ids, actions, strict=True)):
+            session = table.get(session_id) if type(session_id) is str else None
+            if session is None or not session.live or session.task is not None or (
+                    type(action) is not str and type(action) is not dict):
+                put(index, self._refusal(owner, session_id, action))
+                continue
+            session.last_active = now
+            coro = session.env.step(action)
+            try:  # inline until the environment first waits; most steps never do (the same as _run)
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                put(index, self._stepped(session, stop.value))
+            except Exception as exc:
+                put(index, self._stepped(session, exc))
+            else:
+                self._continue(session, coro, yielded, partial(self._deliver_step, session, partial(put, index)))
+
+    def state(self, owner: Owner, session_id: Any) -> dict[str, Any]:
+        """What is known of a session: whether an episode runs, its steps so far and its step limit."""
+        session = self._owned(owner, session_id)
+        return {"session": session.id, "running": session.live, "steps": session.steps, "max_steps": session.limit}
+
+    def close(self, owner: Owner, session_id: Any) -> None:
+        self.end(self._owned(owner, session_id))
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def _open(self, owner: Owner) -> Session:
+        if not self.counter.try_acquire():
+            raise CapacityError(
+                f"the server holds its maximum of {self.limits.max_sessions} sessions; close finished "
+                "sessions, wait, or use another server")
+        try:
+            env = self.factory()
+        except Exception as exc:
+            self.counter.release()
+            log.exception("creating an environment failed")
+            raise EnvError(f"creating the environment failed: {type(exc).__name__}: {exc}") from None
+        session = Session(new_session_id(), env, owner, self.loop.time())
+        owner.sessions[session.id] = session
+        self.sessions[session.id] = session
+        return session
+
+    def _owned(self, owner: Owner, session_id: Any) -> Session:
+        if type(session_id) is not str:
+            raise BadRequestError(f"field 'session' must be a string session id, got {type(session_id).__name__}")
+        session = owner.sessions.get(session_id)
+        if session is None:
+            raise UnknownSessionError(
+                f"no session {short(session_id)} on this connection: it was closed, reaped or ended, "
+                "or belongs to another connection; reset without a session id to start a new one")
+        return session
+
+    def _idle_session(self, owner: Owner, session_id: Any) -> Session:
+        session = self._owned(owner, session_id)
+        if session.task is not None:
+            raise BadRequestError(f"session {short(session_id)} is still answering an earlier request; "
+                                  "wait for that answer before sending the next")
+        return session
+
+    def _refusal(self, owner: Owner, session_id: Any, action: Any) -> ProtocolError:
+        """The typed error that explains why this step cannot run."""
+        if session_id is None:
+            return NoEpisodeError("step before reset: this request names no session; "
+                                  "call reset first, it creates the session")
+        try:
+            session = self._idle_session(owner, session_id)
+        except ProtocolError as exc:
+            return exc
+        if type(action) is not str and type(action) is not dict:
+            return InvalidActionError(f"an action is model text (a string) or a tool call object, got "
+                                      f"{type(action).__name__}")
+        return no_episode(f"session {short(session.id)}")
+
+    def end(self, session: Session) -> None:
+        """Forget a session and close its environment. Safe to call twice."""
+        if self.sessions.pop(session.id, None) is None:
+            return
+        session.owner.sessions.pop(session.id, None)
+        session.live = False
+        self.counter.release()
+        if session.task is not None:
+            session.task.cancel()  # its reply says the session ended
+            session.task = None
+        try:
+            done, task = start_eagerly(session.env.close())
+            if not done:
+                task.add_done_callback(_log_close_failure)
+        except Exception:
+            log.exception("closing an environment failed")
+
+    def drop(self, owner: Owner) -> None:
+        """The owner (a connection) went away: end all its sessions."""
+        for session in list(owner.sessions.values()):
+            self.end(session)
+
+    def reap_idle(self, now: float) -> int:
+        """End sessions unused for longer than the idle timeout; return how many."""
+        cutoff = now - self.limits.idle_timeout
+        idle = [s for s in self.sessions.values() if s.last_active < cutoff and s.task is None]
+        for session in idle:
+            self.end(session)
+        return len(idle)
+
+    def shutdown(self) -> None:
+        for session in list(self.sessions.values()):
+            self.end(session)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- running environment code --------------------------------------------------------------
+
+    def _run(self, session: Session, call: Callable[[], Coroutine], done: Callable[[Any], None]) -> None:
+        """Call environment code and give `done` its value or exception: inline until the code first waits
+        (most never do), then in a task bounded by the step timeout."""
+        try:
+            coro = call()
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            done(stop.value)
+        except Exception as exc:
+            done(exc)
+        else:
+            self._continue(session, coro, yielded, done)
+
+    def _continue(self, session: Session, coro: Coroutine, yielded: Any, done: Callable[[Any], None]) -> None:
+        task = continue_in_task(coro, yielded)
+        session.task = task
+        timer = self.loop.call_later(self.limits.step_timeout, self._time_out, session, task)
+        task.add_done_callback(partial(self._finished, timer, session, done))
+
+    def _time_out(self, session: Session, task: asyncio.Task) -> None:
+        session.timed_out = True
+        task.cancel()
+
+    def _finished(self, timer: asyncio.TimerHandle, session: Session, done: Callable[[Any], None],
+                  task: asyncio.Task) -> None:
+        timer.cancel()
+        if task.cancelled():
+            if session.timed_out:
+                self.end(session)
+                done(StepTimeoutError(
+                    f"the environment took longer than the step timeout ({self.limits.step_timeout:g} s); "
+                    "its session is ended, reset without a session id to start a new one"))
+            else:
+                done(UnknownSessionError(f"session {short(session.id)} ended (closed, reaped or disconnected) "
+                                         "while this request ran"))
+            return
+        session.task = None
+        exc = task.exception()
+        done(exc if exc is not None else task.result())
+
+    def _failed(self, session: Session, exc: BaseException) -> EnvError:
+        log.error("environment error in session %s", short(session.id), exc_info=exc)
+        self.end(session)
+        return EnvError(f"the environment raised {type(exc).__name__}: {exc}; its session is ended, "
+                        "reset without a session id to start a new one")
+
+    def _stepped(self, session: Session, value: Any) -> StepOutcome:
+        """A step's outcome: the result, checked and counted against the step limit; or the error."""
+        if type(value) is StepResult and type(value.obs) is str and type(value.info) is dict:
+            reward = value.reward
+            if type(reward) is not float:
+                try:
+                    value.reward = float(reward)
+                except (TypeError, ValueError):
+                    return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
+            value.terminated = terminated = bool(value.terminated)
+            value.truncated = session.count(terminated, bool(value.truncated))
+            return value
+        if isinstance(value, ProtocolError):  # the environment refused with a typed error: the session stays
+            return value
+        if isinstance(value, BaseException):
+            return self._failed(session, value)
+        return self._failed(session, TypeError(
+            f"step must return a StepResult(obs: str, ..., info: dict), got {value!r:.200}"))
+
+    def _deliver_step(self, session: Session, deliver: StepReply, value: Any) -> None:
+        deliver(self._stepped(session, value))
+
+    def _was_reset(self, session: Session, limit: int | None, created: bool, reply: ResetReply, value: Any) -> None:
+        if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
+            session.begin(limit)
+        elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
+            if created:
+                self.end(session)
+        elif isinstance(value, BaseException):
+            value = self._failed(session, value)
+        else:
+            value = self._failed(session, TypeError(
+                f"reset must return a ResetResult(obs: str, info: dict), got {value!r:.200}"))
+        reply(session.id, value)
+
+
+def _log_close_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("closing an environment failed", exc_info=task.exception())

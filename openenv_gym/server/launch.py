@@ -1,0 +1,119 @@
+"""`openenv_gym.serve(...)`: everything `openenv-gym serve` does (the CLI is a thin layer over it).
+
+    openenv_gym.serve("echo", port=8000)           # blocks until SIGTERM or SIGINT
+    openenv_gym.serve("ors-myenv", workers=4)      # an imported env: runs in its own virtual environment
+
+An environment with dependencies of its own runs in their virtual environment: serve() builds it on first
+use and runs the server there, in a child process it waits for (signals are passed on). Whoever started
+the server learns that it is ready, and its URL, through `ready_fd` (see protocol/ready.py) or `on_ready`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from openenv_gym.errors import ServerStartError
+from openenv_gym.manifests import find_manifest
+from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path, venv_ready
+from openenv_gym.protocol.ready import read_status, write_status
+from openenv_gym.server.config import Limits, ServeConfig
+
+log = logging.getLogger(__name__)
+
+
+def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.port, workers: int | None = None,
+          max_sessions: int = Limits.max_sessions, token: str | None = None,
+          step_timeout: float = Limits.step_timeout, idle_timeout: float = Limits.idle_timeout,
+          max_frame_bytes: int = Limits.max_frame_bytes, threads: int = ServeConfig.threads,
+          env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
+          on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
+          exit_with_stdin: bool = False) -> None:
+    """Serve `env` (a name, a gym id, or a folder with an openenv.toml) until SIGTERM or SIGINT.
+
+    workers: processes sharing the port (default: one per core). on_ready(url): called once serving (default:
+    print the URL). ready_fd: a pipe to report to instead (protocol/ready.py). exit_with_stdin: stop when
+    stdin closes (the lifeline of a server started by another process).
+    """
+    settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
+    manifest = find_manifest(env)
+    if needs_venv(manifest) and not in_venv(venv_path(manifest)):
+        if ready_fd is not None and not venv_ready(manifest):
+            write_status(ready_fd, building=str(venv_path(manifest)))
+        _run_in(str(ensure_venv(manifest)), settings, on_ready)
+        return
+    if exit_with_stdin:
+        _exit_when_stdin_closes()
+    config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
+                         limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes), threads=threads,
+                         env_args=env_args or {})
+    from openenv_gym.server.supervisor import run_workers
+
+    run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd))
+
+
+def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | None, ready_fd: int | None) -> None:
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    url = f"ws://{host}:{port}"
+    if ready_fd is not None:
+        write_status(ready_fd, ready=url, workers=config.workers, pid=os.getpid())
+        os.close(ready_fd)
+    elif on_ready is not None:
+        on_ready(url)
+    else:
+        print(f"openenv-gym: serving {config.env} on {url} (workers={config.workers}, "
+              f"max_sessions={config.limits.max_sessions})", flush=True)
+
+
+def _run_in(python: str, settings: dict[str, Any], on_ready: Callable[[str], None] | None) -> None:
+    """Run the same serve() with another python (an environment's venv), through its CLI, and wait for it."""
+    relay = None
+    if settings["ready_fd"] is None and on_ready is not None:  # hear the child's ready line ourselves
+        relay, settings["ready_fd"] = os.pipe()
+    ready_fd = settings["ready_fd"]
+    command = [python, "-m", "openenv_gym", "serve", settings["env"], "--settings", json.dumps(settings)]
+    child = subprocess.Popen(command, pass_fds=() if ready_fd is None else (ready_fd,))
+    if ready_fd is not None:
+        os.close(ready_fd)  # the child holds it now: its end tells the reader whether the server lives
+    if relay is not None:
+        threading.Thread(target=_relay_ready, args=(relay, on_ready), name="ready-relay", daemon=True).start()
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    if threading.current_thread() is threading.main_thread():  # only the main thread may handle signals
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, forward)
+    code = child.wait()
+    if code > 0:
+        raise ServerStartError(f"the server of {settings['env']} exited with code {code}; its error is above")
+
+
+def _relay_ready(fd: int, on_ready: Callable[[str], None]) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        for line in pipe:
+            status = read_status(line)
+            if "ready" in status:
+                on_ready(status["ready"])
+
+
+def _exit_when_stdin_closes() -> None:
+    """Stop when our parent (who holds our stdin) goes away: the lifeline of a server another process started."""
+
+    def watch() -> None:
+        # os.read, not sys.stdin: a thread blocked in sys.stdin holds its lock, and forked workers
+        # close sys.stdin at start-up (multiprocessing), which would wait on that lock forever.
+        fd = sys.stdin.fileno()
+        while os.read(fd, 4096):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
