@@ -57,7 +57,7 @@ def _percentiles_ms(latencies: list[float]) -> tuple[float, float]:
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def measure_ours(sessions: int, workers: int, budget_s: float) -> Row:
+def measure_ours(sessions: int, workers: int, budget_s: float, connections_per_worker: int) -> Row:
     import gymnasium as gym
 
     import openenv_gym  # noqa: F401  (registers openenv/echo)
@@ -67,7 +67,8 @@ def measure_ours(sessions: int, workers: int, budget_s: float) -> Row:
     server = LocalServer("echo", workers, sessions + 100)
     try:
         idle = tree_rss(server.process.pid)
-        envs = gym.make_vec("openenv/echo", num_envs=sessions, base_url=server.url, options={"max_steps": 10**9})
+        envs = gym.make_vec("openenv/echo", num_envs=sessions, base_url=server.url, options={"max_steps": 10**9},
+                            connections_per_worker=connections_per_worker)
         envs.reset(seed=0)
         rss = tree_rss(server.process.pid)
         actions = ["hi"] * sessions
@@ -82,8 +83,9 @@ def measure_ours(sessions: int, workers: int, budget_s: float) -> Row:
                (rss - idle) / sessions)
 
 
-def measure_wire(sessions: int, workers: int, budget_s: float) -> Row:
-    """Batched JSON over WebSocket with nothing else: each step is one frame per connection each way."""
+def measure_wire(sessions: int, workers: int, budget_s: float, connections_per_worker: int) -> Row:
+    """Batched JSON over WebSocket with nothing else: each step is one frame per connection each way, over as
+    many connections as ours uses."""
     import uvloop
     from websockets.asyncio.client import connect
 
@@ -93,7 +95,7 @@ def measure_wire(sessions: int, workers: int, budget_s: float) -> Row:
 
     async def run() -> tuple[list[float], float]:
         conns = [await connect(url, compression=None, ping_interval=None, max_size=None)
-                 for _ in range(2 * workers)]
+                 for _ in range(connections_per_worker * workers)]
         chunks = np.array_split(np.arange(sessions), len(conns))
         session = "0123456789abcdefghijkl"
 
@@ -191,6 +193,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=list(DEFAULT_SIZES))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server workers (ours, tuned)")
     parser.add_argument("--seconds", type=float, default=3.0, help="time budget per measurement")
+    parser.add_argument("--connections-per-worker", type=int, default=2,
+                        help="WebSocket connections per server worker, ours and the wire limit alike (default 2)")
     parser.add_argument("--openenv-steps", type=int, default=20, help="steps per OpenEnv session")
     parser.add_argument("--openenv-venv", type=Path, default=Path(".venv-openenv"))
     parser.add_argument("--skip-openenv", action="store_true")
@@ -200,8 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     python = None if args.skip_openenv else openenv_python(args.openenv_venv)
     jobs = []
     for n in args.sessions:
-        jobs.append(lambda n=n: measure_ours(n, args.workers, args.seconds))
-        jobs.append(lambda n=n: measure_wire(n, args.workers, args.seconds))
+        jobs.append(lambda n=n: measure_ours(n, args.workers, args.seconds, args.connections_per_worker))
+        jobs.append(lambda n=n: measure_wire(n, args.workers, args.seconds, args.connections_per_worker))
         if python is not None:
             jobs.append(lambda n=n: measure_openenv(python, n, 1, False, args.openenv_steps))
             jobs.append(lambda n=n: measure_openenv(python, n, args.workers, True, args.openenv_steps))

@@ -31,36 +31,46 @@ from openenv_gym.spaces import spaces_for
 
 
 def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
-    """Gymnasium's dict-of-arrays infos (as VectorEnv._add_info builds them), one column at a time."""
-    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    """Gymnasium's dict-of-arrays infos (as VectorEnv._add_info builds them), a column at a time: the vector
+    step's hot path, so columns of all envs in order (`envs` is range(num_envs)) are built without indexing."""
     keys = infos[0].keys() if infos else ()
-    if all(map(keys.__eq__, map(dict.keys, infos))):  # the usual case: every env reports the same keys
-        env_list = list(envs)
-        columns = {key: (env_list, [info[key] for info in infos]) for key in keys}
-    else:
+    columns = _same_keys_columns(infos, keys, envs)
+    if columns is None:
+        columns = {}
         for env, info in zip(envs, infos, strict=True):
             for key, value in info.items():
-                column = columns.get(key)
-                if column is None:
-                    column = columns[key] = ([], [])
-                column[0].append(env)
+                column = columns.setdefault(key, ([], []))
+                column[0].append(env)  # type: ignore[union-attr]
                 column[1].append(value)
+    everyone = range(num_envs)
     batched: dict[str, Any] = {}
     for key, (column_envs, values) in columns.items():
+        whole = column_envs == everyone
+        index = slice(None) if whole else np.asarray(column_envs, dtype=np.intp)
         first = values[0]
-        if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+        if type(first) is dict and all(type(v) is dict for v in values):
             array: Any = batch_infos(values, column_envs, num_envs)
         elif type(first) in (int, float, bool) or isinstance(first, np.number):
             array = np.zeros(num_envs, dtype=type(first))
-            array[column_envs] = values
+            array[index] = values
         else:
             array = np.full(num_envs, None, dtype=object)
-            for env, value in zip(column_envs, values, strict=True):
-                array[env] = value
+            array[index] = np.fromiter(values, dtype=object, count=len(values))
         mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[column_envs] = True
+        mask[index] = True
         batched[key], batched[f"_{key}"] = array, mask
     return batched
+
+
+def _same_keys_columns(infos: Sequence[dict[str, Any]], keys: Any, envs: Sequence[int]) -> dict | None:
+    """The columns of infos that all have the same keys (the usual case), or None. Equal sizes and the first
+    info's keys present in each mean equal key sets; checked that way, as comparing key views costs more."""
+    if list(map(len, infos)).count(len(keys)) != len(infos):
+        return None
+    try:
+        return {key: (envs, [info[key] for info in infos]) for key in keys}
+    except KeyError:
+        return None
 
 
 def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
@@ -119,7 +129,7 @@ class RemoteVectorEnv(VectorEnv):
         self._obs: list[str] = [""] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
-        self._all_envs = list(range(num_envs))
+        self._all_envs = range(num_envs)
 
     def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
         """The server seed of each env's next episode.

@@ -34,6 +34,7 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
+from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
 from openenv_gym.server.config import Limits
 from openenv_gym.server.eager import continue_in_task, start_eagerly
@@ -45,33 +46,6 @@ StepOutcome = StepResult | ProtocolError
 ResetOutcome = ResetResult | ProtocolError
 StepReply = Callable[[StepOutcome], None]
 ResetReply = Callable[[str, ResetOutcome], None]  # (session id, outcome)
-
-
-class StepColumns:
-    """The answers to a batch of steps, filled entry by entry; `reply(self)` once the last entry is in."""
-
-    __slots__ = ("errors", "infos", "obs", "remaining", "reply", "rewards", "terminated", "truncated")
-
-    def __init__(self, size: int, reply: Callable[[StepColumns], None]) -> None:
-        self.reply, self.remaining = reply, size
-        self.obs: list[str] = [""] * size
-        self.rewards: list[float] = [0.0] * size
-        self.terminated: list[bool] = [False] * size
-        self.truncated: list[bool] = [False] * size
-        self.infos: list[dict] = [{}] * size
-        self.errors: list[ProtocolError | None] | None = None  # None while no entry failed
-
-    def put(self, index: int, outcome: StepOutcome) -> None:
-        if type(outcome) is StepResult:
-            self.obs[index], self.rewards[index], self.infos[index] = outcome.obs, outcome.reward, outcome.info
-            self.terminated[index], self.truncated[index] = outcome.terminated, outcome.truncated
-        else:
-            if self.errors is None:
-                self.errors = [None] * len(self.obs)
-            self.errors[index] = outcome  # type: ignore[assignment]
-        self.remaining -= 1
-        if self.remaining == 0:
-            self.reply(self)
 
 
 class SessionCore:
@@ -106,33 +80,13 @@ class SessionCore:
         session = owner.sessions.get(session_id) if type(session_id) is str else None
         if session is None or not session.live or session.task is not None or (
                 type(action) is not str and type(action) is not dict):
-            raise self._refusal(owner, session_id, action)
+            raise self.refuse_step(owner, session_id, action)
         session.last_active = self.loop.time()
         self._run(session, partial(session.env.step, action), partial(self._deliver_step, session, reply))
 
     def step_many(self, owner: Owner, session_ids: list, actions: list, reply: Callable[[StepColumns], None]) -> None:
-        """Step many sessions at once; `reply(columns)` when every entry is answered. Each entry runs exactly
-        like `step` (same checks, errors and timeouts), its answer written into the columns."""
-        columns = StepColumns(len(session_ids), reply)
-        table = owner.sessions
-        now = self.loop.time()
-        put = columns.put
-        for index, (session_id, action) in enumerate(zip(session_ids, actions, strict=True)):
-            session = table.get(session_id) if type(session_id) is str else None
-            if session is None or not session.live or session.task is not None or (
-                    type(action) is not str and type(action) is not dict):
-                put(index, self._refusal(owner, session_id, action))
-                continue
-            session.last_active = now
-            coro = session.env.step(action)
-            try:  # inline until the environment first waits; most steps never do (the same as _run)
-                yielded = coro.send(None)
-            except StopIteration as stop:
-                put(index, self._stepped(session, stop.value))
-            except Exception as exc:
-                put(index, self._stepped(session, exc))
-            else:
-                self._continue(session, coro, yielded, partial(self._deliver_step, session, partial(put, index)))
+        """Step many sessions at once; `reply(columns)` when every entry is answered (see batch.py)."""
+        step_many(self, owner, session_ids, actions, reply)
 
     def state(self, owner: Owner, session_id: Any) -> dict[str, Any]:
         """What is known of a session: whether an episode runs, its steps so far and its step limit."""
@@ -177,7 +131,7 @@ class SessionCore:
                                   "wait for that answer before sending the next")
         return session
 
-    def _refusal(self, owner: Owner, session_id: Any, action: Any) -> ProtocolError:
+    def refuse_step(self, owner: Owner, session_id: Any, action: Any) -> ProtocolError:
         """The typed error that explains why this step cannot run."""
         if session_id is None:
             return NoEpisodeError("step before reset: this request names no session; "
@@ -241,6 +195,10 @@ class SessionCore:
         else:
             self._continue(session, coro, yielded, done)
 
+    def continue_step(self, session: Session, coro: Coroutine, yielded: Any, reply: StepReply) -> None:
+        """Finish, in a task, a step whose code already ran up to its first wait (`yielded`)."""
+        self._continue(session, coro, yielded, partial(self._deliver_step, session, reply))
+
     def _continue(self, session: Session, coro: Coroutine, yielded: Any, done: Callable[[Any], None]) -> None:
         task = continue_in_task(coro, yielded)
         session.task = task
@@ -274,7 +232,7 @@ class SessionCore:
         return EnvError(f"the environment raised {type(exc).__name__}: {exc}; its session is ended, "
                         "reset without a session id to start a new one")
 
-    def _stepped(self, session: Session, value: Any) -> StepOutcome:
+    def step_outcome(self, session: Session, value: Any) -> StepOutcome:
         """A step's outcome: the result, checked and counted against the step limit; or the error."""
         if type(value) is StepResult and type(value.obs) is str and type(value.info) is dict:
             reward = value.reward
@@ -294,7 +252,7 @@ class SessionCore:
             f"step must return a StepResult(obs: str, ..., info: dict), got {value!r:.200}"))
 
     def _deliver_step(self, session: Session, deliver: StepReply, value: Any) -> None:
-        deliver(self._stepped(session, value))
+        deliver(self.step_outcome(session, value))
 
     def _was_reset(self, session: Session, limit: int | None, created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
