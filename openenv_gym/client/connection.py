@@ -37,6 +37,7 @@ from openenv_gym.errors import (
 )
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
+from openenv_gym.runtime.eager import start_eagerly
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,12 @@ class Connection:
         return self._closed_reason is not None
 
     def _send_frame(self, frame: bytes) -> None:
-        self._loop.create_task(self._ws.send(frame, text=True)).add_done_callback(_log_send_failure)
+        try:  # written at once unless the connection is paused (backpressure)
+            done, task = start_eagerly(self._ws.send(frame, text=True))
+        except ConnectionClosed:
+            return
+        if not done:
+            task.add_done_callback(_log_send_failure)
 
     def _unencodable(self, message: dict, exc: Exception) -> None:
         """A request that cannot be sent is answered here, with the error, and left out of the frame."""

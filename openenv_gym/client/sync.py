@@ -18,16 +18,9 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from openenv_gym.client.transport import Transport
+from openenv_gym.runtime.loops import new_event_loop
 
 T = TypeVar("T")
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class Runner:

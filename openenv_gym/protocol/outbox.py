@@ -73,8 +73,16 @@ class Outbox:
         middle = len(messages) // 2
         return self._frames(messages[:middle]) + self._frames(messages[middle:])
 
+    def flush(self) -> None:
+        """Send what is queued now (the flush already scheduled then finds nothing to send)."""
+        if self._pending:
+            self._send_pending()
+
     def _flush(self) -> None:
         self._scheduled = False
+        self._send_pending()
+
+    def _send_pending(self) -> None:
         messages, self._pending = self._pending, []
         if self.closed or not messages:
             return

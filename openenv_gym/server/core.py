@@ -34,10 +34,10 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
+from openenv_gym.runtime.eager import continue_in_task, start_eagerly
 from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
 from openenv_gym.server.config import Limits
-from openenv_gym.server.eager import continue_in_task, start_eagerly
 from openenv_gym.server.sessions import Owner, Session, SessionCounter, new_session_id, short
 
 log = logging.getLogger(__name__)

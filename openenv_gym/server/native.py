@@ -12,10 +12,10 @@ from typing import Any
 
 from openenv_gym.errors import BadFrameError, BadRequestError, EnvError, ProtocolError, TooLargeError, UnknownOpError
 from openenv_gym.protocol import native as p
+from openenv_gym.runtime.eager import start_eagerly
 from openenv_gym.server.batch import StepColumns
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.core import ResetOutcome, SessionCore, StepOutcome
-from openenv_gym.server.eager import start_eagerly
 from openenv_gym.server.sessions import Owner
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,10 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
+from openenv_gym.runtime.loops import run
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.sessions import SessionCounter
-from openenv_gym.server.worker import Worker, listen_socket, run_event_loop
+from openenv_gym.server.worker import Worker, listen_socket
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready)
     counter = SessionCounter(config.limits.max_sessions, slots, index, lock)
     worker = Worker(config, counter)
     sock = listen_socket(config.host, port)
-    run_event_loop(worker.run(sock, ready.release))
+    run(worker.run(sock, ready.release))
 
 
 def run_workers(config: ServeConfig, on_ready: Callable[[int], None]) -> None:
@@ -33,7 +34,7 @@ def run_workers(config: ServeConfig, on_ready: Callable[[int], None]) -> None:
     port = reserved.getsockname()[1]
     if config.workers == 1:
         worker = Worker(config, SessionCounter(config.limits.max_sessions))
-        run_event_loop(worker.run(reserved, lambda: on_ready(port)))
+        run(worker.run(reserved, lambda: on_ready(port)))
         return
     _supervise(config, port, on_ready)
     reserved.close()

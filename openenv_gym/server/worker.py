@@ -17,6 +17,7 @@ from openenv_gym.errors import EnvError
 from openenv_gym.manifests import find_manifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
+from openenv_gym.runtime.eager import start_eagerly
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
@@ -83,13 +84,19 @@ class Worker:
         loop = asyncio.get_running_loop()
 
         def send(frame: bytes) -> None:
-            loop.create_task(connection.send(frame, text=True)).add_done_callback(_log_send_failure)
+            try:
+                done, task = start_eagerly(connection.send(frame, text=True))  # written at once unless paused
+            except ConnectionClosed:
+                return
+            if not done:
+                task.add_done_callback(_log_send_failure)
 
         outbox = Outbox(send, loop.call_soon, _unencodable)
         peer = self.native.connect(outbox.put)
         try:
             async for data in connection:
                 self.native.handle_frame(peer, data)
+                outbox.flush()  # what was answered inline leaves now, a loop turn sooner
         except ConnectionClosed:
             pass
         finally:
@@ -129,13 +136,3 @@ class Worker:
             await stop.wait()
             housekeeping.cancel()
         self.core.shutdown()
-
-
-def run_event_loop(main) -> None:
-    """Run a coroutine on uvloop when it is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-    else:
-        uvloop.run(main)
