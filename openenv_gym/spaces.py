@@ -24,7 +24,21 @@ def _random_text(rng: np.random.Generator, min_length: int, max_length: int, cha
     return "".join(charset[i] for i in rng.integers(0, len(charset), size=length))
 
 
-class UnicodeText(Space[str]):
+class _UnflattenedSpace(Space[Any]):
+    """What both spaces share: their members are not numpy arrays, and spaces are equal by `_identity()`."""
+
+    def _identity(self) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._identity() == self._identity()  # type: ignore[attr-defined]
+
+
+class UnicodeText(_UnflattenedSpace):
     """Any Unicode string of min_length..max_length characters."""
 
     def __init__(self, max_length: int = DEFAULT_MAX_LENGTH, *, min_length: int = 0,
@@ -42,16 +56,11 @@ class UnicodeText(Space[str]):
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
+    def _identity(self) -> tuple:
+        return self.min_length, self.max_length
 
     def __repr__(self) -> str:
         return f"UnicodeText({self.min_length}, {self.max_length})"
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, UnicodeText) and self.min_length == other.min_length
-                and self.max_length == other.max_length)
 
 
 def sample_from_schema(schema: dict[str, Any], rng: np.random.Generator) -> Any:
@@ -82,7 +91,7 @@ def sample_arguments(schema: dict[str, Any], rng: np.random.Generator) -> dict[s
             if name in required or rng.random() < 0.5}
 
 
-class ToolCallSpace(Space[Any]):
+class ToolCallSpace(_UnflattenedSpace):
     """Model text, or a tool call `{"name": str, "arguments": dict}` for one of `tools`."""
 
     def __init__(self, tools: list[dict[str, Any]], max_length: int = DEFAULT_MAX_LENGTH,
@@ -108,15 +117,11 @@ class ToolCallSpace(Space[Any]):
         return (isinstance(x, dict) and isinstance(x.get("name"), str)
                 and isinstance(x.get("arguments", {}), dict))
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
+    def _identity(self) -> tuple:
+        return (self.tools,)
 
     def __repr__(self) -> str:
         return f"ToolCallSpace({self.tool_names})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ToolCallSpace) and self.tools == other.tools
 
 
 def spaces_for(description: dict[str, Any]) -> tuple[Space, Space]:
