@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 from openenv_gym.errors import OpenEnvGymError
@@ -41,9 +42,7 @@ def self_requirement() -> list[str]:
     root = PACKAGE_DIR.parent
     if (root / "pyproject.toml").is_file():
         return ["-e", str(root)]
-    from openenv_gym import __version__
-
-    return [f"openenv-gym=={__version__}"]
+    return [f"openenv-gym=={version('openenv-gym')}"]
 
 
 def venv_path(manifest: BaseManifest) -> Path:

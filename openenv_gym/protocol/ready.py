@@ -10,14 +10,13 @@ The pipe closing without a ready line means the server did not start (its error 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import orjson
 
 
-def write_status(fd: int, **status: Any) -> None:
-    os.write(fd, orjson.dumps(status) + b"\n")
+def status_line(**status: Any) -> bytes:
+    return orjson.dumps(status) + b"\n"
 
 
 def read_status(line: bytes) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from openenv_gym.errors import ServerStartError
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path, venv_ready
-from openenv_gym.protocol.ready import read_status, write_status
+from openenv_gym.protocol.ready import read_status, status_line
 from openenv_gym.server.config import Limits, ServeConfig
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     manifest = find_manifest(env)
     if needs_venv(manifest) and not in_venv(venv_path(manifest)):
         if ready_fd is not None and not venv_ready(manifest):
-            write_status(ready_fd, building=str(venv_path(manifest)))
+            os.write(ready_fd, status_line(building=str(venv_path(manifest))))
         _run_in(str(ensure_venv(manifest)), settings, on_ready)
         return
     if exit_with_stdin:
@@ -64,7 +64,7 @@ def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | No
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"ws://{host}:{port}"
     if ready_fd is not None:
-        write_status(ready_fd, ready=url, workers=config.workers, pid=os.getpid())
+        os.write(ready_fd, status_line(ready=url, workers=config.workers, pid=os.getpid()))
         os.close(ready_fd)
     elif on_ready is not None:
         on_ready(url)
