@@ -57,7 +57,8 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
                          env_args=env_args or {})
     from openenv_gym.server.supervisor import run_workers
 
-    run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd))
+    run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),
+                private_fds=() if ready_fd is None else (ready_fd,))
 
 
 def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | None, ready_fd: int | None) -> None:

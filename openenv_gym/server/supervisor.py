@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -21,26 +22,29 @@ from openenv_gym.server.worker import Worker, listen_socket
 log = logging.getLogger(__name__)
 
 
-def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready) -> None:
+def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready, private_fds: tuple[int, ...]) -> None:
+    for fd in private_fds:  # forked with the supervisor's: a pipe held here would never tell its reader we ended
+        os.close(fd)
     counter = SessionCounter(config.limits.max_sessions, slots, index, lock)
     worker = Worker(config, counter)
     sock = listen_socket(config.host, port)
     run(worker.run(sock, ready.release))
 
 
-def run_workers(config: ServeConfig, on_ready: Callable[[int], None]) -> None:
-    """Serve until SIGTERM or SIGINT; `on_ready(port)` once every worker listens."""
+def run_workers(config: ServeConfig, on_ready: Callable[[int], None], private_fds: tuple[int, ...] = ()) -> None:
+    """Serve until SIGTERM or SIGINT; `on_ready(port)` once every worker listens. `private_fds` stay with this
+    process: worker processes close them."""
     reserved = listen_socket(config.host, config.port)
     port = reserved.getsockname()[1]
     if config.workers == 1:
         worker = Worker(config, SessionCounter(config.limits.max_sessions))
         run(worker.run(reserved, lambda: on_ready(port)))
         return
-    _supervise(config, port, on_ready)
+    _supervise(config, port, on_ready, private_fds)
     reserved.close()
 
 
-def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None]) -> None:
+def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], private_fds: tuple[int, ...]) -> None:
     # fork: workers start in milliseconds and share no named semaphores with a resource tracker
     context = multiprocessing.get_context("fork")
     slots = context.Array("q", config.workers, lock=False)
@@ -50,7 +54,7 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None]) 
 
     def start(index: int) -> multiprocessing.Process:
         process = context.Process(target=_worker_main, name=f"openenv-worker-{index}",
-                                  args=(config, port, index, slots, lock, ready), daemon=True)
+                                  args=(config, port, index, slots, lock, ready, private_fds), daemon=True)
         process.start()
         return process
 
