@@ -68,7 +68,8 @@ def test_a_missing_manifest_says_what_a_folder_needs(tmp_path):
         load_manifest(tmp_path)
 
 
-def test_a_broken_import_is_skipped_with_a_warning_naming_it(tmp_path):
+def test_a_broken_import_is_skipped_with_a_warning_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENENV_GYM_HOME", str(tmp_path / "home"))  # a registry of its own
     write_files(tmp_path / "out", {"good/openenv.toml": ECHO_LIKE.replace("mine", "good"),
                                    "bad/openenv.toml": ECHO_LIKE + "typo_key = 1\n"})
     record_dir(tmp_path / "out")
