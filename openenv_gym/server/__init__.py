@@ -5,7 +5,8 @@
 - supervisor.py: worker processes sharing one port; worker.py: one of them, its sockets and front ends;
 - core.py:       the session core: sessions, episodes, limits, timeouts, reaping, batch steps (no wire format);
 - native.py:     the native protocol front end; http.py: the plain HTTP routes;
-- sessions.py, eager.py, blocking.py, catalog.py: what the core and the front ends are built from.
+- batch.py: many sessions stepped at once, answered in columns;
+- sessions.py, blocking.py, catalog.py: what the core and the front ends are built from.
 """
 
 from openenv_gym.server.config import Limits, ServeConfig

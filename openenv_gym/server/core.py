@@ -7,7 +7,7 @@ protocol, OpenEnv's, plain HTTP) turn their messages into calls of `reset`, `ste
 typed ProtocolError; what an environment does (a result, a refusal, an exception, a hang) arrives through
 the request's reply callback, exactly once.
 
-Cheap steps run inline (see eager.py); a step that has to wait runs in a task bounded by the step
+Cheap steps run inline (see runtime/eager.py); a step that has to wait runs in a task bounded by the step
 timeout. An exception or a timeout inside one session ends that session with a typed error and touches
 nothing else.
 """
