@@ -105,9 +105,10 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                 continue
             if driver.detached:
                 return result
-            if (type(result) is StepResult and type(result.obs) is str and type(result.info) is dict
-                    and type(result.reward) is float and type(result.terminated) is bool
-                    and type(result.truncated) is bool):
+            # a well-formed result (`x.__class__ is T`: the cheapest exact type check, this is the hot path)
+            if (result.__class__ is StepResult and result.obs.__class__ is str and result.info.__class__ is dict
+                    and result.reward.__class__ is float and result.terminated.__class__ is bool
+                    and result.truncated.__class__ is bool):
                 obs[index], rewards[index], infos[index] = result.obs, result.reward, result.info
                 terminated[index] = result.terminated
                 truncated[index] = session.count(result.terminated, result.truncated)
