@@ -1,6 +1,7 @@
 """The session core in process: no sockets and no wire format, only calls in and replies out."""
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -44,6 +45,16 @@ class Scripted(Environment):
 
     async def close(self):
         Scripted.closed += 1
+
+
+class Threaded(Environment):
+    """Steps through asyncio.to_thread, as the ORS adapter calls plain-def methods of ORS classes."""
+
+    async def reset(self, *, seed=None, options=None):
+        return ResetResult("ready")
+
+    async def step(self, action):
+        return StepResult(await asyncio.to_thread(lambda: threading.current_thread().name))
 
 
 class Blocking(Environment):
@@ -245,5 +256,16 @@ def test_blocking_environments_run_in_threads():
             quick += 1
         assert (await sleeping).obs == "slept 0.2" and quick > 3  # the loop kept serving meanwhile
         core.shutdown()
+
+    run(main())
+
+
+def test_to_thread_calls_use_the_cores_threads():
+    """--threads bounds the threads of plain-def methods and of asyncio.to_thread calls alike."""
+
+    async def main():
+        core = core_of(Threaded)
+        calls = Calls(core, Owner())
+        assert (await calls.step(await calls.session(), "x")).obs.startswith("openenv-env")
 
     run(main())

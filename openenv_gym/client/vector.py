@@ -202,7 +202,8 @@ class AsyncVectorClient:
         self._want = count
         self._waiter = asyncio.get_running_loop().create_future()
         try:
-            await asyncio.wait_for(self._waiter, timeout)
+            async with asyncio.timeout(timeout):
+                await self._waiter
         except TimeoutError:
             return False
         finally:

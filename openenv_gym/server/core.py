@@ -53,7 +53,9 @@ class SessionCore:
                  threads: int) -> None:
         self.description = factory.describe()
         self.default_limit: int | None = self.description.get("max_steps")
+        self.loop = asyncio.get_running_loop()
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="openenv-env")
+        self.loop.set_default_executor(self.executor)  # asyncio.to_thread (the ORS adapter's) uses the same threads
         if isinstance(factory, type) and is_blocking(factory):
             self.factory: Callable[[], Any] = lambda: OffLoop(factory(), self.executor)
         else:
@@ -61,7 +63,6 @@ class SessionCore:
         self.limits = limits
         self.counter = counter
         self.sessions: dict[str, Session] = {}  # every session of this worker, for the reaper
-        self.loop = asyncio.get_running_loop()
 
     # -- requests ------------------------------------------------------------------------------
 
