@@ -5,9 +5,11 @@ import threading
 import time
 
 import pytest
-from conftest import run
+from conftest import env_path, run
 
 from openenv_gym import Environment, ResetResult, StepResult, errors
+from openenv_gym.adapters import load_factory
+from openenv_gym.manifests import find_manifest
 from openenv_gym.server.config import Limits
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.sessions import Owner, SessionCounter
@@ -57,20 +59,10 @@ class Threaded(Environment):
         return StepResult(await asyncio.to_thread(lambda: threading.current_thread().name))
 
 
-class Blocking(Environment):
-    name = "blocking"
-
-    def reset(self, *, seed=None, options=None):
-        return ResetResult("ready")
-
-    def step(self, action):
-        time.sleep(float(action))
-        return StepResult(f"slept {action}")
-
-
-def core_of(env_class=Scripted, max_sessions=100, step_timeout=1.0) -> SessionCore:
+def calls_of(factory=Scripted, max_sessions=100, step_timeout=1.0) -> "Calls":
+    """A core of `factory` (run in the running loop) and an owner to call it as."""
     limits = Limits(max_sessions=max_sessions, step_timeout=step_timeout, idle_timeout=0.2)
-    return SessionCore(env_class, limits, SessionCounter(max_sessions), threads=2)
+    return Calls(SessionCore(factory, limits, SessionCounter(max_sessions), threads=2), Owner())
 
 
 class Calls:
@@ -102,8 +94,8 @@ class Calls:
 
 def test_sessions_are_created_by_reset_and_bound_to_their_owner():
     async def main():
-        core = core_of()
-        mine, theirs = Calls(core, Owner()), Calls(core, Owner())
+        mine = calls_of()
+        core, theirs = mine.core, Calls(mine.core, Owner())
         sid, outcome = await mine.reset(seed=3)
         assert outcome.obs == "ready" and outcome.info == {"seed": 3} and len(sid) >= 22
         assert (await mine.step(sid, "hi")).obs == "hi"
@@ -122,8 +114,8 @@ def test_sessions_are_created_by_reset_and_bound_to_their_owner():
 
 def test_the_step_limit_truncates_and_there_is_no_auto_reset():
     async def main():
-        core = core_of()
-        calls = Calls(core, Owner())
+        calls = calls_of()
+        core = calls.core
         sid = await calls.session()
         results = [await calls.step(sid, "x") for _ in range(4)]  # the env's own limit: 4
         assert [r.truncated for r in results] == [False, False, False, True]
@@ -141,8 +133,8 @@ def test_the_step_limit_truncates_and_there_is_no_auto_reset():
 
 def test_an_exception_ends_only_its_session_and_a_refusal_ends_none():
     async def main():
-        core = core_of()
-        calls = Calls(core, Owner())
+        calls = calls_of()
+        core = calls.core
         bad, good = await calls.session(), await calls.session()
         closed = Scripted.closed
         outcome = await calls.step(bad, "raise")
@@ -162,8 +154,8 @@ def test_an_exception_ends_only_its_session_and_a_refusal_ends_none():
 
 def test_waiting_steps_run_in_tasks_and_hung_ones_time_out():
     async def main():
-        core = core_of(step_timeout=0.3)
-        calls = Calls(core, Owner())
+        calls = calls_of(step_timeout=0.3)
+        core = calls.core
         waiting, hung, other = await calls.session(), await calls.session(), await calls.session()
         pending = asyncio.ensure_future(calls.step(waiting, "wait"))
         with pytest.raises(errors.BadRequestError, match="still answering"):  # one request at a time
@@ -181,8 +173,8 @@ def test_waiting_steps_run_in_tasks_and_hung_ones_time_out():
 
 def test_steps_in_columns_one_entry_at_a_time_each_as_a_step():
     async def main():
-        core = core_of(step_timeout=0.3)
-        calls = Calls(core, Owner())
+        calls = calls_of(step_timeout=0.3)
+        core = calls.core
         a, b, c, d, e = [await calls.session() for _ in range(5)]
         columns = await calls.steps([a, "nope", b, None, c, [1], d, e],
                                     ["x", "y", 42, "z", "raise", "w", "wait", "hang"])
@@ -199,8 +191,8 @@ def test_steps_in_columns_one_entry_at_a_time_each_as_a_step():
 
 def test_a_waiting_entry_does_not_hold_back_the_others():
     async def main():
-        core = core_of()
-        calls = Calls(core, Owner())
+        calls = calls_of()
+        core = calls.core
         sessions = [await calls.session() for _ in range(3)]
         answered = []
         core.step_many(calls.owner, sessions, ["wait", "b", "c"], answered.append)
@@ -215,8 +207,8 @@ def test_a_waiting_entry_does_not_hold_back_the_others():
 
 def test_closing_a_busy_session_still_answers_its_request():
     async def main():
-        core = core_of()
-        calls = Calls(core, Owner())
+        calls = calls_of()
+        core = calls.core
         sid = await calls.session()
         pending = asyncio.ensure_future(calls.step(sid, "hang"))
         await asyncio.sleep(0.01)
@@ -230,8 +222,8 @@ def test_closing_a_busy_session_still_answers_its_request():
 
 def test_capacity_idle_reaping_and_a_dropped_owner():
     async def main():
-        core = core_of(max_sessions=2)
-        calls = Calls(core, Owner())
+        calls = calls_of(max_sessions=2)
+        core = calls.core
         first, second = await calls.session(), await calls.session()
         with pytest.raises(errors.CapacityError, match="maximum of 2 sessions"):
             core.reset(calls.owner, None, None, None, lambda sid, outcome: None)
@@ -246,8 +238,8 @@ def test_capacity_idle_reaping_and_a_dropped_owner():
 
 def test_blocking_environments_run_in_threads():
     async def main():
-        core = core_of(Blocking)
-        calls = Calls(core, Owner())
+        calls = calls_of(load_factory(find_manifest(env_path("blocking"))))
+        core = calls.core
         slow, fast = await calls.session(), await calls.session()
         sleeping = asyncio.ensure_future(calls.step(slow, "0.2"))
         quick = 0
@@ -264,8 +256,7 @@ def test_to_thread_calls_use_the_cores_threads():
     """--threads bounds the threads of plain-def methods and of asyncio.to_thread calls alike."""
 
     async def main():
-        core = core_of(Threaded)
-        calls = Calls(core, Owner())
+        calls = calls_of(Threaded)
         assert (await calls.step(await calls.session(), "x")).obs.startswith("openenv-env")
 
     run(main())
