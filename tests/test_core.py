@@ -119,7 +119,7 @@ def test_the_step_limit_truncates_and_there_is_no_auto_reset():
         sid = await calls.session()
         results = [await calls.step(sid, "x") for _ in range(4)]  # the env's own limit: 4
         assert [r.truncated for r in results] == [False, False, False, True]
-        with pytest.raises(errors.NoEpisodeError, match="no running episode"):
+        with pytest.raises(errors.NoEpisodeError, match="no episode is running"):
             core.step(calls.owner, sid, "x", lambda outcome: None)
         short = await calls.session(max_steps=2)  # the reset option overrides it
         assert [(await calls.step(short, "x")).truncated for _ in range(2)] == [False, True]

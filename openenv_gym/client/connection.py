@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, TransportSession
 from openenv_gym.episode.results import Action
-from openenv_gym.episode.state import ends_session
+from openenv_gym.episode.state import Episode, ends_session
 from openenv_gym.errors import (
     ConnectionLostError,
     InvalidActionError,
@@ -326,7 +326,7 @@ class Session(TransportSession):
 
     async def state(self) -> dict[str, Any]:
         if self.id is None:
-            return {"session": None, "running": False, "steps": 0, "max_steps": None}
+            return Episode().state(None)  # never reset, or ended by the server: nothing runs
         state = await self._request(p.state_request(self.connection.next_id(), self.id))
         del state["id"]
         return state

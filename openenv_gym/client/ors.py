@@ -253,8 +253,7 @@ class OrsSession(TransportSession):
         return result.obs, result.reward, result.terminated, truncated, result.info
 
     async def state(self) -> dict[str, Any]:
-        episode = self.episode
-        return {"session": self.id, "running": episode.live, "steps": episode.steps, "max_steps": episode.limit}
+        return self.episode.state(self.id)
 
     async def close(self) -> None:
         """Delete the ORS session (if one is open). Idempotent."""

@@ -26,8 +26,8 @@ from openenv_gym.client.results import VectorResult, joined, merged
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
-from openenv_gym.episode.state import failure_outcome
-from openenv_gym.errors import CapacityError, NoEpisodeError, OpenEnvGymError, RequestTimeoutError
+from openenv_gym.episode.state import failure_outcome, no_episode
+from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError
 
 Ids = Sequence[int] | np.ndarray | None
 _STEP, _RESET = 0, 1
@@ -143,8 +143,7 @@ class AsyncVectorClient:
             raise ValueError(f"got {len(actions)} actions for {len(envs)} envs")
         if not (self.live if envs is self._all_ids else self.live[envs]).all():
             ended = [i for i in envs if not self.live[i]]
-            raise NoEpisodeError(f"envs {ended[:5]} have no running episode (never reset, or ended); "
-                                 "reset them before stepping")
+            raise no_episode(f"envs {ended[:5]}", "reset them before stepping")
         return actions
 
     def _send(self, kind: int, envs: list[int], values: Sequence[Any], options: dict | None = None,

@@ -46,6 +46,10 @@ class Episode:
         if not self.live:
             raise no_episode(subject)
 
+    def state(self, session: str | None) -> dict[str, Any]:
+        """What is known of a session's episode, as `state` answers it."""
+        return {"session": session, "running": self.live, "steps": self.steps, "max_steps": self.limit}
+
     def count(self, terminated: bool, truncated: bool) -> bool:
         """Count an answered step (invalid actions count too); return `truncated`, which the limit may set."""
         self.steps += 1
@@ -56,9 +60,8 @@ class Episode:
         return truncated
 
 
-def no_episode(subject: str) -> NoEpisodeError:
-    return NoEpisodeError(f"{subject} has no running episode (it ended, or was never reset); "
-                          "call reset to start one")
+def no_episode(subject: str, what_to_do: str = "call reset to start one") -> NoEpisodeError:
+    return NoEpisodeError(f"{subject}: no episode is running (it ended, or was never reset); {what_to_do}")
 
 
 def ends_session(error: BaseException) -> bool:

@@ -92,7 +92,7 @@ class SessionCore:
     def state(self, owner: Owner, session_id: Any) -> dict[str, Any]:
         """What is known of a session: whether an episode runs, its steps so far and its step limit."""
         session = self._owned(owner, session_id)
-        return {"session": session.id, "running": session.live, "steps": session.steps, "max_steps": session.limit}
+        return session.state(session.id)
 
     def close(self, owner: Owner, session_id: Any) -> None:
         self.end(self._owned(owner, session_id))
