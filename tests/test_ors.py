@@ -230,3 +230,15 @@ def test_make_vec_against_a_remote_ors_server(openreward_server):
     obs, *_ = envs.step(["ignored"] * 3)  # NEXT_STEP autoreset starts new episodes
     assert all(o.startswith("What is") or o == "Capital of France?" for o in obs)
     envs.close()
+
+
+def test_cli_bench_drives_a_remote_ors_server(openreward_server):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "bench", "openenv/ors", "--base-url", openreward_server,
+                           "--env", "answerenv", "--num-envs", "2", "--seconds", "0.3",
+                           "--action", '{"name": "explain", "arguments": {}}'],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "openenv/ors on http://127.0.0.1:" in done.stdout and "n/a (remote)" in done.stdout

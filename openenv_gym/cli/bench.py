@@ -42,6 +42,8 @@ def add_bench(commands: argparse._SubParsersAction) -> None:
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("env_id", help="a gym id (openenv/echo, openenv/ors-myenv, ...) or an environment name")
     bench.add_argument("--base-url", nargs="+", help="running servers to use (default: start a local one)")
+    bench.add_argument("--env", help="the environment's name on the servers, for ids that drive any server "
+                                     "(openenv/ors)")
     bench.add_argument("--num-envs", type=positive_int, nargs="+", default=[64, 1024],
                        help="session counts to measure (default 64 1024)")
     bench.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
@@ -66,13 +68,13 @@ def _actions(envs: Any, given: str | None) -> list[Any]:
 
 
 def measure(env_id: str, sessions: int, base_url: list[str] | str, seconds: float, action: str | None,
-            server_pid: int | None) -> Row:
+            server_pid: int | None, env: str | None = None) -> Row:
     import gymnasium as gym
 
     from openenv_gym.cli.procinfo import tree_rss
 
     idle = tree_rss(server_pid) if server_pid else 0
-    envs = gym.make_vec(env_id, num_envs=sessions, base_url=base_url)
+    envs = gym.make_vec(env_id, num_envs=sessions, base_url=base_url, **({"env": env} if env else {}))
     try:
         envs.reset(seed=0)
         held = (tree_rss(server_pid) - idle) / sessions if server_pid else None
@@ -122,7 +124,7 @@ def run_bench(args: argparse.Namespace) -> None:
     server = None if args.base_url else _local_server(env_id, args.workers, max(args.num_envs))
     try:
         urls = args.base_url or server.url
-        rows = [measure(env_id, n, urls, args.seconds, args.action, server.process.pid if server else None)
+        rows = [measure(env_id, n, urls, args.seconds, args.action, server.process.pid if server else None, args.env)
                 for n in tqdm(args.num_envs, desc="bench", unit="size", leave=False)]
     finally:
         if server is not None:
