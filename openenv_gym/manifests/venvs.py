@@ -76,7 +76,7 @@ def ensure_venv(manifest: BaseManifest) -> Path:
               f"{', '.join(manifest.dependencies)} in {venv} (first use only; cached by its dependencies)",
               file=sys.stderr, flush=True)
         steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-                 [str(python_of(venv)), "-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check",
+                 [str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                   *self_requirement(), *manifest.dependencies]]
         for command in steps:
             try:
