@@ -140,8 +140,8 @@ def measure_openenv(python: Path, sessions: int, workers: int, async_env: bool, 
     command = [str(python), str(HERE / "openenv_peer.py"), "--sessions", str(sessions), "--steps", str(steps),
                "--workers", str(workers)] + (["--async-env"] if async_env else [])
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    name = f"OpenEnv {OPENENV_VERSION} " + (f"tuned (async env, {workers} workers)" if async_env
-                                            else "template (sync env, 1 worker)")
+    name = f"OpenEnv {OPENENV_VERSION} " + (f"tuned (async env, {workers} worker{'s' * (workers > 1)})"
+                                            if async_env else "template (sync env, 1 worker)")
     if done.returncode != 0 or not done.stdout.strip():
         print(f"{name} at {sessions} sessions failed:\n{done.stderr[-2000:]}", file=sys.stderr)
         return Row(name, sessions, 0.0, float("nan"), float("nan"), errors=-1)
