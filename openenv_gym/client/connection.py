@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from bisect import bisect_left, bisect_right, insort
 from typing import Any, Protocol
 
 import orjson
@@ -105,7 +106,8 @@ class Connection:
         self._ws = ws
         self._loop = asyncio.get_running_loop()
         self._pending: dict[int, asyncio.Future] = {}
-        self._batches: list[_Batch] = []
+        self._batches: dict[int, _Batch] = {}  # by first id
+        self._starts: list[int] = []  # their first ids, ascending: a batch is found by bisection
         self._next_id = 1
         self._outbox = Outbox(self._send_frame, self._loop.call_soon, self._unencodable, max_frame_bytes)
         self._closed_reason: str | None = None
@@ -153,7 +155,7 @@ class Connection:
             self._closed_reason = reason
             self._outbox.closed = True
             lost = ConnectionLostError(f"{reason}; the sessions of this connection are gone")
-            batches, self._batches = self._batches, []
+            batches, self._batches, self._starts = list(self._batches.values()), {}, []
             for batch in batches:
                 batch.fail_unanswered(lost)
             pending, self._pending = self._pending, {}
@@ -221,29 +223,35 @@ class Connection:
             return
         batch.remaining -= len(offsets)
         if batch.remaining == 0:
-            self._batches.remove(batch)
+            self._forget(batch)
         batch.sink.answer(offsets, answers)
 
     def _batch_of(self, rid: object) -> _Batch | None:
         if type(rid) is int:
-            for batch in self._batches:
-                if batch.start <= rid < batch.stop:
+            index = bisect_right(self._starts, rid) - 1
+            if index >= 0:
+                batch = self._batches[self._starts[index]]
+                if rid < batch.stop:
                     return batch
         return None
+
+    def _forget(self, batch: _Batch) -> None:
+        if self._batches.pop(batch.start, None) is not None:
+            del self._starts[bisect_left(self._starts, batch.start)]
 
     def submit_batch(self, messages: list[dict], start: int, sink: BatchSink) -> _Batch:
         """Send requests whose ids are start, start+1, ...; their answers go to `sink` by offset."""
         if self._closed_reason is not None:
             raise ConnectionLostError(f"{self._closed_reason}; open a new connection")
         batch = _Batch(start, start + len(messages), sink)
-        self._batches.append(batch)
+        self._batches[start] = batch
+        insort(self._starts, start)
         self._outbox.put_many(messages)
         return batch
 
     def forget_batch(self, batch: _Batch) -> None:
         """Stop routing answers to `batch` (its caller gave up waiting); late answers are dropped."""
-        if batch in self._batches:
-            self._batches.remove(batch)
+        self._forget(batch)
 
     def submit(self, message: dict) -> asyncio.Future:
         """Queue one request and return the future of its raw response."""

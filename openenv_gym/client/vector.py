@@ -63,7 +63,8 @@ class AsyncVectorClient:
         self._placement: list[Group] = []
         self._ready: list[Chunk] = []
         self._ready_count = 0
-        self._pending: list[Pending] = []
+        self._pending: list[Pending] = []  # batches in flight, for gather() to abandon when time is up
+        self._prune_at = 64
         self._waiter: asyncio.Future | None = None
         self._want = 0
 
@@ -131,6 +132,8 @@ class AsyncVectorClient:
     def _groups(self, envs: list[int]) -> list[Group]:
         if envs is self._all_ids:
             return self._placement
+        if len(self.transports) == 1:
+            return [(self.transports[0], envs, [self.sessions[env] for env in envs])]
         by_transport: dict[int, tuple[list[int], list[TransportSession]]] = {}
         for env in envs:
             group_envs, group = by_transport.setdefault(self.transport_of[env], ([], []))
@@ -327,7 +330,9 @@ class AsyncVectorClient:
         ids = self._all_array if envs == self._all_ids else np.asarray(envs, dtype=np.int64)
         self.in_flight[ids] = False
         self.live[ids] = alive
-        self._pending = [pending for pending in self._pending if not pending.done]
+        if len(self._pending) > self._prune_at:  # now and then: EnvPool-style sends leave one per call
+            self._pending = [pending for pending in self._pending if not pending.done]
+            self._prune_at = 2 * len(self._pending) + 64
         result = VectorResult(ids, obs, np.array(rewards, dtype=np.float64), term, trunc, infos, errors)
         return result if order is None or envs == order else joined([result], order)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -53,7 +54,7 @@ class ToolListing:
         return cls([tool_spec(t) for t in listed["tools"]],
                    None if terminal is None else {"name": terminal["name"], "arg": terminal.get("arg")})
 
-    @property
+    @cached_property  # asked at every step
     def names(self) -> set[str]:
         return {t["name"] for t in self.tools} | ({self.terminal["name"]} if self.terminal else set())
 
