@@ -12,7 +12,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from openenv_gym.client.connection import Connection, Session, connect
+from openenv_gym.client.connection import Connection, Session
+from openenv_gym.client.handshake import connect
 from openenv_gym.client.local import check_env_args, local_server_url
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Reply, Transport
 from openenv_gym.episode.results import Action
