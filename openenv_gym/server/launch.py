@@ -26,8 +26,6 @@ from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_p
 from openenv_gym.protocol.ready import read_status, status_line
 from openenv_gym.server.config import Limits, ServeConfig
 
-log = logging.getLogger(__name__)
-
 
 def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.port, workers: int | None = None,
           max_sessions: int = Limits.max_sessions, token: str | None = None,
@@ -55,7 +53,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes), threads=threads,
                          env_args=env_args or {})
-    from openenv_gym.server.supervisor import run_workers
+    from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
     run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),
                 private_fds=() if ready_fd is None else (ready_fd,))
