@@ -26,11 +26,6 @@ class VectorResult:
         return len(self.ids)
 
 
-def reordered(result: VectorResult, envs: list[int]) -> VectorResult:
-    """The same result with its entries in the order of `envs`."""
-    return joined([result], envs)
-
-
 def joined(parts: list[VectorResult], envs: list[int]) -> VectorResult:
     """Results for disjoint sets of envs, joined into one ordered like `envs`."""
     ids = [env for part in parts for env in part.ids.tolist()]
