@@ -74,16 +74,32 @@ class SessionCore:
         session = self._open(owner) if created else self._idle_session(owner, session_id)
         session.live = False
         session.last_active = self.loop.time()
-        self._run(session, partial(session.env.reset, seed=seed, options=options),
-                  partial(self._was_reset, session, limit, created, reply))
+        done = partial(self._was_reset, session, limit, created, reply)
+        try:  # inline until the environment first waits
+            finished, value = start_eagerly(session.env.reset(seed=seed, options=options))
+        except Exception as exc:
+            finished, value = True, exc
+        if finished:
+            done(value)
+        else:
+            self._watch(session, value, done)
 
     def step(self, owner: Owner, session_id: Any, action: Any, reply: StepReply) -> None:
+        # the cheap test of "this step can run" (batch.py makes it too); refuse_step says why not
         session = owner.sessions.get(session_id) if type(session_id) is str else None
         if session is None or not session.live or session.task is not None or (
                 type(action) is not str and type(action) is not dict):
             raise self.refuse_step(owner, session_id, action)
         session.last_active = self.loop.time()
-        self._run(session, partial(session.env.step, action), partial(self._deliver_step, session, reply))
+        try:  # inline until the environment first waits; written out, as this is the per-request hot path
+            coro = session.env.step(action)
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            reply(self.step_outcome(session, stop.value))
+        except Exception as exc:
+            reply(self.step_outcome(session, exc))
+        else:
+            self.continue_step(session, coro, yielded, reply)
 
     def step_many(self, owner: Owner, session_ids: list, actions: list, reply: Callable[[StepColumns], None]) -> None:
         """Step many sessions at once; `reply(columns)` when every entry is answered (see batch.py)."""
@@ -183,25 +199,12 @@ class SessionCore:
 
     # -- running environment code --------------------------------------------------------------
 
-    def _run(self, session: Session, call: Callable[[], Coroutine], done: Callable[[Any], None]) -> None:
-        """Call environment code and give `done` its value or exception: inline until the code first waits
-        (most never do), then in a task bounded by the step timeout."""
-        try:
-            coro = call()
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            done(stop.value)
-        except Exception as exc:
-            done(exc)
-        else:
-            self._continue(session, coro, yielded, done)
-
     def continue_step(self, session: Session, coro: Coroutine, yielded: Any, reply: StepReply) -> None:
         """Finish, in a task, a step whose code already ran up to its first wait (`yielded`)."""
-        self._continue(session, coro, yielded, partial(self._deliver_step, session, reply))
+        self._watch(session, continue_in_task(coro, yielded), partial(self._deliver_step, session, reply))
 
-    def _continue(self, session: Session, coro: Coroutine, yielded: Any, done: Callable[[Any], None]) -> None:
-        task = continue_in_task(coro, yielded)
+    def _watch(self, session: Session, task: asyncio.Task, done: Callable[[Any], None]) -> None:
+        """The session is busy with `task` until it ends, or the step timeout ends the session; then `done`."""
         session.task = task
         timer = self.loop.call_later(self.limits.step_timeout, self._time_out, session, task)
         task.add_done_callback(partial(self._finished, timer, session, done))
