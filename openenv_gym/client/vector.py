@@ -330,7 +330,9 @@ class AsyncVectorClient:
         ids = self._all_array if envs == self._all_ids else np.asarray(envs, dtype=np.int64)
         self.in_flight[ids] = False
         self.live[ids] = alive
-        if len(self._pending) > self._prune_at:  # now and then: EnvPool-style sends leave one per call
+        if not self.in_flight.any():  # let answers go at once: kept, they would weigh on the garbage collector
+            self._pending.clear()
+        elif len(self._pending) > self._prune_at:  # EnvPool-style sends leave one per call: drop the done now and then
             self._pending = [pending for pending in self._pending if not pending.done]
             self._prune_at = 2 * len(self._pending) + 64
         result = VectorResult(ids, obs, np.array(rewards, dtype=np.float64), term, trunc, infos, errors)
