@@ -36,12 +36,16 @@ _LAZY = {
     "UnicodeText": "openenv_gym.spaces",
     "ToolCallSpace": "openenv_gym.spaces",
     "serve": "openenv_gym.server.launch",
+    "rollouts": "openenv_gym.rollout.stream",
+    "OpenAIPolicy": "openenv_gym.rollout.openai",
+    "Reply": "openenv_gym.rollout.turns",
+    "Episode": "openenv_gym.rollout.records",
 }
 
 __all__ = [
-    "AsyncVectorClient", "Connection", "Environment", "RemoteEnv", "RemoteVectorEnv", "ResetResult", "Session",
-    "StepResult", "ToolCallSpace", "ToolEnvironment", "UnicodeText", "__version__", "connect", "invalid_action",
-    "register_all", "serve", "tool",
+    "AsyncVectorClient", "Connection", "Environment", "Episode", "OpenAIPolicy", "RemoteEnv", "RemoteVectorEnv",
+    "Reply", "ResetResult", "Session", "StepResult", "ToolCallSpace", "ToolEnvironment", "UnicodeText",
+    "__version__", "connect", "invalid_action", "register_all", "rollouts", "serve", "tool",
     *_error_names,
 ]
 
@@ -53,6 +57,10 @@ if TYPE_CHECKING:
     from openenv_gym.client.vector import AsyncVectorClient
     from openenv_gym.env import RemoteEnv
     from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+    from openenv_gym.rollout.openai import OpenAIPolicy
+    from openenv_gym.rollout.records import Episode
+    from openenv_gym.rollout.stream import rollouts
+    from openenv_gym.rollout.turns import Reply
     from openenv_gym.server.launch import serve
     from openenv_gym.spaces import ToolCallSpace, UnicodeText
     from openenv_gym.vector import RemoteVectorEnv

@@ -10,9 +10,9 @@ from enum import StrEnum
 
 __all__ = [
     "BadFrameError", "BadRequestError", "CapacityError", "ConnectionLostError", "EnvError", "EnvNotFoundError",
-    "ErrorCode", "InvalidActionError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError", "RequestTimeoutError",
-    "ServerStartError", "ServerUnreachableError", "StepTimeoutError", "TooLargeError", "UnauthorizedError",
-    "UnknownOpError", "UnknownSessionError",
+    "ErrorCode", "InvalidActionError", "ModelServerError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError",
+    "RequestTimeoutError", "ServerStartError", "ServerUnreachableError", "StepTimeoutError", "TooLargeError",
+    "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
 ]
 
 
@@ -109,6 +109,10 @@ class ServerStartError(OpenEnvGymError):
 
 class EnvNotFoundError(OpenEnvGymError, LookupError):
     """No shipped or imported environment has this name."""
+
+
+class ModelServerError(OpenEnvGymError):
+    """The model server a policy talks to refused a request or kept failing (after its retries)."""
 
 
 ERROR_CLASSES: dict[str, type[ProtocolError]] = {

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
-GYM_FACE = {"env", "vector", "registry", "spaces"}
+GYM_FACE = {"env", "vector", "registry", "spaces", "targets"}
 EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "server", "client", "gym",
-              "importers", "cli", "package"}
+              "rollout", "integrations", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
     "runtime": set(),
@@ -24,6 +24,8 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "server": {"errors", "runtime", "episode", "protocol", "manifests", "adapters"},
     "client": {"errors", "runtime", "episode", "protocol"},
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
+    "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
+    "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
     "importers": {"errors", "manifests"},
     "cli": EVERY_ROOM,
     "package": EVERY_ROOM,  # the public API: lazy names of every room

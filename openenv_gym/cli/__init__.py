@@ -1,4 +1,4 @@
-"""The `openenv-gym` command: serve | import | list | bench. A thin layer over the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -117,6 +117,7 @@ def _run_list(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
+    from openenv_gym.cli.rollout import add_rollout
 
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import(commands)
     _add_list(commands)
     add_bench(commands)
+    add_rollout(commands)
     return parser
 
 

@@ -1,0 +1,117 @@
+"""`openenv-gym rollout ENV_ID --base-url http://HOST/v1 --model NAME --episodes N`: play episodes of an
+environment with a model behind an OpenAI-compatible server, one JSON line per episode.
+
+A progress bar shows the episodes done, the mean reward and the env steps/s; a summary table follows. A model
+server error ends only its own episode (reported in the summary and in that episode's `error`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from tqdm import tqdm
+
+from openenv_gym.rollout import Episode, OpenAIPolicy, rollouts
+
+
+def add_rollout(commands: argparse._SubParsersAction) -> None:
+    from openenv_gym.cli import positive_int
+
+    parser = commands.add_parser("rollout", help="play episodes with a model behind an OpenAI-compatible server",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("env_id", help="a gym id: openenv/guess, openenv/ors-myenv, ...")
+    parser.add_argument("--base-url", required=True, help="the model server's OpenAI API root, e.g. http://HOST/v1")
+    parser.add_argument("--model", required=True, help="the model name the server serves")
+    parser.add_argument("--episodes", type=positive_int, required=True, help="how many episodes to play")
+    parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes played at once (default 64)")
+    parser.add_argument("--out", type=Path, help="write one JSON line per episode here (default: nowhere)")
+    parser.add_argument("--env-url", nargs="+", help="running env servers (default: start a local one)")
+    parser.add_argument("--env", help="the environment's name on the env servers, for openenv/ors")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode, +1 for each next (default 0)")
+    parser.add_argument("--split", help="play the tasks of this split in order (index 0, 1, ...)")
+    parser.add_argument("--max-turns", type=positive_int, help="truncate episodes after this many steps")
+    parser.add_argument("--system-prompt", help="a system message before each episode's first observation")
+    parser.add_argument("--max-concurrency", type=positive_int, default=64,
+                        help="model requests in flight at most (default 64)")
+    parser.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
+    parser.add_argument("--max-tokens", type=positive_int, help="tokens per model turn at most")
+    parser.add_argument("--api-key", help="bearer token of the model server (default $OPENAI_API_KEY)")
+    parser.set_defaults(run=run_rollout)
+
+
+def run_rollout(args: argparse.Namespace) -> None:
+    policy = OpenAIPolicy(args.base_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
+                          temperature=args.temperature, max_tokens=args.max_tokens)
+    tasks = None if args.split is None else ({"split": args.split, "index": i} for i in range(args.episodes))
+    stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, args.episodes), episodes=args.episodes,
+                      tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
+                      base_url=args.env_url, env=args.env)
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(args.out.open("wb")) if args.out else None
+        summary = asyncio.run(_play(stream, policy, args.episodes, out))
+    print(summary.table())
+    if not summary.returns:
+        sys.exit("openenv-gym rollout: no episode completed; see the errors above (and in --out)")
+
+
+class Summary:
+    def __init__(self) -> None:
+        self.episodes = 0
+        self.returns: list[float] = []
+        self.steps = 0
+        self.errors: Counter[str] = Counter()
+        self.started = time.perf_counter()
+
+    def add(self, episode: Episode) -> None:
+        self.episodes += 1
+        self.steps += episode.steps
+        if episode.error is None:
+            self.returns.append(episode.total_reward)
+        else:
+            self.errors[episode.error.split(":")[0]] += 1
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / max(time.perf_counter() - self.started, 1e-9)
+
+    @property
+    def mean_return(self) -> float:
+        return sum(self.returns) / len(self.returns) if self.returns else float("nan")
+
+    def table(self) -> str:
+        rows: list[tuple[str, Any]] = [
+            ("episodes", self.episodes), ("completed", len(self.returns)),
+            ("failed", sum(self.errors.values())),
+            *((f"  by the {kind}", count) for kind, count in sorted(self.errors.items())),
+            ("mean return", f"{self.mean_return:.4f}"),
+            ("min / max return", f"{min(self.returns):.4f} / {max(self.returns):.4f}" if self.returns else "-"),
+            ("env steps", self.steps), ("env steps/s", f"{self.steps_per_s:,.1f}"),
+            ("seconds", f"{time.perf_counter() - self.started:.1f}")]
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+async def _play(stream: Any, policy: OpenAIPolicy, total: int, out: IO[bytes] | None) -> Summary:
+    summary = Summary()
+    progress = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
+    try:
+        async with contextlib.aclosing(stream):
+            async for episode in stream:
+                summary.add(episode)
+                if out is not None:
+                    out.write(orjson.dumps(episode.to_json(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                progress.set_postfix(mean_reward=f"{summary.mean_return:.3f}",
+                                     steps_per_s=f"{summary.steps_per_s:,.0f}", refresh=False)
+                progress.update()
+    finally:
+        progress.close()
+        await policy.aclose()
+    return summary

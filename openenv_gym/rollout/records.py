@@ -1,0 +1,45 @@
+"""Finished episodes as the trainers take them: the conversation, the tokens of each turn when the policy gave
+them, per-step rewards, the return, how it ended, and why if it failed. One JSON line each in episode files."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class TurnTokens:
+    """One model turn's tokens, as the model server gave them (None where it gave none)."""
+
+    prompt_ids: list[int] | None
+    completion_ids: list[int] | None
+    logprobs: list[float] | None
+
+
+@dataclass(slots=True)
+class Episode:
+    """One finished episode."""
+
+    env_index: int  # which of the stream's sessions played it
+    seed: int | None
+    options: dict[str, Any]  # its reset options (the task: split + index, task_spec, ...)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)  # one per env step
+    tokens: list[TurnTokens] = field(default_factory=list)  # one per model turn
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)  # the last step's (or the reset's) info
+    error: str | None = None  # why the episode stopped early: the env or the model server failed
+
+    @property
+    def total_reward(self) -> float:
+        """The return: the sum of the step rewards."""
+        return float(sum(self.rewards))
+
+    @property
+    def steps(self) -> int:
+        return len(self.rewards)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (one line of `openenv-gym rollout --out`)."""
+        return asdict(self) | {"total_reward": self.total_reward, "steps": self.steps}

@@ -1,0 +1,197 @@
+"""`rollouts()`: finished episodes as they finish, for torchforge-style `continuous_rollouts` loops.
+
+    policy = OpenAIPolicy("http://127.0.0.1:8000/v1", "my-model")
+    async with contextlib.aclosing(openenv_gym.rollouts("openenv/guess", policy, num_envs=256)) as stream:
+        async for episode in stream:
+            replay_buffer.add(episode)
+
+`num_envs` sessions play at once. Each policy call runs as its own task and sends its action as soon as it
+returns (the vector client's send/recv), so a slow policy call or a slow env holds back only its own episode.
+Every session is closed when the stream ends, is closed (aclose, or leaving `aclosing`), or is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
+from functools import partial
+from typing import Any
+
+from openenv_gym.client.results import VectorResult
+from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.episode.state import MAX_STEPS_OPTION
+from openenv_gym.rollout.records import Episode, TurnTokens
+from openenv_gym.rollout.turns import (
+    Policy,
+    Reply,
+    action_of,
+    as_reply,
+    assistant_message,
+    observation_message,
+    openai_tools,
+)
+from openenv_gym.targets import resolve
+
+
+class _Plan:
+    """Hands out the (seed, reset options) of each new episode until `episodes` are handed out or `tasks` run out."""
+
+    def __init__(self, episodes: int | None, tasks: Iterable[dict[str, Any]] | None, seed: int | None,
+                 options: dict[str, Any]) -> None:
+        self.left = episodes
+        self.tasks: Iterator[dict[str, Any]] | None = None if tasks is None else iter(tasks)
+        self.seed = seed
+        self.options = options
+        self.count = 0
+
+    def next(self) -> tuple[int | None, dict[str, Any]] | None:
+        if self.left is not None and self.left <= 0:
+            return None
+        task: dict[str, Any] = {}
+        if self.tasks is not None:
+            task = next(self.tasks, None)  # type: ignore[arg-type]
+            if task is None:
+                return None
+        if self.left is not None:
+            self.left -= 1
+        seed = None if self.seed is None else self.seed + self.count
+        self.count += 1
+        return seed, self.options | task
+
+
+class _Game:
+    """One session's current episode."""
+
+    __slots__ = ("episode", "reply")
+
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+        self.reply: Reply | None = None  # the turn in flight
+
+
+async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int | None = None,
+                   tasks: Iterable[dict[str, Any]] | None = None, seed: int | None = None,
+                   max_turns: int | None = None, system_prompt: str | None = None, workers: int | None = None,
+                   **make_kwargs: Any) -> AsyncIterator[Episode]:
+    """Finished episodes of `env_id` played by `policy`, in the order they finish.
+
+    num_envs: sessions playing at once.
+    episodes: how many episodes to play (default: without end, or until `tasks` run out).
+    tasks: reset options of successive episodes, e.g. `({"split": "test", "index": i} for i in range(100))`.
+    seed: the first episode's seed; the next ones get seed + 1, seed + 2, ... (default: the server's choice).
+    max_turns: truncate episodes after this many steps (the env's own, lower limit still holds).
+    system_prompt: a system message put before each episode's first observation.
+    make_kwargs: what gym.make takes for this id (base_url, token, options, env_args, ...).
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+    target = resolve(env_id, workers=workers, **make_kwargs)
+    options = dict(target.options)
+    if max_turns is not None:
+        options[MAX_STEPS_OPTION] = max_turns
+    driver = _Driver(target.vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options), system_prompt)
+    try:
+        await driver.client.open()
+        async for episode in driver.run():
+            yield episode
+    finally:
+        await driver.close()
+
+
+class _Driver:
+    def __init__(self, client: AsyncVectorClient, policy: Policy, plan: _Plan, system_prompt: str | None) -> None:
+        self.client = client
+        self.policy = policy
+        self.plan = plan
+        self.system_prompt = system_prompt
+        self.games: dict[int, _Game] = {}
+        self.thinking: set[asyncio.Task] = set()
+        self.finished: deque[Episode] = deque()  # ended by a failed policy call, to be yielded
+        self.tools: list[dict[str, Any]] = []
+
+    async def run(self) -> AsyncIterator[Episode]:
+        self.tools = openai_tools(self.client.description)
+        for env in range(self.client.num_envs):
+            self._start(env)
+        while self.games or self.finished:
+            while self.finished:
+                yield self.finished.popleft()
+            if self.client.in_flight.any():
+                result = await self.client.recv(min_results=1)
+                for episode in self._absorb(result):
+                    yield episode
+            elif self.thinking:
+                await asyncio.wait(self.thinking, return_when=asyncio.FIRST_COMPLETED)
+
+    def _start(self, env: int) -> None:
+        """Begin the env's next episode, if the plan has one."""
+        planned = self.plan.next()
+        if planned is None:
+            self.games.pop(env, None)
+            return
+        seed, options = planned
+        self.games[env] = _Game(Episode(env, seed, options))
+        self.client.send_reset([env], seed, options)
+
+    def _absorb(self, result: VectorResult) -> list[Episode]:
+        done = []
+        for k, env in enumerate(result.ids.tolist()):
+            game = self.games[env]
+            episode = game.episode
+            obs, info = result.obs[k], result.infos[k]
+            error = result.errors.get(env)
+            if game.reply is None:  # the answer to a reset
+                if error is None:
+                    if self.system_prompt:
+                        episode.messages.append({"role": "system", "content": self.system_prompt})
+                    episode.messages.append({"role": "user", "content": obs})
+                    episode.info = info
+                    self._think(env)
+                    continue
+            else:
+                episode.messages.append(observation_message(obs, game.reply))
+                episode.rewards.append(float(result.rewards[k]))
+                episode.terminated, episode.truncated = bool(result.terminated[k]), bool(result.truncated[k])
+                episode.info = info
+                game.reply = None
+                if error is None and not (episode.terminated or episode.truncated):
+                    self._think(env)
+                    continue
+            if error is not None:
+                episode.error = f"env: {error}"
+            done.append(episode)
+            self._start(env)
+        return done
+
+    def _think(self, env: int) -> None:
+        messages = self.games[env].episode.messages
+        task = asyncio.ensure_future(self.policy(list(messages), self.tools))
+        self.thinking.add(task)
+        task.add_done_callback(partial(self._thought, env))
+
+    def _thought(self, env: int, task: asyncio.Task) -> None:
+        """A policy call returned: send its action at once, or end the episode if it failed."""
+        self.thinking.discard(task)
+        if task.cancelled():
+            return
+        game = self.games[env]
+        try:
+            reply = as_reply(task.result())
+        except Exception as exc:  # the model server (or the policy) failed: this episode only
+            game.episode.error = f"policy: {type(exc).__name__}: {exc}"
+            self.finished.append(game.episode)
+            self._start(env)
+            return
+        game.reply = reply
+        game.episode.messages.append(assistant_message(reply))
+        if reply.completion_ids is not None or reply.logprobs is not None:
+            game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
+        self.client.send([action_of(reply)], [env])
+
+    async def close(self) -> None:
+        for task in self.thinking:
+            task.cancel()
+        if self.thinking:
+            await asyncio.gather(*self.thinking, return_exceptions=True)
+        await self.client.close()

@@ -1,0 +1,81 @@
+"""A policy's turn and what it becomes: the env's action, the assistant message, and the message that carries
+the env's answer back to the model. One place for these rules, used by the rollout stream and the trainers.
+
+A policy is any async callable `policy(messages, tools) -> Reply | str`: `messages` is the conversation so far
+in the OpenAI chat format, `tools` the env's tools as OpenAI function specs (empty for a text env).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from openenv_gym.episode.results import Action
+
+
+@dataclass(slots=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+    id: str = "call_0"
+
+
+@dataclass(slots=True)
+class Reply:
+    """What a policy answered: text and/or tool calls, and the tokens when the model server gives them."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+Policy = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable["Reply | str"]]
+
+
+def as_reply(answer: Reply | str) -> Reply:
+    if isinstance(answer, Reply):
+        return answer
+    if isinstance(answer, str):
+        return Reply(text=answer)
+    raise TypeError(f"a policy must return a Reply or a str, got {type(answer).__name__}")
+
+
+def action_of(reply: Reply) -> Action:
+    """The env's action: the first tool call (one env step per turn), else the text, which may hold a tool call
+    written out (the env finds it, see episode/toolcalls.py)."""
+    if reply.tool_calls:
+        call = reply.tool_calls[0]
+        return {"name": call.name, "arguments": call.arguments}
+    return reply.text
+
+
+def assistant_message(reply: Reply) -> dict[str, Any]:
+    """The reply as an OpenAI assistant message; only the tool call that was played is kept, so that every call
+    in the conversation has its answer."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        call = reply.tool_calls[0]
+        message["tool_calls"] = [{"id": call.id, "type": "function", "function": {
+            "name": call.name, "arguments": orjson.dumps(call.arguments).decode()}}]
+    return message
+
+
+def observation_message(observation: str, reply: Reply) -> dict[str, Any]:
+    """The env's answer to a turn: a tool message when the turn was a tool call, else a user message."""
+    if reply.tool_calls:
+        call = reply.tool_calls[0]
+        return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": observation}
+    return {"role": "user", "content": observation}
+
+
+def openai_tools(description: dict[str, Any]) -> list[dict[str, Any]]:
+    """The env's tools (from its description) as OpenAI function specs."""
+    return [{"type": "function", "function": {"name": spec["name"], "description": spec.get("description", ""),
+                                              "parameters": spec.get("parameters") or {"type": "object",
+                                                                                       "properties": {}}}}
+            for spec in description.get("tools", [])]

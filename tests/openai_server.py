@@ -1,0 +1,110 @@
+"""A small OpenAI-compatible chat server for the tests: a real HTTP server on loopback with a scripted policy.
+
+The policy plays `guess` by bisection, reading the conversation it is sent: each "higher/lower than N" narrows
+the range, and the next guess is its middle. With tools in the request it answers with a tool call, otherwise
+with the call written in text. It returns token ids and logprobs, as vLLM does when asked.
+
+Models with special behaviour: "broken" answers 400 to everything; "flaky" answers 503
+the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HINT = re.compile(r"(higher|lower) than (-?\d+)")
+
+
+def next_guess(messages: list[dict[str, Any]], low: int = 1, high: int = 100) -> int:
+    for message in messages:
+        if message["role"] in ("tool", "user"):
+            for direction, number in HINT.findall(message.get("content") or ""):
+                if direction == "higher":
+                    low = max(low, int(number) + 1)
+                else:
+                    high = min(high, int(number) - 1)
+    return (low + high) // 2
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: ScriptedServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as real model servers do
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.count(request)
+        model = request.get("model", "")
+        if self.path != "/v1/chat/completions":
+            return self._answer(404, {"error": {"message": f"no route {self.path}"}})
+        if model == "broken":
+            return self._answer(400, {"error": {"message": "this model refuses every request"}})
+        if model == "flaky" and self.server.first_time(request["messages"]):
+            return self._answer(503, {"error": {"message": "overloaded, try again"}})
+        if model.startswith("slow-"):
+            time.sleep(int(model.split("-")[1]) / 1000)
+        number = next_guess(request["messages"])
+        arguments = json.dumps({"number": number})
+        if request.get("tools"):
+            message = {"role": "assistant", "content": "", "tool_calls": [
+                {"id": f"call_{self.server.requests}", "type": "function",
+                 "function": {"name": "guess", "arguments": arguments}}]}
+        else:
+            message = {"role": "assistant", "content": f'<tool_call>{{"name": "guess", "arguments": {arguments}}}'
+                                                       f"</tool_call>"}
+        completion_ids = [7, number, 8]
+        choice = {"index": 0, "message": message, "finish_reason": "stop", "token_ids": completion_ids,
+                  "logprobs": {"content": [{"token": str(t), "logprob": -0.5, "top_logprobs": []}
+                                           for t in completion_ids]}}
+        self._answer(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice],
+                           "prompt_token_ids": [1] * len(request["messages"])})
+
+
+class ScriptedServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.requests = 0
+        self.bodies: list[dict[str, Any]] = []
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def first_time(self, messages: list[dict[str, Any]]) -> bool:
+        key = json.dumps(messages, sort_keys=True)
+        with self._lock:
+            seen = key in self._seen
+            self._seen.add(key)
+        return not seen
+
+    def count(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bodies.append(request)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        threading.Thread(target=self.serve_forever, name="openai-server", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
