@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from openenv_gym.client.transport import StepTuple, TransportSession
 from openenv_gym.episode.results import Action
@@ -89,6 +90,8 @@ class Connection:
         return self._closed_reason is not None
 
     def _send_frame(self, frame: bytes) -> None:
+        if self._ws.state is not State.OPEN:  # closing: the reader answers what waits with ConnectionLostError
+            return
         try:  # written at once unless the connection is paused (backpressure)
             done, task = start_eagerly(self._ws.send(frame, text=True))
         except ConnectionClosed:

@@ -1,0 +1,119 @@
+"""`environment_factory(env_id)`: an environment class for `GRPOTrainer(environment_factory=...)`.
+
+    trainer = GRPOTrainer(model, reward_funcs=[], train_dataset=dataset(...),
+                          environment_factory=environment_factory("openenv/guess"), ...)
+
+Each instance is one session of the env's server; all instances of a thread share one multiplexed connection,
+and a tool call is one request. The class has one public method per tool of the env (a free-text env gets
+`send_message`), `reset(**row)` and `get_reward()`. The episode's end, and an env that fails, reach the model as
+tool results. Sessions end when `trainer.train()` returns (a callback the class adds to the trainer) or when the
+process exits; `close_sessions()` ends them at any time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from openenv_gym.env import RemoteEnv
+from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.integrations.trl import lifecycle
+from openenv_gym.integrations.trl.tasks import task_of_row
+from openenv_gym.integrations.trl.tool_methods import tool_method
+from openenv_gym.targets import Target, resolve
+
+SEND_MESSAGE = {"name": "send_message", "description": "Send a message to the environment and get its reply.",
+                "parameters": {"type": "object", "properties": {
+                    "message": {"type": "string", "description": "the message, as the environment expects it"}},
+                    "required": ["message"]}}
+
+
+def _episode_over(env: OpenEnvGymEnv) -> str:
+    how = f"failed ({env._error})" if env._error else "over"
+    return f"The episode is {how}; its return is {env.get_reward():g}. No more tool calls are needed."
+
+
+class OpenEnvGymEnv:
+    """An episode of one env session, as TRL's environment_factory uses it. Subclassed per env id. Every public
+    function of the class is a tool for TRL, so the state is kept in underscored attributes."""
+
+    target: ClassVar[Target]
+    tool_names: ClassVar[list[str]] = []
+
+    def __init__(self) -> None:
+        self._env: RemoteEnv | None = None
+        self._rewards: list[float] = []
+        self._done = True
+        self._error: str | None = None
+        self._info: dict[str, Any] = {}
+        lifecycle.track(self)
+        lifecycle.attach_to_caller()
+
+    def reset(self, **row: Any) -> str:
+        """Start an episode; the row's columns choose the task (see task_of_row). Returns the first observation."""
+        lifecycle.attach_to_caller()
+        seed, options = task_of_row(row)
+        if self._env is None:
+            self._env = self.target.remote_env()
+        self._rewards, self._error = [], None
+        obs, self._info = self._env.reset(seed=seed, options=options)
+        self._done = False
+        return obs
+
+    def get_reward(self) -> float:
+        """The episode's return: the sum of its step rewards."""
+        return float(sum(self._rewards))
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        return self._step({"name": name, "arguments": arguments})
+
+    def _step(self, action: Any) -> str:
+        if self._done or self._env is None:
+            return _episode_over(self)
+        try:
+            obs, reward, terminated, truncated, self._info = self._env.step(action)
+        except OpenEnvGymError as exc:  # the session is gone: tell the model, keep the trainer going
+            self._done, self._error = True, f"{type(exc).__name__}: {exc}"
+            return _episode_over(self)
+        self._rewards.append(float(reward))
+        if terminated or truncated:
+            self._done = True
+            return f"{obs}\n\n{_episode_over(self)}"
+        return obs
+
+    def _close(self) -> None:
+        """End the session on the server (a later reset opens a new one)."""
+        env, self._env, self._done = self._env, None, True
+        if env is not None:
+            env.close()
+
+
+def environment_factory(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> type[OpenEnvGymEnv]:
+    """A class for GRPOTrainer(environment_factory=...): one env session per instance, one method per tool.
+
+    make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...). Without base_url, a
+    local server is started now, with `workers` processes (default one per core).
+    """
+    target = resolve(env_id, workers=workers, **make_kwargs)
+    probe = target.remote_env()
+    description = probe.description
+    probe.close()
+    specs = (description.get("tools") or []) if description.get("action") == "tools" else [SEND_MESSAGE]
+    taken = set(vars(OpenEnvGymEnv))
+    namespace: dict[str, Any] = {"target": target, "__doc__": description.get("description") or None,
+                                 "tool_names": []}
+    for spec in specs:
+        if spec is SEND_MESSAGE:
+            name, method = tool_method(spec, lambda self, _name, arguments: self._step(arguments["message"]), taken)
+        else:
+            name, method = tool_method(spec, OpenEnvGymEnv._call, taken)
+        namespace[name] = method
+        namespace["tool_names"].append(name)
+    class_name = "".join(part.capitalize() for part in str(description.get("name", "env")).replace("-", "_")
+                         .split("_") if part) + "Env"
+    return type(class_name, (OpenEnvGymEnv,), namespace)
+
+
+def close_sessions() -> int:
+    """End the sessions of every environment instance and rollout function of this process (the callback does
+    this when training ends). Returns how many were closed."""
+    return lifecycle.close_all()

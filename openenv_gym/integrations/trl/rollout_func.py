@@ -1,0 +1,186 @@
+"""`make_rollout_func(env_id)`: a `GRPOTrainer(rollout_func=...)` that plays the whole batch's episodes at once.
+
+    trainer = GRPOTrainer(model, reward_funcs=[env_reward], train_dataset=dataset(64),
+                          rollout_func=make_rollout_func("openenv/guess", max_turns=4), ...)
+
+Each turn generates for every episode still running in one batch (the trainer's vLLM server or its model), then
+steps all of them through the vector client: one batch frame per turn, never one episode after another. The env's
+answers are appended as chat messages, as tokens: the model's tokens have `env_mask` 1, the env's 0. It returns
+`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`, and for the reward functions `env_reward` (the return),
+`env_rewards` (per step), `env_info` (the last info) and `env_steps`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from openenv_gym.client.sync import current_runner
+from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.episode.toolcalls import parse_tool_call
+from openenv_gym.integrations.trl import lifecycle
+from openenv_gym.integrations.trl.chat import ChatTokens
+from openenv_gym.integrations.trl.generation import Generator, generator_for, tokenizer_of
+from openenv_gym.integrations.trl.tasks import task_of_prompt
+from openenv_gym.rollout.turns import Reply, ToolCall, observation_message, openai_tools
+from openenv_gym.targets import Target, resolve
+
+
+def env_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
+    """The reward function of make_rollout_func: each episode's return, as the env gave it."""
+    return [float(r) for r in env_reward]
+
+
+class _Episode:
+    """One prompt's episode: its tokens so far and what the env said."""
+
+    __slots__ = ("completion", "done", "info", "logprobs", "mask", "pending", "prompt", "rewards")
+
+    def __init__(self, prompt: list[int], info: dict[str, Any]) -> None:
+        self.prompt = prompt
+        self.completion: list[int] = []
+        self.mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.rewards: list[float] = []
+        self.info = info
+        self.done = False
+        self.pending: dict[str, Any] | None = None  # the env's last message, tokenized at the next turn
+
+    def add(self, ids: list[int], logprobs: list[float] | None, from_model: bool) -> None:
+        self.completion += ids
+        self.mask += [int(from_model)] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
+
+class EnvRolloutFunc:
+    """rollout_func(prompts, trainer) -> dict, over one vector client kept open between calls."""
+
+    def __init__(self, target: Target, max_turns: int, system_prompt: str | None) -> None:
+        self.target = target
+        self.max_turns = max_turns
+        self.system_prompt = system_prompt
+        self.client: AsyncVectorClient | None = None
+        self.runner = current_runner()
+        lifecycle.track(self)
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        lifecycle.attach(trainer)
+        client = self._client(len(prompts))
+        chat = ChatTokens(tokenizer_of(trainer), trainer.chat_template_kwargs)
+        tools = openai_tools(client.description)
+        first = self._reset(client, prompts)
+        episodes = []
+        for k, prompt in enumerate(prompts):
+            messages = self._messages(prompt, first.obs[k])
+            episodes.append(_Episode(chat.prompt_ids(messages, tools), first.infos[k]))
+        self._play(client, episodes, generator_for(trainer), trainer.max_completion_length, chat, tools)
+        return {
+            "prompt_ids": [e.prompt for e in episodes],
+            "completion_ids": [e.completion for e in episodes],
+            "logprobs": [e.logprobs for e in episodes],
+            "env_mask": [e.mask for e in episodes],
+            "env_reward": [float(sum(e.rewards)) for e in episodes],
+            "env_rewards": [e.rewards for e in episodes],
+            "env_steps": [len(e.rewards) for e in episodes],
+            "env_info": [e.info for e in episodes],
+        }
+
+    def _client(self, num_envs: int) -> AsyncVectorClient:
+        """The vector client of `num_envs` sessions, opened on first use (again if the batch size changed)."""
+        if self.client is None or self.client.num_envs != num_envs or not self.client.transports:
+            self._close()
+            client = self.target.vector_client(num_envs)
+            self.runner.run(client.open())
+            self.client = client
+        return self.client
+
+    def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
+        """Reset every env on its prompt's task; one batch per distinct set of options."""
+        groups: dict[str, list[int]] = defaultdict(list)
+        seeds, options = [], []
+        for k, prompt in enumerate(prompts):
+            seed, task = task_of_prompt(prompt)
+            seeds.append(seed)
+            options.append(self.target.options | task)
+            groups[json.dumps(options[-1], sort_keys=True)].append(k)
+
+        async def reset() -> Any:
+            for envs in groups.values():
+                client.send_reset(envs, [seeds[k] for k in envs], options[envs[0]])
+            return await client.gather(list(range(len(prompts))))
+
+        result = self.runner.run(reset())
+        if result.errors:
+            env, error = next(iter(result.errors.items()))
+            raise type(error)(f"the reset of episode {env} failed: {error}") from error
+        return result
+
+    def _messages(self, prompt: Any, observation: str) -> list[dict[str, Any]]:
+        """The prompt (text or messages) with the env's first observation appended to its last user message."""
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        if messages and messages[-1]["role"] == "user" and isinstance(messages[-1]["content"], str):
+            messages[-1]["content"] += observation
+        else:
+            messages.append({"role": "user", "content": observation})
+        if self.system_prompt and messages[0]["role"] != "system":
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def _play(self, client: AsyncVectorClient, episodes: list[_Episode], generate: Generator, budget: int,
+              chat: ChatTokens, tools: list[dict[str, Any]]) -> None:
+        for turn in range(self.max_turns):
+            playing = []
+            for k, episode in enumerate(episodes):
+                if episode.done:
+                    continue
+                if episode.pending is not None:  # the env's answer to the last turn, if it fits the budget
+                    ids = chat.message_ids(episode.pending)
+                    episode.pending = None
+                    if len(episode.completion) + len(ids) >= budget:
+                        episode.done = True
+                        continue
+                    episode.add(ids, None, from_model=False)
+                playing.append(k)
+            if not playing:
+                return
+            room = max(budget - len(episodes[k].completion) for k in playing)
+            samples = generate([episodes[k].prompt + episodes[k].completion for k in playing], room)
+            actions = []
+            for k, (ids, logprobs) in zip(playing, samples, strict=True):
+                left = budget - len(episodes[k].completion)
+                episodes[k].add(ids[:left], logprobs[:left], from_model=True)
+                actions.append(chat.tokenizer.decode(ids[:left], skip_special_tokens=True))
+            result = self.runner.run(client.step(actions, playing))
+            for j, k in enumerate(playing):
+                episode = episodes[k]
+                episode.rewards.append(float(result.rewards[j]))
+                episode.info = result.infos[j]
+                episode.done = bool(result.terminated[j] or result.truncated[j]) or k in result.errors
+                if not episode.done and turn + 1 < self.max_turns:
+                    episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools))
+
+    def _close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            self.runner.run(client.close())
+
+
+def _reply_of(text: str, tools: list[dict[str, Any]]) -> Reply:
+    """The turn as the env read it: a tool call written in the text (for an env with tools), or plain text."""
+    call = parse_tool_call(text) if tools else None
+    return Reply(text, [ToolCall(call["name"], call["arguments"])] if call else [])
+
+
+def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | None = None,
+                      workers: int | None = None, **make_kwargs: Any) -> EnvRolloutFunc:
+    """A rollout_func for GRPOTrainer that plays `env_id`, at most `max_turns` model turns per episode.
+
+    Each prompt's task comes from the prompt (see tasks.task_of_prompt; `dataset()` writes it there): identical
+    prompts, as GRPO repeats them, play the same task. Pair it with the `env_reward` reward function.
+    make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...); without base_url a
+    local server is started now.
+    """
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt)
