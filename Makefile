@@ -10,13 +10,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	# the trainer extra needs torch: the CPU build, never PyPI's default CUDA one (scripts/cpu_torch.py)
+	$(PY) -m pip install --quiet $$($(PY) scripts/cpu_torch.py)
+	$(PY) -m pip install --quiet -e ".[dev,trl]"
 	touch $@
 
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
 lint: $(VENV)/.installed
-	$(PY) -m ruff check openenv_gym servers tests benchmarks examples
+	$(PY) -m ruff check openenv_gym servers tests benchmarks examples scripts
 
 test: lint
 	$(PY) -m pytest

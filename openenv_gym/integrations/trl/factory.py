@@ -59,6 +59,11 @@ class OpenEnvGymEnv:
         self._done = False
         return obs
 
+    @property
+    def steps(self) -> int:
+        """Env steps of the current (or last) episode."""
+        return len(self._rewards)
+
     def get_reward(self) -> float:
         """The episode's return: the sum of its step rewards."""
         return float(sum(self._rewards))

@@ -1,0 +1,150 @@
+"""The rollout stream, OpenAIPolicy and `openenv-gym rollout`, against a real local env server and a small
+OpenAI-compatible HTTP server with a scripted policy (tests/openai_server.py)."""
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import health, run, wait_until
+from openai_server import ScriptedServer
+
+from openenv_gym import OpenAIPolicy, Reply, rollouts
+from openenv_gym.errors import ModelServerError
+from openenv_gym.rollout.openai import reply_of
+
+
+@pytest.fixture(scope="module")
+def guess_url():
+    from openenv_gym.client.local import LocalServer
+
+    server = LocalServer("guess", 1, 1000)
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with ScriptedServer() as server:
+        yield server
+
+
+async def play(url, policy, **kwargs):
+    async with contextlib.aclosing(rollouts("openenv/guess", policy, base_url=url, **kwargs)) as stream:
+        return [episode async for episode in stream]
+
+
+def test_openai_policy_plays_guess_to_the_end(guess_url, model_server):
+    async def main():
+        policy = OpenAIPolicy(model_server.url, "scripted", max_concurrency=4)
+        try:
+            return await play(guess_url, policy, num_envs=8, episodes=20, seed=100)
+        finally:
+            await policy.aclose()
+
+    episodes = run(main())
+    assert len(episodes) == 20 and sorted(e.seed for e in episodes) == list(range(100, 120))
+    for episode in episodes:
+        assert episode.error is None and episode.terminated and not episode.truncated
+        assert "correct!" in episode.messages[-1]["content"] and episode.total_reward > 0.2
+        assert episode.steps == len(episode.tokens) <= 7  # bisection over 1..100
+        assert episode.tokens[0].completion_ids == [7, 50, 8] and episode.tokens[0].logprobs == [-0.5] * 3
+        for call, answer in zip(episode.messages[1::2], episode.messages[2::2], strict=True):
+            assert answer["role"] == "tool" and answer["tool_call_id"] == call["tool_calls"][0]["id"]
+    request = model_server.bodies[-1]
+    assert request["tools"][0]["function"]["name"] in {"guess", "divisible_by", "give_up"}
+    assert request["logprobs"] is True and request["return_token_ids"] is True
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_model_server_errors_end_only_their_episode(guess_url, model_server):
+    async def main(model):
+        policy = OpenAIPolicy(model_server.url, model, max_retries=3)
+        try:
+            return await play(guess_url, policy, num_envs=4, episodes=6, seed=0)
+        finally:
+            await policy.aclose()
+
+    refused = run(main("broken"))
+    assert len(refused) == 6
+    assert all(e.error.startswith("policy: ModelServerError") and "answered 400" in e.error for e in refused)
+    retried = run(main("flaky"))  # 503 once per conversation: the retry gets through
+    assert [e.error for e in retried] == [None] * 6 and all(e.terminated for e in retried)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_a_slow_policy_call_holds_back_only_its_own_episode(guess_url):
+    async def policy(messages, tools):
+        if not policy.slowed:  # the first call of all is a straggler, and plays another move to be told apart
+            policy.slowed = True
+            await asyncio.sleep(1.5)
+            return Reply(text='<tool_call>{"name": "guess", "arguments": {"number": 1}}</tool_call>')
+        return Reply(text='<tool_call>{"name": "give_up", "arguments": {}}</tool_call>')
+    policy.slowed = False
+
+    async def main():
+        return await play(guess_url, policy, num_envs=4, episodes=40, seed=0)
+
+    episodes = run(main())
+    straggler = [k for k, e in enumerate(episodes) if '"number": 1' in e.messages[1]["content"]]
+    assert len(episodes) == 40 and len(straggler) == 1 and straggler[0] > 30  # the others went on meanwhile
+
+
+def test_breaking_out_or_cancelling_closes_every_session(guess_url, model_server):
+    async def main():
+        policy = OpenAIPolicy(model_server.url, "slow-50")
+        async with contextlib.aclosing(rollouts("openenv/guess", policy, base_url=guess_url,
+                                                num_envs=16)) as stream:
+            async for _ in stream:
+                break
+        assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+        task = asyncio.ensure_future(play(guess_url, policy, num_envs=16))
+        await asyncio.sleep(1.0)
+        assert health(guess_url)["sessions"] == 16
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await policy.aclose()
+
+    run(main())
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_reply_of_reads_tool_calls_tokens_and_refuses_nonsense():
+    reply = reply_of({"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c1", "function": {"name": "guess", "arguments": '{"number": 4}'}},
+        {"id": "c2", "function": {"name": "guess", "arguments": "not json"}}]},
+        "token_ids": [1, 2], "logprobs": {"content": [{"logprob": -1.0}, {"logprob": -2.0}]}}],
+        "prompt_token_ids": [9]})
+    assert (reply.text, reply.tool_calls[0].arguments, reply.tool_calls[1].arguments) == (
+        "", {"number": 4}, {"_unparsed": "not json"})
+    assert (reply.prompt_ids, reply.completion_ids, reply.logprobs) == ([9], [1, 2], [-1.0, -2.0])
+    with pytest.raises(ModelServerError, match="no choices"):
+        reply_of({"error": "nope"})
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "openenv_gym", "rollout", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_rollout_cli_writes_one_line_per_episode(tmp_path, guess_url, model_server):
+    out = tmp_path / "episodes.jsonl"
+    done = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "12",
+               "--num-envs", "5", "--env-url", guess_url, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 12 and all(line["terminated"] and line["error"] is None for line in lines)
+    assert "12/12" in done.stderr and "mean_reward" in done.stderr  # the progress bar
+    summary = dict(line.split(None, 1) for line in done.stdout.splitlines() if line and not line.startswith(" "))
+    assert summary["episodes"].strip() == "12" and summary["completed"].strip() == "12"
+
+    failed = cli("openenv/guess", "--base-url", model_server.url, "--model", "broken", "--episodes", "3",
+                 "--env-url", guess_url, "--out", str(out))
+    assert failed.returncode == 1 and "no episode completed" in failed.stderr
+    assert "by the policy" in failed.stdout
+    errors = [json.loads(line)["error"] for line in out.read_text().splitlines()]
+    assert len(errors) == 3 and all(error.startswith("policy: ModelServerError:") for error in errors)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)

@@ -1,0 +1,152 @@
+"""TRL's GRPOTrainer, for real, on CPU with a tiny random model built here, against a served env: through
+environment_factory and through make_rollout_func. The model is steered to write one tool call, so the env is
+really stepped; each test checks the env's rewards reached the trainer's logs and no session stays open."""
+
+import os
+
+import pytest
+
+pytest.importorskip("trl")
+
+from conftest import health, wait_until
+from transformers.utils import get_json_schema
+from trl import GRPOConfig, GRPOTrainer
+
+from examples.tiny_model import build_model, build_tokenizer, steer, tool_call_text
+from openenv_gym.integrations.trl import (
+    close_sessions,
+    dataset,
+    env_reward,
+    environment_factory,
+    make_rollout_func,
+)
+from openenv_gym.integrations.trl.lifecycle import CloseSessions
+from openenv_gym.integrations.trl.tool_methods import tool_method
+
+os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+CALL = tool_call_text("guess", {"number": 50})
+
+
+@pytest.fixture(scope="module")
+def guess_url():
+    from openenv_gym.client.local import LocalServer
+
+    server = LocalServer("guess", 1, 1000)
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer([CALL])
+
+
+def grpo_args(tmp_path, tokenizer, **overrides):
+    settings = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, activation_checkpointing=False,
+                    per_device_train_batch_size=4, num_generations=2, max_completion_length=64, max_steps=2,
+                    report_to="none", save_strategy="no", logging_steps=1, generation_kwargs=steer(tokenizer, CALL))
+    return GRPOConfig(**(settings | overrides))
+
+
+def logged(trainer, key):
+    return [entry[key] for entry in trainer.state.log_history if key in entry]
+
+
+def test_environment_factory_trains_two_steps(tmp_path, tokenizer, guess_url):
+    Env = environment_factory("openenv/guess", base_url=guess_url)
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[],
+                          train_dataset=dataset(8), args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=3),
+                          environment_factory=Env)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    # the env was stepped: every rollout of the last batch played the steered guess
+    assert all(env.steps >= 1 for env in trainer.environments)
+    assert logged(trainer, "tools/call_frequency")[-1] >= 1
+    assert logged(trainer, "tools/failure_frequency") == [0.0, 0.0]
+    # the env's returns are the trainer's reward: the last step's mean is the last batch's mean return
+    returns = [env.get_reward() for env in trainer.environments]
+    assert logged(trainer, "rewards/GuessEnv/mean")[-1] == pytest.approx(sum(returns) / len(returns), abs=1e-6)
+    assert any(isinstance(cb, CloseSessions) for cb in trainer.callback_handler.callbacks)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_rollout_func_trains_two_steps(tmp_path, tokenizer, guess_url):
+    rollout_func = make_rollout_func("openenv/guess", base_url=guess_url, max_turns=3)
+    outputs = []
+
+    def recording(prompts, trainer):
+        outputs.append(rollout_func(prompts, trainer))
+        return outputs[-1]
+
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
+                          train_dataset=dataset(8), args=grpo_args(tmp_path, tokenizer), rollout_func=recording)
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(outputs) == 2
+    for out in outputs:
+        assert all(steps >= 1 for steps in out["env_steps"])
+        for ids, mask, logprobs in zip(out["completion_ids"], out["env_mask"], out["logprobs"], strict=True):
+            assert len(ids) == len(mask) == len(logprobs) <= 64
+            assert mask[0] == 1 and ids[-1] == tokenizer.eos_token_id  # a model turn first, the model's end last
+        multi_turn = [mask for mask, steps in zip(out["env_mask"], out["env_steps"], strict=True) if steps > 1]
+        assert multi_turn and all(0 in mask for mask in multi_turn)  # the env's tokens are masked out
+        assert out["env_reward"] == [pytest.approx(sum(r)) for r in out["env_rewards"]]
+    # identical prompts (a GRPO group) play the same task: their first observations and rewards agree
+    first = outputs[0]["env_rewards"]
+    assert first[0] == first[1]
+    last = outputs[-1]["env_reward"]
+    assert logged(trainer, "rewards/env_reward/mean")[-1] == pytest.approx(sum(last) / len(last), abs=1e-6)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_tool_methods_read_back_by_transformers():
+    spec = {"name": "look-up", "description": "Look something up.\n\nArgs:\n    q: stale text to drop",
+            "parameters": {"type": "object", "required": ["class", "mode"], "properties": {
+                "class": {"type": "string", "description": "what to\nlook up"},
+                "mode": {"enum": ["fast", "slow"]},
+                "limit": {"type": "integer", "description": "at most this many"},
+                "tags": {"type": "array", "items": {"type": "string"}}}}}
+    calls = []
+    name, method = tool_method(spec, lambda self, tool, arguments: calls.append((tool, arguments)) or "ok",
+                               {"reset"})
+    schema = get_json_schema(method)["function"]
+    assert name == "look_up" and schema["description"] == "Look something up."
+    properties = schema["parameters"]["properties"]
+    assert properties["class_"] == {"type": "string", "description": "what to look up"}
+    assert properties["mode"]["enum"] == ["fast", "slow"]
+    assert properties["limit"]["type"] == "integer" and properties["tags"]["type"] == "array"
+    assert sorted(schema["parameters"]["required"]) == ["class_", "mode"]
+    assert method(None, class_="cats", mode="fast") == "ok"
+    assert calls == [("look-up", {"class": "cats", "mode": "fast"})]  # schema names go to the env
+
+
+def test_episode_end_and_lost_server_are_tool_results():
+    from openenv_gym.client.local import LocalServer
+
+    server = LocalServer("guess", 1, 100)
+    url = server.url
+    Env = environment_factory("openenv/guess", base_url=url)
+    env = Env()
+    assert "integer between 1 and 100" in env.reset(seed=0)
+    assert env.give_up().endswith("The episode is over; its return is 0. No more tool calls are needed.")
+    assert "The episode is over" in env.guess(number=3)  # no crash after the end
+    env.reset(seed=1)
+    assert close_sessions() >= 1
+    assert wait_until(lambda: health(url)["sessions"] == 0)
+    reply = env.guess(number=3)
+    assert "The episode is over" in reply
+    env.reset(seed=2)
+    server.stop()
+    reply = env.guess(number=3)  # the server is gone: a tool result, not an exception
+    assert reply.startswith("The episode is failed (") and "No more tool calls are needed." in reply
+
+
+def test_text_env_gets_one_send_message_tool(echo_url):
+    Env = environment_factory("openenv/echo", base_url=echo_url)
+    assert Env.tool_names == ["send_message"]
+    env = Env()
+    env.reset(seed=0)
+    assert "hello" in env.send_message(message="hello")
+    assert env.get_reward() > 0
+    schema = get_json_schema(env.send_message)["function"]
+    assert schema["parameters"]["required"] == ["message"]
+    env._close()
