@@ -88,12 +88,18 @@ def free_port() -> int:
 
 
 def start_server(sessions: int, workers: int, async_env: bool) -> tuple[subprocess.Popen, str]:
+    return start_uvicorn("openenv_peer:make_app", {MAX_SESSIONS_ENV: str(sessions),
+                                                   ASYNC_ENV: "1" if async_env else "0"}, workers)
+
+
+def start_uvicorn(app: str, settings: dict[str, str], workers: int = 1) -> tuple[subprocess.Popen, str]:
+    """OpenEnv's server for the app factory `app` ("module:function" in this folder), with `settings` in its
+    environment; (process, URL) once it accepts connections."""
     port = free_port()
-    env = os.environ | {MAX_SESSIONS_ENV: str(sessions), ASYNC_ENV: "1" if async_env else "0"}
-    command = [sys.executable, "-m", "uvicorn", "openenv_peer:make_app", "--factory", "--host", "127.0.0.1",
+    command = [sys.executable, "-m", "uvicorn", app, "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--ws-max-queue", "64",
                "--backlog", "4096", "--app-dir", str(Path(__file__).parent)]
-    server = subprocess.Popen(command, env=env)
+    server = subprocess.Popen(command, env=os.environ | settings)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -13,8 +13,10 @@ answers are appended as chat messages, as tokens: the model's tokens have `env_m
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.vector import AsyncVectorClient
@@ -25,6 +27,8 @@ from openenv_gym.integrations.trl.generation import Generator, generator_for, to
 from openenv_gym.integrations.trl.tasks import task_of_prompt
 from openenv_gym.rollout.turns import Reply, ToolCall, observation_message, openai_tools
 from openenv_gym.targets import Target, resolve
+
+T = TypeVar("T")
 
 
 def env_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
@@ -56,16 +60,20 @@ class _Episode:
 class EnvRolloutFunc:
     """rollout_func(prompts, trainer) -> dict, over one vector client kept open between calls."""
 
-    def __init__(self, target: Target, max_turns: int, system_prompt: str | None) -> None:
+    def __init__(self, target: Target, max_turns: int, system_prompt: str | None,
+                 generate: Generator | None = None) -> None:
         self.target = target
         self.max_turns = max_turns
         self.system_prompt = system_prompt
+        self.generate = generate
+        self.timings: dict[str, float] = {}  # the last call's seconds: waiting on the env, and generating
         self.client: AsyncVectorClient | None = None
         self.runner = current_runner()
         lifecycle.track(self)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         lifecycle.attach(trainer)
+        self.timings = {"env_s": 0.0, "generate_s": 0.0}
         client = self._client(len(prompts))
         chat = ChatTokens(tokenizer_of(trainer), trainer.chat_template_kwargs)
         tools = openai_tools(client.description)
@@ -74,7 +82,8 @@ class EnvRolloutFunc:
         for k, prompt in enumerate(prompts):
             messages = self._messages(prompt, first.obs[k])
             episodes.append(_Episode(chat.prompt_ids(messages, tools), first.infos[k]))
-        self._play(client, episodes, generator_for(trainer), trainer.max_completion_length, chat, tools)
+        generate = self.generate or generator_for(trainer)
+        self._play(client, episodes, generate, trainer.max_completion_length, chat, tools)
         return {
             "prompt_ids": [e.prompt for e in episodes],
             "completion_ids": [e.completion for e in episodes],
@@ -110,7 +119,7 @@ class EnvRolloutFunc:
                 client.send_reset(envs, [seeds[k] for k in envs], options[envs[0]])
             return await client.gather(list(range(len(prompts))))
 
-        result = self.runner.run(reset())
+        result = self._env(reset())
         if result.errors:
             env, error = next(iter(result.errors.items()))
             raise type(error)(f"the reset of episode {env} failed: {error}") from error
@@ -145,13 +154,15 @@ class EnvRolloutFunc:
             if not playing:
                 return
             room = max(budget - len(episodes[k].completion) for k in playing)
+            started = time.perf_counter()
             samples = generate([episodes[k].prompt + episodes[k].completion for k in playing], room)
+            self.timings["generate_s"] += time.perf_counter() - started
             actions = []
             for k, (ids, logprobs) in zip(playing, samples, strict=True):
                 left = budget - len(episodes[k].completion)
                 episodes[k].add(ids[:left], logprobs[:left], from_model=True)
                 actions.append(chat.tokenizer.decode(ids[:left], skip_special_tokens=True))
-            result = self.runner.run(client.step(actions, playing))
+            result = self._env(client.step(actions, playing))
             for j, k in enumerate(playing):
                 episode = episodes[k]
                 episode.rewards.append(float(result.rewards[j]))
@@ -159,6 +170,13 @@ class EnvRolloutFunc:
                 episode.done = bool(result.terminated[j] or result.truncated[j]) or k in result.errors
                 if not episode.done and turn + 1 < self.max_turns:
                     episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools))
+
+    def _env(self, work: Coroutine[Any, Any, T]) -> T:
+        started = time.perf_counter()
+        try:
+            return self.runner.run(work)
+        finally:
+            self.timings["env_s"] += time.perf_counter() - started
 
     def _close(self) -> None:
         client, self.client = self.client, None
@@ -173,14 +191,17 @@ def _reply_of(text: str, tools: list[dict[str, Any]]) -> Reply:
 
 
 def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | None = None,
-                      workers: int | None = None, **make_kwargs: Any) -> EnvRolloutFunc:
+                      generate: Generator | None = None, workers: int | None = None,
+                      **make_kwargs: Any) -> EnvRolloutFunc:
     """A rollout_func for GRPOTrainer that plays `env_id`, at most `max_turns` model turns per episode.
 
     Each prompt's task comes from the prompt (see tasks.task_of_prompt; `dataset()` writes it there): identical
     prompts, as GRPO repeats them, play the same task. Pair it with the `env_reward` reward function.
+    generate: another engine, `generate(sequences, max_new_tokens) -> [(ids, logprobs), ...]` (default: the
+    trainer's vLLM server or model).
     make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...); without base_url a
     local server is started now.
     """
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-    return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt)
+    return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate)
