@@ -31,6 +31,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.ors_compare
 	$(PY) -m benchmarks.verifiers_compare
+	$(PY) -m benchmarks.trl_step
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -38,11 +40,36 @@ MAX_SESSIONS_ENV = "OPENENV_PEER_MAX_SESSIONS"
 ASYNC_ENV = "OPENENV_PEER_ASYNC"
 
 
+def concurrent_env_base():
+    """An OpenEnv Environment base class with concurrent sessions and the episode's State: subclasses call
+    `self._begin(episode_id)` in reset and `self._count()` in step."""
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import State
+
+    class ConcurrentEnv(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self):
+            super().__init__()
+            self._begin(None)
+
+        def _begin(self, episode_id):
+            self._state = State(episode_id=episode_id, step_count=0)
+
+        def _count(self):
+            self._state.step_count += 1
+
+        @property
+        def state(self):
+            return self._state
+
+    return ConcurrentEnv
+
+
 def make_app():
     """The app factory uvicorn imports in each worker."""
     from openenv.core.env_server.http_server import create_app
-    from openenv.core.env_server.interfaces import Environment
-    from openenv.core.env_server.types import Action, Observation, State
+    from openenv.core.env_server.types import Action, Observation
 
     class EchoAction(Action):
         message: str
@@ -50,24 +77,14 @@ def make_app():
     class EchoObservation(Observation):
         echo: str = ""
 
-    class EchoEnv(Environment):
-        SUPPORTS_CONCURRENT_SESSIONS = True
-
-        def __init__(self):
-            super().__init__()
-            self._state = State(episode_id=None, step_count=0)
-
+    class EchoEnv(concurrent_env_base()):
         def reset(self, seed=None, episode_id=None, **kwargs):
-            self._state = State(episode_id=episode_id, step_count=0)
+            self._begin(episode_id)
             return EchoObservation(echo="Send me a message and I will echo it.")
 
         def step(self, action, timeout_s=None, **kwargs):
-            self._state.step_count += 1
+            self._count()
             return EchoObservation(echo=action.message, reward=len(action.message) / 10)
-
-        @property
-        def state(self):
-            return self._state
 
     class AsyncEchoEnv(EchoEnv):
         async def reset_async(self, seed=None, episode_id=None, **kwargs):
@@ -87,14 +104,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(sessions: int, workers: int, async_env: bool) -> tuple[subprocess.Popen, str]:
-    return start_uvicorn("openenv_peer:make_app", {MAX_SESSIONS_ENV: str(sessions),
-                                                   ASYNC_ENV: "1" if async_env else "0"}, workers)
-
-
-def start_uvicorn(app: str, settings: dict[str, str], workers: int = 1) -> tuple[subprocess.Popen, str]:
+@contextlib.contextmanager
+def uvicorn_server(app: str, settings: dict[str, str], workers: int = 1) -> Iterator[tuple[subprocess.Popen, str]]:
     """OpenEnv's server for the app factory `app` ("module:function" in this folder), with `settings` in its
-    environment; (process, URL) once it accepts connections."""
+    environment: (process, URL) once it accepts connections, stopped on exit."""
+    server, url = _start_uvicorn(app, settings, workers)
+    try:
+        yield server, url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _start_uvicorn(app: str, settings: dict[str, str], workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", app, "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--ws-max-queue", "64",
@@ -170,14 +192,11 @@ def main() -> None:
     parser.add_argument("--async-env", action="store_true")
     parser.add_argument("--deadline", type=float, default=120.0)
     args = parser.parse_args()
-    server, url = start_server(args.sessions, args.workers, args.async_env)
-    try:
+    settings = {MAX_SESSIONS_ENV: str(args.sessions), ASYNC_ENV: "1" if args.async_env else "0"}
+    with uvicorn_server("openenv_peer:make_app", settings, args.workers) as (server, url):
         idle = tree_rss(server.pid)
         result = asyncio.run(drive(url, args.sessions, args.steps, args.deadline, server.pid))
         result["server_rss_idle"] = idle
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print(json.dumps(result), flush=True)
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # openenv_peer, as uvicorn imports it: by file
-from openenv_peer import MAX_SESSIONS_ENV, start_uvicorn
+from openenv_peer import MAX_SESSIONS_ENV, concurrent_env_base, uvicorn_server
 
 URL_ENV = "OPENENV_TRL_PEER_URL"
 
@@ -26,8 +26,7 @@ URL_ENV = "OPENENV_TRL_PEER_URL"
 def make_app():
     """The app factory uvicorn imports: guess as an OpenEnv environment."""
     from openenv.core.env_server.http_server import create_app
-    from openenv.core.env_server.interfaces import Environment
-    from openenv.core.env_server.types import Action, Observation, State
+    from openenv.core.env_server.types import Action, Observation
 
     class GuessAction(Action):
         tool: str
@@ -36,21 +35,15 @@ def make_app():
     class GuessObservation(Observation):
         text: str = ""
 
-    class GuessEnv(Environment):
-        SUPPORTS_CONCURRENT_SESSIONS = True
-
-        def __init__(self):
-            super().__init__()
-            self._state = State(episode_id=None, step_count=0)
-
+    class GuessEnv(concurrent_env_base()):
         def reset(self, seed=None, episode_id=None, **kwargs):
-            self._state = State(episode_id=episode_id, step_count=0)
+            self._begin(episode_id)
             self.secret, self.low, self.high, self.guesses = random.Random(seed).randint(1, 100), 1, 100, 0
             return GuessObservation(text="I am thinking of an integer between 1 and 100. Find it. "
                                          "Tools: guess(number), divisible_by(divisor), give_up().")
 
         def step(self, action, timeout_s=None, **kwargs):
-            self._state.step_count += 1
+            self._count()
             if action.tool == "give_up":
                 return GuessObservation(text=f"The number was {self.secret}.", reward=0.0, done=True)
             self.guesses += 1
@@ -64,10 +57,6 @@ def make_app():
             else:
                 self.high, hint = min(self.high, number - 1), "lower"
             return GuessObservation(text=f"The number is {hint} than {number}.", reward=0.02 if inside else -0.05)
-
-        @property
-        def state(self):
-            return self._state
 
     return create_app(GuessEnv, GuessAction, GuessObservation, env_name="guess",
                       max_concurrent_envs=int(os.environ[MAX_SESSIONS_ENV]))
@@ -119,14 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     from benchmarks.trl_scripted import train  # here: uvicorn imports this module for make_app, without TRL
 
-    server, url = start_uvicorn("openenv_trl_peer:make_app", {MAX_SESSIONS_ENV: str(args.batch)},
-                                args.workers)
-    os.environ[URL_ENV] = url
-    try:
+    with uvicorn_server("openenv_trl_peer:make_app", {MAX_SESSIONS_ENV: str(args.batch)}, args.workers) as (_, url):
+        os.environ[URL_ENV] = url
         result = train(args.batch, args.steps, lambda policy: {"environment_factory": GuessToolEnv})
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print(json.dumps(result), flush=True)
 
 

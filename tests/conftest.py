@@ -22,6 +22,9 @@ sys.path.insert(0, str(ROOT))  # the benchmarks package: tests reuse its referen
 # venvs (real openreward / ors-sdk / verifiers installs) are kept in the checkout, so later runs reuse them.
 os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
 os.environ.setdefault("OPENENV_GYM_VENVS", str(ROOT / ".venv-envs"))
+# nothing comes from a model hub here: no lookups, and no telemetry thread retrying in the background
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 from openenv_gym.client.local import LocalServer  # noqa: E402  (after the environment is set up)
 
@@ -120,6 +123,13 @@ def start_server() -> Iterator[Callable[..., str]]:
 @pytest.fixture(scope="session")
 def echo_url() -> Iterator[str]:
     server = LocalServer("echo", 1, 10_000)
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def guess_url() -> Iterator[str]:
+    server = LocalServer("guess", 1, 10_000)
     yield server.url
     server.stop()
 

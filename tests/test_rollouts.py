@@ -17,15 +17,6 @@ from openenv_gym.rollout.openai import reply_of
 
 
 @pytest.fixture(scope="module")
-def guess_url():
-    from openenv_gym.client.local import LocalServer
-
-    server = LocalServer("guess", 1, 1000)
-    yield server.url
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def model_server():
     with ScriptedServer() as server:
         yield server
@@ -148,3 +139,19 @@ def test_rollout_cli_writes_one_line_per_episode(tmp_path, guess_url, model_serv
     errors = [json.loads(line)["error"] for line in out.read_text().splitlines()]
     assert len(errors) == 3 and all(error.startswith("policy: ModelServerError:") for error in errors)
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_an_env_that_cannot_reset_stops_the_stream_with_its_error(faulty_url):
+    from openenv_gym.errors import EnvError
+
+    async def policy(messages, tools):
+        return "hello"
+
+    async def main():  # any id with base_url reaches a running server; openenv/ors's one is switched to native
+        async with contextlib.aclosing(rollouts("openenv/ors", policy, base_url=faulty_url, transport="native",
+                                                num_envs=2, options={"fail": True})) as stream:
+            return [episode async for episode in stream]
+
+    with pytest.raises(EnvError, match=r"resets in a row failed, the last with: .*reset failed on purpose"):
+        run(main())
+    assert wait_until(lambda: health(faulty_url)["sessions"] == 0)

@@ -21,19 +21,11 @@ from openenv_gym.integrations.trl import (
     make_rollout_func,
 )
 from openenv_gym.integrations.trl.lifecycle import CloseSessions
+from openenv_gym.integrations.trl.tasks import task_of_prompt, task_of_row
 from openenv_gym.integrations.trl.tool_methods import tool_method
 
 os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
 CALL = tool_call_text("guess", {"number": 50})
-
-
-@pytest.fixture(scope="module")
-def guess_url():
-    from openenv_gym.client.local import LocalServer
-
-    server = LocalServer("guess", 1, 1000)
-    yield server.url
-    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +130,17 @@ def test_episode_end_and_lost_server_are_tool_results():
     server.stop()
     reply = env.guess(number=3)  # the server is gone: a tool result, not an exception
     assert reply.startswith("The episode is failed (") and "No more tool calls are needed." in reply
+
+
+def test_rows_and_prompts_choose_tasks():
+    assert task_of_row({"prompt": "p", "seed": 3, "other": 1}) == (3, {})
+    assert task_of_row({"split": "test", "index": 2, "task_spec": None}) == (None, {"split": "test", "index": 2})
+    assert task_of_row({"prompt": [{"role": "user", "content": "a"}]}) == task_of_row(
+        {"prompt": [{"role": "user", "content": "a"}], "unrelated": 5})
+    assert task_of_row({"prompt": "a"})[0] != task_of_row({"prompt": "b"})[0]
+    rows = dataset(3, split="train")
+    assert [task_of_prompt(row["prompt"]) for row in rows] == [(None, {"split": "train", "index": i}) for i in range(3)]
+    assert [task_of_prompt(row["prompt"]) for row in dataset(2, seed=7)] == [(7, {}), (8, {})]
 
 
 def test_text_env_gets_one_send_message_tool(echo_url):

@@ -109,6 +109,8 @@ class _Driver:
         self.thinking: set[asyncio.Task] = set()
         self.finished: deque[Episode] = deque()  # ended by a failed policy call, to be yielded
         self.tools: list[dict[str, Any]] = []
+        self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
+        self.reset_bound = max(10, 3 * client.num_envs)
 
     async def run(self) -> AsyncIterator[Episode]:
         self.tools = openai_tools(self.client.description)
@@ -142,6 +144,10 @@ class _Driver:
             obs, info = result.obs[k], result.infos[k]
             error = result.errors.get(env)
             if game.reply is None:  # the answer to a reset
+                self.failed_resets = 0 if error is None else self.failed_resets + 1
+                if self.failed_resets > self.reset_bound:
+                    raise type(error)(f"{self.failed_resets} resets in a row failed, the last with: {error}; "
+                                      "check the env and its reset options") from error
                 if error is None:
                     if self.system_prompt:
                         episode.messages.append({"role": "system", "content": self.system_prompt})
