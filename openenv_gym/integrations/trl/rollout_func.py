@@ -7,7 +7,8 @@ Each turn generates for every episode still running in one batch (the trainer's 
 steps all of them through the vector client: one batch frame per turn, never one episode after another. The env's
 answers are appended as chat messages, as tokens: the model's tokens have `env_mask` 1, the env's 0. It returns
 `prompt_ids`, `completion_ids`, `logprobs`, `env_mask`, and for the reward functions `env_reward` (the return),
-`env_rewards` (per step), `env_info` (the last info) and `env_steps`.
+`env_rewards` (per step), `env_info` (the last info), `env_steps` and `env_error` (None, or why the env failed:
+that episode ends, training goes on).
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def env_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -
 class _Episode:
     """One prompt's episode: its tokens so far and what the env said."""
 
-    __slots__ = ("completion", "done", "info", "logprobs", "mask", "pending", "prompt", "rewards")
+    __slots__ = ("completion", "done", "error", "info", "logprobs", "mask", "pending", "prompt", "rewards")
 
-    def __init__(self, prompt: list[int], info: dict[str, Any]) -> None:
+    def __init__(self, prompt: list[int], info: dict[str, Any], error: str | None) -> None:
         self.prompt = prompt
+        self.error = error  # why the env failed, if it did
         self.completion: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
@@ -81,7 +83,9 @@ class EnvRolloutFunc:
         episodes = []
         for k, prompt in enumerate(prompts):
             messages = self._messages(prompt, first.obs[k])
-            episodes.append(_Episode(chat.prompt_ids(messages, tools), first.infos[k]))
+            error = first.errors.get(k)
+            episodes.append(_Episode(chat.prompt_ids(messages, tools), first.infos[k],
+                                     None if error is None else f"{type(error).__name__}: {error}"))
         generate = self.generate or generator_for(trainer)
         self._play(client, episodes, generate, trainer.max_completion_length, chat, tools)
         return {
@@ -93,6 +97,7 @@ class EnvRolloutFunc:
             "env_rewards": [e.rewards for e in episodes],
             "env_steps": [len(e.rewards) for e in episodes],
             "env_info": [e.info for e in episodes],
+            "env_error": [e.error for e in episodes],
         }
 
     def _client(self, num_envs: int) -> AsyncVectorClient:
@@ -105,7 +110,8 @@ class EnvRolloutFunc:
         return self.client
 
     def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
-        """Reset every env on its prompt's task; one batch per distinct set of options."""
+        """Reset every env on its prompt's task; one batch per distinct set of options. A failed reset is in
+        the result's errors, its observation says what went wrong."""
         groups: dict[str, list[int]] = defaultdict(list)
         seeds, options = [], []
         for k, prompt in enumerate(prompts):
@@ -119,11 +125,7 @@ class EnvRolloutFunc:
                 client.send_reset(envs, [seeds[k] for k in envs], options[envs[0]])
             return await client.gather(list(range(len(prompts))))
 
-        result = self._env(reset())
-        if result.errors:
-            env, error = next(iter(result.errors.items()))
-            raise type(error)(f"the reset of episode {env} failed: {error}") from error
-        return result
+        return self._env(reset())
 
     def _messages(self, prompt: Any, observation: str) -> list[dict[str, Any]]:
         """The prompt (text or messages) with the env's first observation appended to its last user message."""
@@ -138,38 +140,61 @@ class EnvRolloutFunc:
 
     def _play(self, client: AsyncVectorClient, episodes: list[_Episode], generate: Generator, budget: int,
               chat: ChatTokens, tools: list[dict[str, Any]]) -> None:
+        """Turns until every episode is done or max_turns: all running episodes generate, then step together."""
         for turn in range(self.max_turns):
-            playing = []
-            for k, episode in enumerate(episodes):
-                if episode.done:
-                    continue
-                if episode.pending is not None:  # the env's answer to the last turn, if it fits the budget
-                    ids = chat.message_ids(episode.pending)
-                    episode.pending = None
-                    if len(episode.completion) + len(ids) >= budget:
-                        episode.done = True
-                        continue
-                    episode.add(ids, None, from_model=False)
-                playing.append(k)
+            playing = self._players(episodes, chat, budget)
             if not playing:
                 return
-            room = max(budget - len(episodes[k].completion) for k in playing)
-            started = time.perf_counter()
-            samples = generate([episodes[k].prompt + episodes[k].completion for k in playing], room)
-            self.timings["generate_s"] += time.perf_counter() - started
-            actions = []
-            for k, (ids, logprobs) in zip(playing, samples, strict=True):
-                left = budget - len(episodes[k].completion)
-                episodes[k].add(ids[:left], logprobs[:left], from_model=True)
-                actions.append(chat.tokenizer.decode(ids[:left], skip_special_tokens=True))
+            written = self._model_turn(episodes, playing, generate, budget)
+            playing = [k for k in playing if not episodes[k].done]
+            if not playing:
+                return
+            actions = [chat.tokenizer.decode(written[k], skip_special_tokens=True) for k in playing]
             result = self._env(client.step(actions, playing))
             for j, k in enumerate(playing):
                 episode = episodes[k]
                 episode.rewards.append(float(result.rewards[j]))
                 episode.info = result.infos[j]
-                episode.done = bool(result.terminated[j] or result.truncated[j]) or k in result.errors
+                error = result.errors.get(k)
+                if error is not None:
+                    episode.error = f"{type(error).__name__}: {error}"
+                episode.done = bool(result.terminated[j] or result.truncated[j]) or error is not None
                 if not episode.done and turn + 1 < self.max_turns:
                     episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools))
+
+    @staticmethod
+    def _players(episodes: list[_Episode], chat: ChatTokens, budget: int) -> list[int]:
+        """The episodes that play this turn, with the env's last answer appended as tokens (an answer that does
+        not fit the completion budget ends its episode)."""
+        playing = []
+        for k, episode in enumerate(episodes):
+            if episode.done:
+                continue
+            if episode.pending is not None:
+                ids = chat.message_ids(episode.pending)
+                episode.pending = None
+                if len(episode.completion) + len(ids) >= budget:
+                    episode.done = True
+                    continue
+                episode.add(ids, None, from_model=False)
+            playing.append(k)
+        return playing
+
+    def _model_turn(self, episodes: list[_Episode], playing: list[int], generate: Generator,
+                    budget: int) -> dict[int, list[int]]:
+        """One generation for every playing episode, within the budget; the ids each wrote. An episode whose env
+        failed takes this turn (TRL needs a completion) and is done."""
+        room = max(budget - len(episodes[k].completion) for k in playing)
+        started = time.perf_counter()
+        samples = generate([episodes[k].prompt + episodes[k].completion for k in playing], room)
+        self.timings["generate_s"] += time.perf_counter() - started
+        written = {}
+        for k, (ids, logprobs) in zip(playing, samples, strict=True):
+            left = budget - len(episodes[k].completion)
+            written[k] = ids[:left]
+            episodes[k].add(ids[:left], logprobs[:left], from_model=True)
+            episodes[k].done = episodes[k].error is not None
+        return written
 
     def _env(self, work: Coroutine[Any, Any, T]) -> T:
         started = time.perf_counter()
