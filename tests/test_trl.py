@@ -153,3 +153,26 @@ def test_text_env_gets_one_send_message_tool(echo_url):
     schema = get_json_schema(env.send_message)["function"]
     assert schema["parameters"]["required"] == ["message"]
     env._close()
+
+
+def test_an_env_that_fails_ends_its_episodes_not_the_training(tmp_path, tokenizer, faulty_url):
+    # openenv/ors with transport="native" reaches any running openenv_gym server: here one whose resets fail
+    rollout_func = make_rollout_func("openenv/ors", base_url=faulty_url, transport="native",
+                                     options={"fail": True}, max_turns=2)
+    outputs = []
+
+    def recording(prompts, trainer):
+        outputs.append(rollout_func(prompts, trainer))
+        return outputs[-1]
+
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
+                          train_dataset=dataset(4), args=grpo_args(tmp_path, tokenizer, max_steps=1),
+                          rollout_func=recording)
+    trainer.train()
+    assert trainer.state.global_step == 1
+    out = outputs[0]
+    assert all(error.startswith("EnvError: ") and "reset failed on purpose" in error for error in out["env_error"])
+    assert out["env_steps"] == [0] * 4 and out["env_reward"] == [0.0] * 4
+    assert all(ids and all(out_mask == 1 for out_mask in mask)
+               for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True))  # the model's turn only
+    assert wait_until(lambda: health(faulty_url)["sessions"] == 0)
