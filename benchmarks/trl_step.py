@@ -9,7 +9,7 @@ default) under the trainer:
 - OpenEnv, the way TRL's OpenEnv docs do it: an environment_factory class with one OpenEnv 0.10.0 client per
   rollout, against OpenEnv's own server (benchmarks/openenv_trl_peer.py, in its own venv).
 
-    python -m benchmarks.trl_step [--batches 64 256] [--steps 3] [--skip-openenv]
+    python -m benchmarks.trl_step [--batches 64 256] [--steps 6] [--workers N] [--skip-openenv]
 
 Each system runs in a fresh process with its own server. Prints a table and writes
 benchmarks/results/trl_step.json.
@@ -96,7 +96,7 @@ def report(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per system (after one warm-up)")
+    parser.add_argument("--steps", type=int, default=6, help="measured steps per system (after one warm-up)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="server processes on each side (default: one per core, our server's default)")
     parser.add_argument("--skip-openenv", action="store_true")
