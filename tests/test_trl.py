@@ -176,3 +176,21 @@ def test_an_env_that_fails_ends_its_episodes_not_the_training(tmp_path, tokenize
     assert all(ids and all(out_mask == 1 for out_mask in mask)
                for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True))  # the model's turn only
     assert wait_until(lambda: health(faulty_url)["sessions"] == 0)
+
+
+def test_environment_classes_pickle_for_spawned_workers(guess_url):
+    import pickle
+    import subprocess
+    import sys
+
+    Env = environment_factory("openenv/guess", base_url=guess_url)
+    data = pickle.dumps(Env)
+    # a fresh interpreter, as AsyncGRPOTrainer's spawned rollout worker: the class is rebuilt and plays
+    script = ("import pickle, sys; Env = pickle.loads(sys.stdin.buffer.read()); env = Env(); "
+              "print(Env.__name__, Env.tool_names, env.reset(seed=0)[:12], env.guess(number=50)); env._close()")
+    done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    printed = done.stdout.decode()
+    assert printed.startswith("GuessEnv ['divisible_by', 'give_up', 'guess'] I am thinkin ")
+    assert "50 is correct!" in printed or "than 50." in printed
+    assert pickle.loads(data).target.urls == (guess_url,)

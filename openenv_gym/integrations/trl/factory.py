@@ -12,6 +12,7 @@ process exits; `close_sessions()` ends them at any time.
 
 from __future__ import annotations
 
+import copyreg
 from typing import Any, ClassVar
 
 from openenv_gym.env import RemoteEnv
@@ -32,7 +33,29 @@ def _episode_over(env: OpenEnvGymEnv) -> str:
     return f"The episode is {how}; its return is {env.get_reward():g}. No more tool calls are needed."
 
 
-class OpenEnvGymEnv:
+class EnvClass(type):
+    """The type of the classes environment_factory makes. They are made at run time, so they pickle by recipe
+    (the env id and the servers it resolved to), which TRL's AsyncGRPOTrainer needs for its spawned worker."""
+
+
+def _pickled(cls: EnvClass) -> str | tuple:
+    if "target" not in vars(cls):
+        return cls.__qualname__  # the base class: by name, as usual
+    target: Target = cls.target
+    settings = {"base_url": list(target.urls), "transport": target.transport, "env": target.env,
+                "token": target.token, "options": target.options, "env_args": target.env_args,
+                "request_timeout": target.request_timeout}
+    return _rebuilt, (target.env_id, settings)
+
+
+def _rebuilt(env_id: str, settings: dict[str, Any]) -> EnvClass:
+    return environment_factory(env_id, **settings)
+
+
+copyreg.pickle(EnvClass, _pickled)
+
+
+class OpenEnvGymEnv(metaclass=EnvClass):
     """An episode of one env session, as TRL's environment_factory uses it. Subclassed per env id. Every public
     function of the class is a tool for TRL, so the state is kept in underscored attributes."""
 
@@ -92,7 +115,7 @@ class OpenEnvGymEnv:
             env.close()
 
 
-def environment_factory(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> type[OpenEnvGymEnv]:
+def environment_factory(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> EnvClass:
     """A class for GRPOTrainer(environment_factory=...): one env session per instance, one method per tool.
 
     make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...). Without base_url, a
@@ -115,7 +138,7 @@ def environment_factory(env_id: str, *, workers: int | None = None, **make_kwarg
         namespace["tool_names"].append(name)
     class_name = "".join(part.capitalize() for part in str(description.get("name", "env")).replace("-", "_")
                          .split("_") if part) + "Env"
-    return type(class_name, (OpenEnvGymEnv,), namespace)
+    return EnvClass(class_name, (OpenEnvGymEnv,), namespace)
 
 
 def close_sessions() -> int:
