@@ -11,8 +11,8 @@ default) under the trainer:
 
     python -m benchmarks.trl_step [--batches 64 256] [--steps 6] [--workers N] [--skip-openenv]
 
-Each system runs in a fresh process with its own server. Prints a table and writes
-benchmarks/results/trl_step.json.
+Each system runs in a fresh process with its own server. Prints a table and writes trl_step.json to --out
+(default benchmarks/results).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from benchmarks.throughput import openenv_python
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
-RESULTS = HERE / "results" / "trl_step.json"
 TRL_VERSION = "1.16.0"
 SYSTEMS = ("rollout_func", "environment_factory", "openenv")
 
@@ -101,6 +100,7 @@ def main() -> None:
                         help="server processes on each side (default: one per core, our server's default)")
     parser.add_argument("--skip-openenv", action="store_true")
     parser.add_argument("--openenv-venv", type=Path, default=ROOT / ".venv-openenv")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="folder for trl_step.json")
     parser.add_argument("--run", choices=SYSTEMS[:2], help=argparse.SUPPRESS)  # one of ours, in this process
     args = parser.parse_args()
     if args.run:
@@ -115,8 +115,8 @@ def main() -> None:
             rows.append(measure(system, batch, args.steps, args.workers, openenv))
             print(f"  {system} at batch {batch}: env {rows[-1]['env_s'] * 1000:.1f} ms per step", flush=True)
     print(report(rows))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "trl_step.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,14 @@ def test_cli_bench_plot_says_what_is_missing_without_matplotlib(tmp_path):
     assert result.returncode != 0 and "--plot needs matplotlib" in result.stderr
     assert "steps/s" in result.stdout  # the figures were printed before the plot failed
     assert not (tmp_path / "plot.png").exists()
+
+
+def test_trainer_benchmark_runs_without_openenv(tmp_path):
+    pytest.importorskip("trl")
+    result = run_module("benchmarks.trl_step", "--batches", "16", "--steps", "1", "--workers", "1",
+                        "--skip-openenv", "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = {row["system"]: row for row in json.loads((tmp_path / "trl_step.json").read_text())}
+    assert set(rows) == {"rollout_func", "environment_factory"}
+    assert all(row["env_s"] > 0 and row["batch"] == 16 for row in rows.values())
+    assert rows["rollout_func"]["mean_reward"] == pytest.approx(rows["environment_factory"]["mean_reward"])
