@@ -194,3 +194,30 @@ def test_environment_classes_pickle_for_spawned_workers(guess_url):
     assert printed.startswith("GuessEnv ['divisible_by', 'give_up', 'guess'] I am thinkin ")
     assert "50 is correct!" in printed or "than 50." in printed
     assert pickle.loads(data).target.urls == (guess_url,)
+
+
+def test_vllm_server_generation_reads_trls_client_answer():
+    """vLLM cannot run here (no GPU, and TRL's VLLMClient needs the vllm package), so the client is stood in for by
+    an object answering with the shape VLLMClient.generate documents: completion ids and [token][top-k] logprobs,
+    the sampled token first."""
+    from types import SimpleNamespace
+
+    from openenv_gym.integrations.trl.generation import VLLMServerGenerator
+
+    calls = []
+
+    def generate(**request):
+        calls.append(request)
+        return {"prompt_ids": [[1], [2]], "completion_ids": [[5, 9, 7], [6, 6]],
+                "logprobs": [[[-0.1], [-0.2], [-0.3]], [[-1.0], [-2.0]]], "logprob_token_ids": None}
+
+    trainer = SimpleNamespace(vllm_mode="server", eos_token_ids=[9], temperature=0.7, top_p=0.9, top_k=None,
+                              min_p=None, repetition_penalty=1.0, args=SimpleNamespace(generation_kwargs={"seed": 1}),
+                              vllm_generation=SimpleNamespace(vllm_client=SimpleNamespace(generate=generate)))
+    samples = VLLMServerGenerator(trainer)([[1], [2]], max_new_tokens=3)
+    assert samples == [([5, 9], [-0.1, -0.2]), ([6, 6], [-1.0, -2.0])]  # cut after the end token
+    assert calls[0] | {"prompts": None} == {"prompts": None, "n": 1, "max_tokens": 3, "temperature": 0.7,
+                                            "top_p": 0.9, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
+                                            "logprobs": 0, "generation_kwargs": {"seed": 1}}
+    with pytest.raises(ValueError, match="server mode only"):
+        VLLMServerGenerator(SimpleNamespace(vllm_mode="colocate"))
