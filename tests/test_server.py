@@ -165,6 +165,13 @@ def test_token_is_required(start_server):
     refused = httpx.get(http_url(url) + "/info")
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
     assert httpx.get(http_url(url) + "/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    # the scheme is case-insensitive (RFC 7235); a repeated header is refused as unauthorized, never a 500
+    assert httpx.get(http_url(url) + "/info", headers={"Authorization": "bearer s3cret"}).status_code == 200
+    assert httpx.get(http_url(url) + "/info", headers={"Authorization": "BEARER  s3cret"}).status_code == 200
+    twice = httpx.get(http_url(url) + "/info", headers=[("Authorization", "Bearer s3cret"),
+                                                        ("Authorization", "Bearer s3cret")])
+    assert twice.status_code == 401 and "one Authorization header" in twice.json()["error"]["message"]
+    assert httpx.get(http_url(url) + "/info", headers={"Authorization": "Basic s3cret"}).status_code == 401
 
     async def main():
         with pytest.raises(errors.UnauthorizedError, match="Bearer"):

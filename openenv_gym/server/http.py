@@ -29,9 +29,17 @@ def json_response(connection: ServerConnection, status: HTTPStatus, body: Any) -
     return response
 
 
-def bearer_matches(request: Request, token: str) -> bool:
-    supplied = request.headers.get("Authorization", "")
-    return hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode())
+def bearer_refusal(request: Request, token: str) -> str | None:
+    """Why the request's credentials are refused, or None when they carry the token. The scheme is
+    case-insensitive (RFC 7235); the token is compared in constant time."""
+    supplied = request.headers.get_all("Authorization")
+    if len(supplied) > 1:
+        return "send one Authorization header, not several"
+    scheme, _, credentials = (supplied[0] if supplied else "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(), token.encode()):
+        return ("this server needs 'Authorization: Bearer <token>'; pass token=... to connect()/gym.make() or "
+                "set OPENENV_GYM_TOKEN")
+    return None
 
 
 def _int_param(query: dict[str, list[str]], name: str) -> int | None:
@@ -61,10 +69,9 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: di
         path, _, query_string = request.path.partition("?")
         if path == "/healthz":  # open even with a token, for liveness probes
             return json_response(connection, HTTPStatus.OK, health())
-        if token is not None and not bearer_matches(request, token):
-            error = UnauthorizedError("this server needs 'Authorization: Bearer <token>'; pass token=... "
-                                      "to connect()/gym.make() or set OPENENV_GYM_TOKEN")
-            return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": error.to_wire()})
+        refusal = None if token is None else bearer_refusal(request, token)
+        if refusal is not None:
+            return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": UnauthorizedError(refusal).to_wire()})
         if path == "/info":
             return json_response(connection, HTTPStatus.OK, info)
         if path in ("/splits", "/tasks"):
