@@ -209,3 +209,21 @@ def test_steps_with_a_hung_entry_answers_after_the_timeout(faulty_url):
             assert answer["obs"][1] == "quick" and answer["error"][0]["code"] == "timeout"
 
     run(main())
+
+
+@pytest.mark.timeout(60)
+def test_model_text_that_breaks_parsers_is_an_invalid_action_and_the_session_goes_on(guess_url):
+    """Deep brackets once raised RecursionError (an env_error that ended the session) and long words made
+    the parse quadratic; both are now an invalid action, answered at once."""
+    async def main():
+        async with openenv_gym.connect(guess_url) as conn:
+            session = conn.session()
+            await session.reset(seed=0)
+            for text in ("[" * 1_000_000, "x" * 1_000_000, "f(x=" + "[" * 100_000 + "])"):
+                obs, reward, terminated, truncated, info = await session.step(text)
+                assert info["error"]["code"] == "invalid_action" and "no tool call" in obs
+                assert not (terminated or truncated)
+            obs, *_ = await session.step({"name": "guess", "arguments": {"number": 50}})
+            assert "50" in obs
+
+    run(main())

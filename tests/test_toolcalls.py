@@ -35,3 +35,27 @@ def test_normalize_defaults_missing_arguments():
     assert normalize_tool_call({"name": "give_up"}) == {"name": "give_up", "arguments": {}}
     assert normalize_tool_call({"name": "x", "arguments": [1]}) is None
     assert normalize_tool_call({"name": ""}) is None
+
+
+# Inputs that made the parser quadratic (a 40,000-character action froze a worker for 12 s) or blew its
+# recursion limit. Each must give "no call" promptly: the timeout is a hang guard, not a speed figure.
+ADVERSARIAL = {
+    "one long word": "x" * 400_000,
+    "words before an open paren": "call " * 80_000 + "(",
+    "nested brackets": "[" * 200_000,
+    "nested braces": '{"a":' * 100_000,
+    "unclosed tool tags": "<tool_call>{" * 40_000,
+    "unclosed function tags": "<function=f>" * 40_000,
+    "deep pythonic call": "f(x=" + "[" * 100_000 + "])",
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_adversarial_text_is_no_call_promptly(name):
+    assert parse_tool_call(ADVERSARIAL[name]) is None
+
+
+def test_a_call_after_many_brackets_is_still_found():
+    assert parse_tool_call("[" * 1000 + ' {"name": "guess", "arguments": {"number": 42}}') == CALL
+    assert parse_tool_call("<tool_call>" * 3 + '{"name": "guess", "arguments": {"number": 42}}</tool_call>') == CALL

@@ -23,11 +23,13 @@ import orjson
 
 ToolCall = dict[str, Any]
 
-_FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>\s*(.*?)\s*</function>", re.DOTALL)
-_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-_JSON_START = re.compile(r"[{\[]")
+# Every scan here is linear in the text: model text is untrusted, and a quadratic scan of 40,000 characters
+# froze a server worker for seconds. Possessive quantifiers (*+) never backtrack.
+_FUNCTION_NAME = re.compile(r"[\w.-]++>")
+_JSON_START = re.compile(r"\{(?=\s*+\")|\[(?=\s*+\{)")  # an object with a key, or an array of objects
 _DECODER = json.JSONDecoder()
-_PYTHONIC = re.compile(r"\[?\s*([A-Za-z_]\w*)\s*\((.*)\)\s*\]?\s*$", re.DOTALL)
+_CALL_NAME = re.compile(r"\b([A-Za-z_]\w*+)\s*+\(")
+JSON_ATTEMPTS = 32  # JSON values tried per text, each a scan of the rest of it: a bound on the work
 
 
 def normalize_tool_call(obj: object) -> ToolCall | None:
@@ -57,35 +59,67 @@ def normalize_tool_call(obj: object) -> ToolCall | None:
 def _loads(text: str) -> object:
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError:  # orjson refuses nesting deeper than 1024 instead of recursing
         return None
 
 
+def _tagged(text: str, opening: str, closing: str):
+    """Yield the body of each `opening ... closing` span, left to right, each up to the first `closing` after
+    it (as a lazy regex would), in one pass."""
+    start = text.find(opening)
+    while start != -1:
+        begin = start + len(opening)
+        end = text.find(closing, begin)
+        if end == -1:
+            return  # no closing tag after this one: none after the later openings either
+        yield text[begin:end]
+        start = text.find(opening, end + len(closing))
+
+
 def _json_values(text: str):
-    """Yield each JSON object or array that starts at a '{' or '[' in text."""
-    for match in _JSON_START.finditer(text):
+    """Yield the JSON values that start where an object with a key, or an array of objects, starts in text: the
+    first JSON_ATTEMPTS such places."""
+    for attempt, match in enumerate(_JSON_START.finditer(text)):
+        if attempt == JSON_ATTEMPTS:
+            return
         try:
             value, _ = _DECODER.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         yield value
 
 
+def _function_tag(text: str) -> ToolCall | None:
+    """<function=NAME>{arguments}</function>"""
+    for body in _tagged(text, "<function=", "</function>"):
+        name = _FUNCTION_NAME.match(body)
+        if name is None:
+            continue
+        raw = body[name.end():].strip()
+        arguments = _loads(raw) if raw else {}
+        if isinstance(arguments, dict):
+            return {"name": name.group()[:-1], "arguments": arguments}
+        return None
+    return None
+
+
 def _pythonic(text: str) -> ToolCall | None:
-    match = _PYTHONIC.search(text.strip())
-    if not match:
+    """name(key=value, ...), optionally in brackets, ending the text."""
+    text = text.strip()
+    if text.endswith("]"):
+        text = text[:-1].rstrip()
+    match = _CALL_NAME.search(text)
+    if not text.endswith(")") or match is None:
         return None
+    name, inside = match.group(1), text[match.end():-1]
     try:
-        call = ast.parse(f"{match.group(1)}({match.group(2)})", mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(call, ast.Call) or call.args:
-        return None
-    try:
+        call = ast.parse(f"{name}({inside})", mode="eval").body
+        if not isinstance(call, ast.Call) or call.args:
+            return None
         arguments = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         return None
-    return {"name": match.group(1), "arguments": arguments}
+    return {"name": name, "arguments": arguments}
 
 
 def find_tool_call(action: object, tool_names: Collection[str]) -> ToolCall | str:
@@ -106,15 +140,13 @@ def find_tool_call(action: object, tool_names: Collection[str]) -> ToolCall | st
 
 def parse_tool_call(text: str) -> ToolCall | None:
     """Return the first tool call found in text, or None."""
-    for body in _TOOL_CALL_TAG.findall(text):
-        call = normalize_tool_call(_loads(body))
+    for body in _tagged(text, "<tool_call>", "</tool_call>"):
+        call = normalize_tool_call(_loads(body.strip()))
         if call:
             return call
-    match = _FUNCTION_TAG.search(text)
-    if match:
-        arguments = _loads(match.group(2)) if match.group(2) else {}
-        if isinstance(arguments, dict):
-            return {"name": match.group(1), "arguments": arguments}
+    call = _function_tag(text)
+    if call:
+        return call
     for value in _json_values(text):
         call = normalize_tool_call(value)
         if call:
