@@ -219,11 +219,35 @@ def test_model_text_that_breaks_parsers_is_an_invalid_action_and_the_session_goe
         async with openenv_gym.connect(guess_url) as conn:
             session = conn.session()
             await session.reset(seed=0)
-            for text in ("[" * 1_000_000, "x" * 1_000_000, "f(x=" + "[" * 100_000 + "])"):
+            for text in ("[" * 250_000, "x" * 250_000, "f(x=" + "[" * 100_000 + "])"):  # under the size limit
                 obs, reward, terminated, truncated, info = await session.step(text)
                 assert info["error"]["code"] == "invalid_action" and "no tool call" in obs
                 assert not (terminated or truncated)
             obs, *_ = await session.step({"name": "guess", "arguments": {"number": 50}})
             assert "50" in obs
+
+    run(main())
+
+
+def test_a_text_action_over_the_limit_is_an_invalid_action_naming_it(start_server):
+    url = start_server("guess", "--max-action-chars", "1000")
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            info = await conn.info()
+            assert info["limits"]["max_action_chars"] == 1000
+            session = conn.session()
+            await session.reset(seed=0)
+            obs, reward, terminated, truncated, info = await session.step("x" * 1001)
+            assert info["error"]["code"] == "invalid_action" and "1001 characters" in obs
+            assert "at most 1000" in obs and "--max-action-chars" in obs
+            assert (await session.state())["steps"] == 1  # it counts as a step, as other invalid actions do
+            obs, *_ = await session.step('<tool_call>{"name": "guess", "arguments": {"number": 50}}</tool_call>')
+            assert "50" in obs
+        async with openenv_gym.AsyncVectorClient(url, 2) as client:  # the batch path (`steps`) says the same
+            await client.reset(seed=0)
+            result = await client.step(["y" * 2000, "z"])
+            assert "2000 characters" in result.obs[0] and result.infos[1]["error"]["code"] == "invalid_action"
+            assert "characters" not in result.obs[1] and client.live.all()
 
     run(main())

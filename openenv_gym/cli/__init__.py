@@ -50,6 +50,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-frame-bytes", type=positive_int, default=Limits.max_frame_bytes,
                        help=f"largest request frame; bigger ones get a too_large error "
                             f"(default {Limits.max_frame_bytes // 2**20} MiB)")
+    serve.add_argument("--max-action-chars", type=positive_int, default=Limits.max_action_chars,
+                       help="longest text action; a longer one is answered with an invalid-action observation "
+                            f"(default {Limits.max_action_chars:,})")
     serve.add_argument("--threads", type=positive_int, default=ServeConfig.threads,
                        help="threads per worker for environment code that would block the event loop: the plain-def "
                             "methods of python environments, and the plain-def calls (and construction) of ORS "
@@ -72,8 +75,9 @@ def _run_serve(args: argparse.Namespace) -> None:
         return
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
-          max_frame_bytes=args.max_frame_bytes, threads=args.threads, env_args=args.env_args,
-          log_level=args.log_level, ready_fd=args.ready_fd, exit_with_stdin=args.exit_with_stdin)
+          max_frame_bytes=args.max_frame_bytes, max_action_chars=args.max_action_chars, threads=args.threads,
+          env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
+          exit_with_stdin=args.exit_with_stdin)
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:

@@ -95,6 +95,9 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                 put(index, core.refuse_step(owner, session_id, action))
                 continue
             session.last_active = now
+            if type(action) is str and len(action) > core.max_action_chars:
+                put(index, core.step_outcome(session, core.oversized(action)))
+                continue
             driver.index, driver.session = index, session
             try:
                 result = await session.env.step(action)

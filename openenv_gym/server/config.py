@@ -15,6 +15,7 @@ class Limits:
     step_timeout: float = 60.0  # seconds one reset or step may take before its session is ended
     idle_timeout: float = 900.0  # seconds a session may sit unused before it is reaped
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # larger request frames are answered with too_large
+    max_action_chars: int = 2**18  # longer text actions are answered with an invalid-action observation
 
 
 @dataclass(frozen=True)

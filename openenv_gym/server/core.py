@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
-from openenv_gym.episode.results import ResetResult, StepResult
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.state import no_episode, step_limit
 from openenv_gym.errors import (
     BadRequestError,
@@ -61,6 +61,7 @@ class SessionCore:
         else:
             self.factory = factory
         self.limits = limits
+        self.max_action_chars = limits.max_action_chars
         self.counter = counter
         self.sessions: dict[str, Session] = {}  # every session of this worker, for the reaper
 
@@ -91,6 +92,9 @@ class SessionCore:
                 type(action) is not str and type(action) is not dict):
             raise self.refuse_step(owner, session_id, action)
         session.last_active = self.loop.time()
+        if type(action) is str and len(action) > self.max_action_chars:
+            reply(self.step_outcome(session, self.oversized(action)))
+            return
         try:  # inline until the environment first waits; written out, as this is the per-request hot path
             coro = session.env.step(action)
             yielded = coro.send(None)
@@ -147,6 +151,11 @@ class SessionCore:
             raise BadRequestError(f"session {short(session_id)} is still answering an earlier request; "
                                   "wait for that answer before sending the next")
         return session
+
+    def oversized(self, action: str) -> StepResult:
+        """The answer to a text action over the limit: an invalid action, before any environment code reads it."""
+        return invalid_action(f"the action is {len(action)} characters; this server takes at most "
+                              f"{self.max_action_chars} (openenv-gym serve --max-action-chars)")
 
     def refuse_step(self, owner: Owner, session_id: Any, action: Any) -> ProtocolError:
         """The typed error that explains why this step cannot run."""

@@ -30,7 +30,8 @@ from openenv_gym.server.config import Limits, ServeConfig
 def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.port, workers: int | None = None,
           max_sessions: int = Limits.max_sessions, token: str | None = None,
           step_timeout: float = Limits.step_timeout, idle_timeout: float = Limits.idle_timeout,
-          max_frame_bytes: int = Limits.max_frame_bytes, threads: int = ServeConfig.threads,
+          max_frame_bytes: int = Limits.max_frame_bytes, max_action_chars: int = Limits.max_action_chars,
+          threads: int = ServeConfig.threads,
           env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
           exit_with_stdin: bool = False) -> None:
@@ -51,7 +52,8 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     if exit_with_stdin:
         _exit_when_stdin_closes()
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
-                         limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes), threads=threads,
+                         limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars),
+                         threads=threads,
                          env_args=env_args or {})
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
