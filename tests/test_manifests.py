@@ -86,3 +86,19 @@ def test_serve_refuses_a_misspelt_manifest_with_its_message(tmp_path):
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", str(tmp_path), "--port", "0"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "unknown key 'max_step'" in done.stderr and "openenv.toml" in done.stderr
+
+
+def test_a_name_that_already_carries_the_kind_is_not_prefixed_twice(tmp_path):
+    text = ECHO_LIKE.replace('name = "mine"', 'name = "ors-x"') + 'kind = "ors"\n'
+    assert load_manifest(manifest_in(tmp_path, text).parent).gym_id == "openenv/ors-x"
+    text = ECHO_LIKE.replace('name = "mine"', 'name = "orsx"') + 'kind = "ors"\n'
+    assert load_manifest(manifest_in(tmp_path / "b", text).parent).gym_id == "openenv/ors-orsx"
+
+
+def test_env_args_for_an_ors_environment_are_refused_in_good_english(tmp_path):
+    from openenv_gym.adapters import load_factory
+    from openenv_gym.manifests import ManifestError
+
+    manifest = load_manifest(manifest_in(tmp_path, ECHO_LIKE + 'kind = "ors"\n').parent)
+    with pytest.raises(ManifestError, match="mine is an ors environment, which takes no env_args"):
+        load_factory(manifest, {"max_turns": 3})

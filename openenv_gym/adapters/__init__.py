@@ -22,7 +22,8 @@ Loader = Callable[[Any, dict[str, Any]], EnvironmentFactory]
 def _without_env_args(load: Callable[[Any], EnvironmentFactory]) -> Loader:
     def loader(manifest: BaseManifest, env_args: dict[str, Any]) -> EnvironmentFactory:
         if env_args:
-            raise ManifestError(f"{manifest.name} is a {manifest.kind} environment, which takes no env_args "
+            article = "an" if manifest.kind[0] in "aeiou" else "a"  # "an ors environment"
+            raise ManifestError(f"{manifest.name} is {article} {manifest.kind} environment, which takes no env_args "
                                 "(only verifiers environments are built with arguments)")
         return load(manifest)
     return loader

@@ -43,7 +43,8 @@ class BaseManifest(BaseModel):
 
     @property
     def gym_id(self) -> str:
-        return f"openenv/{self.id_prefix}{self.name}"
+        prefix = "" if self.name.startswith(self.id_prefix) else self.id_prefix  # --name ors-x: openenv/ors-x
+        return f"openenv/{prefix}{self.name}"
 
 
 class PythonManifest(BaseManifest):
