@@ -92,12 +92,17 @@ def test_single_turn_quiz(imported):
     assert results[1][4]["metrics"]["correct_answer"] == 0.0
 
 
+def render_final(messages):
+    return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
 def test_multi_turn_game(imported):
     env = gym.make("openenv/verifiers-guessing")
     assert env.unwrapped.description["max_steps"] == 10
     replies, (obs, reward, terminated, truncated, info) = play_guessing(env, options={"index": 3})
     assert (terminated, truncated) == (True, False) and info["stop_condition"] == "solved"
     assert reward > 1.0 and info["metrics"]["num_turns"] == len(replies)
+    assert obs == (render_final(info["messages"]) or f"The episode is over (solved); reward {reward:g}.")
 
     obs, _ = env.reset(options={"index": 3})
     obs, reward, terminated, truncated, info = env.step("<guess>1</guess>")

@@ -150,7 +150,9 @@ class VerifiersSession(Environment):
         if output.get("error") is not None:
             info["error"] = {"code": "env_error", "message": _failure(output)}
         reward = reward_of(output.get("reward"), info)
-        return StepResult(render_messages(messages), reward, terminated=not truncated, truncated=truncated, info=info)
+        # the environment's final response, or a summary when it has none: an empty observation reads as a bug
+        obs = render_messages(messages) if messages else f"The episode is over ({stop or 'done'}); reward {reward:g}."
+        return StepResult(obs, reward, terminated=not truncated, truncated=truncated, info=info)
 
     async def close(self) -> None:
         rollout, self.rollout = self.rollout, None
