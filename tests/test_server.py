@@ -217,5 +217,7 @@ def test_two_workers_share_the_port_and_the_session_count(start_server):
 
 
 def test_unknown_env_fails_to_start_with_a_clear_error(start_server):
-    with pytest.raises(errors.ServerStartError, match="did not start"):
+    with pytest.raises(errors.ServerStartError, match="did not start") as failure:
         start_server("no-such-env")
+    # the cause travels with the error: the tail of what the server printed
+    assert "no environment named 'no-such-env'" in str(failure.value) and "known environments" in str(failure.value)

@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 import threading
+from collections import deque
 from typing import Any
 
 from openenv_gym.errors import ServerStartError
@@ -27,9 +28,13 @@ _MISSING = object()
 _lock = threading.Lock()
 
 
-def _forward(stream) -> None:
+OUTPUT_TAIL = 20  # lines of the server's output kept for the error of a server that does not start
+
+
+def _forward(stream, tail: deque[str]) -> None:
     # A pipe nobody reads would fill up and block (or break) a chatty environment.
     for line in stream:
+        tail.append(line)
         print(line, end="", file=sys.stderr)
 
 
@@ -42,10 +47,13 @@ class LocalServer:
         command = [sys.executable, "-m", "openenv_gym", "serve", env, "--host", "127.0.0.1", "--port", "0",
                    "--workers", str(workers), "--max-sessions", str(max_sessions), "--exit-with-stdin",
                    "--ready-fd", str(report), *extra_args]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        pass_fds=(report,))
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, pass_fds=(report,))
         os.close(report)
-        threading.Thread(target=_forward, args=(self.process.stdout,), name="server-output", daemon=True).start()
+        self._tail: deque[str] = deque(maxlen=OUTPUT_TAIL)
+        self._output = threading.Thread(target=_forward, args=(self.process.stdout, self._tail),
+                                        name="server-output", daemon=True)
+        self._output.start()
         self.url = self._wait_for_url(ready)
 
     def _wait_for_url(self, ready: int) -> str:
@@ -60,10 +68,12 @@ class LocalServer:
                     return status["ready"]
                 timeout = None if "building" in status else START_TIMEOUT  # pip has timeouts of its own
         self.stop()
+        self._output.join(timeout=2)  # the rest of what it printed
+        output = "".join(self._tail).strip() or "(it printed nothing)"
         raise ServerStartError(
             f"the local server for {self.env!r} did not start (not ready within {START_TIMEOUT:g} s, or exited "
-            f"with code {self.process.returncode}); its error is printed above. Run `openenv-gym serve "
-            f"{self.env}` to see it again, or pass base_url= to use a running server")
+            f"with code {self.process.returncode}). The end of its output:\n{output}\nRun `openenv-gym serve "
+            f"{self.env}` to see it all, or pass base_url= to use a running server")
 
     @property
     def alive(self) -> bool:
