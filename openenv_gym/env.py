@@ -20,6 +20,7 @@ from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome
 from openenv_gym.errors import InvalidActionError
+from openenv_gym.registry import check_served
 from openenv_gym.spaces import spaces_for
 
 SEED_BOUND = 2**31
@@ -57,6 +58,7 @@ class RemoteEnv(gym.Env[str, Action]):
         self._options = {"env": env, "token": token, "request_timeout": request_timeout, "env_args": env_args}
         self._transport = self._shared_transport()
         self.description: dict[str, Any] = self._transport.description
+        check_served(env, self.description, base_url)
         self.observation_space, self.action_space = spaces_for(self.description)
         self._session = self._transport.session()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from openenv_gym.manifests import BaseManifest, all_manifests
+from openenv_gym.errors import EnvNotFoundError, OpenEnvGymError
+from openenv_gym.manifests import BaseManifest, all_manifests, find_manifest
 
 ENTRY_POINT = "openenv_gym.env:RemoteEnv"
 VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
@@ -20,6 +21,21 @@ def register_manifest(manifest: BaseManifest) -> None:
         nondeterministic=not manifest.deterministic,
         kwargs={"env": str(manifest.folder)},
     )
+
+
+def check_served(env: str | None, description: dict, url: str) -> None:
+    """A running server must serve the environment a gym id names: a server of another one is refused, rather
+    than played in its place. Servers of other formats (ORS) name no manifest and are checked by their transport."""
+    served = description.get("manifest")
+    if env is None or served is None:
+        return
+    try:
+        expected = find_manifest(env).name
+    except (OpenEnvGymError, ValueError):  # not an environment of this machine: nothing to compare with
+        return
+    if expected != served:
+        raise EnvNotFoundError(f"the server at {url} serves {served!r}, not {expected!r}; point base_url at a "
+                               f"server of {expected} (openenv-gym serve {expected}), or use the id of {served}")
 
 
 REMOTE_ORS_ID = "openenv/ors"  # gym.make(REMOTE_ORS_ID, base_url="http://host:port", env="name")

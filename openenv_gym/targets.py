@@ -18,6 +18,8 @@ from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.env import RemoteEnv
+from openenv_gym.errors import EnvNotFoundError
+from openenv_gym.registry import check_served
 
 # The keyword arguments of gym.make / gym.make_vec for openenv ids that a Target keeps.
 TARGET_KWARGS = ("env", "base_url", "token", "options", "transport", "env_args", "request_timeout")
@@ -40,6 +42,17 @@ class Target:
         """An AsyncVectorClient of `num_envs` sessions over the target's servers (not yet open)."""
         return AsyncVectorClient(list(self.urls), num_envs, transport=self.transport, env=self.env, token=self.token,
                                  request_timeout=self.request_timeout, env_args=self.env_args)
+
+    async def open_vector_client(self, num_envs: int) -> AsyncVectorClient:
+        """vector_client(num_envs), opened, and checked to reach the env the id names (closed if not)."""
+        client = self.vector_client(num_envs)
+        await client.open()
+        try:
+            check_served(self.env, client.description, ", ".join(self.urls))
+        except EnvNotFoundError:
+            await client.close()
+            raise
+        return client
 
     def remote_env(self) -> RemoteEnv:
         """A RemoteEnv on the first server; envs of one thread share one connection."""

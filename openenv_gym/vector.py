@@ -27,6 +27,8 @@ from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.episode.state import MAX_STEPS_OPTION
+from openenv_gym.errors import EnvNotFoundError
+from openenv_gym.registry import check_served
 from openenv_gym.spaces import spaces_for
 
 
@@ -122,6 +124,11 @@ class RemoteVectorEnv(VectorEnv):
                                         request_timeout=request_timeout, connections_per_worker=connections_per_worker,
                                         env_args=env_args)
         self._runner.run(self.client.open())
+        try:
+            check_served(env, self.client.description, ", ".join(self.client.urls))
+        except EnvNotFoundError:
+            self._runner.run(self.client.close())
+            raise
         self.single_env_max_steps: int | None = self.client.description.get("max_steps")
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -181,3 +181,12 @@ def test_embedded_server_stops_with_its_process(ending):
         return not asyncio.run(reachable())
 
     assert url.startswith("ws://") and wait_until(server_gone, timeout=10)
+
+
+def test_a_running_server_that_serves_another_env_is_refused(echo_url):
+    with pytest.raises(openenv_gym.EnvNotFoundError, match="serves 'echo', not 'guess'"):
+        gym.make("openenv/guess", base_url=echo_url)
+    with pytest.raises(openenv_gym.EnvNotFoundError, match="serves 'echo', not 'guess'"):
+        gym.make_vec("openenv/guess", num_envs=2, base_url=echo_url)
+    env = gym.make("openenv/echo", base_url=echo_url)  # the env it serves is fine
+    env.close()

@@ -90,9 +90,9 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     options = dict(target.options)
     if max_turns is not None:
         options[MAX_STEPS_OPTION] = max_turns
-    driver = _Driver(target.vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options), system_prompt)
+    driver = _Driver(await target.open_vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options),
+                     system_prompt)
     try:
-        await driver.client.open()
         async for episode in driver.run():
             yield episode
     finally:

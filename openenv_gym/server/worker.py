@@ -71,7 +71,8 @@ class Worker:
     def __init__(self, config: ServeConfig, counter: SessionCounter) -> None:
         self.config = config
         self.counter = counter
-        self.factory = load_factory(find_manifest(config.env), config.env_args)
+        self.manifest = find_manifest(config.env)
+        self.factory = load_factory(self.manifest, config.env_args)
 
     def health(self) -> dict:
         return {"status": "ok", "env": self.core.description["name"], "sessions": self.counter.total(),
@@ -123,6 +124,7 @@ class Worker:
             loop.add_signal_handler(sig, stop.set)
         limits = self.config.limits
         self.core = SessionCore(self.factory, limits, self.counter, self.config.threads)
+        self.core.description["manifest"] = self.manifest.name  # clients check they reach the env they named
         catalog = Catalog(self.factory, self.core.description.get("name", ""))
         self.native = NativeFrontEnd(self.core, catalog)
         process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)

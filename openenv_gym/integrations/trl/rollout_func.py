@@ -104,9 +104,7 @@ class EnvRolloutFunc:
         """The vector client of `num_envs` sessions, opened on first use (again if the batch size changed)."""
         if self.client is None or self.client.num_envs != num_envs or not self.client.transports:
             self._close()
-            client = self.target.vector_client(num_envs)
-            self.runner.run(client.open())
-            self.client = client
+            self.client = self.runner.run(self.target.open_vector_client(num_envs))
         return self.client
 
     def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
