@@ -147,8 +147,12 @@ def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(import
                                  bob.step({"name": "write", "arguments": {"text": "from bob"}}))
             await ada.step({"name": "write", "arguments": {"text": "again ada"}})
             ada_notes, bob_notes = await asyncio.gather(ada.step("read()"), bob.step("read()"))
-            await bob.close()  # async teardown runs
-            after = await ada.step("read()")
+            await bob.close()  # its async teardown runs, after the close is answered
+            for _ in range(50):  # so look a few times (a bounded wait, on a loaded machine)
+                after = await ada.step("read()")
+                if not after[0].endswith("(teardowns: 0)"):
+                    break
+                await asyncio.sleep(0.02)
             return ada_obs, bob_obs, bob_info, ada_notes[0], bob_notes[0], after[0]
 
     ada_obs, bob_obs, bob_info, ada_notes, bob_notes, after = run(two_sessions())
