@@ -141,3 +141,11 @@ def test_cli_import_reports_what_it_did(tmp_path):
     again = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--name", "cli",
                             "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+def test_a_source_that_is_not_valid_python_is_reported_with_file_and_line(tmp_path):
+    source = write(tmp_path / "src", {"env.py": ORS_ENV.replace("class ", "clas ", 1), "ok.py": "X = 1\n"})
+    with pytest.raises(ImportFailedError, match=r"no environment found") as failure:
+        import_environment(source, "x", tmp_path / "out")
+    message = str(failure.value)
+    assert "env.py, line " in message and "SyntaxError" in message and "ok.py" not in message

@@ -16,7 +16,7 @@ import tomli_w
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.deps import declared_description
 from openenv_gym.importers.ors import OrsImporter
-from openenv_gym.importers.scan import first_docstring_line, parse
+from openenv_gym.importers.scan import first_docstring_line, parse, syntax_errors
 from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
 from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifests.home import record_dir
@@ -47,7 +47,9 @@ def detect_all(source: Path) -> list[Detected]:
 def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[Detected]:
     if not found:
         looked_for = "; or ".join(importer.looks_for for importer in IMPORTERS)
-        raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}")
+        broken = syntax_errors(source)  # an environment in a file that does not parse is not seen
+        hint = f". These files are not valid Python; fix them first: {'; '.join(broken[:5])}" if broken else ""
+        raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}{hint}")
     if env_class is None:
         return found
     chosen = [d for d in found if env_class in (d.attribute, d.entry)]

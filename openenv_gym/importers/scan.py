@@ -36,6 +36,19 @@ def parse(path: Path) -> ast.Module | None:
         return None
 
 
+def syntax_errors(source: Path) -> list[str]:
+    """The modules of a source that are not valid Python, as "file, line N: message"."""
+    errors = []
+    for path in python_files(source):
+        try:
+            ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+        except SyntaxError as exc:
+            errors.append(f"{path}, line {exc.lineno}: SyntaxError: {exc.msg}")
+        except ValueError as exc:  # e.g. a NUL byte
+            errors.append(f"{path}: {exc}")
+    return errors
+
+
 def first_docstring_line(tree: ast.Module, name: str) -> str:
     """The first line of the docstring of top-level class or function `name`, else of the module."""
     for node in tree.body:
