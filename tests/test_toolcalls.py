@@ -59,3 +59,18 @@ def test_adversarial_text_is_no_call_promptly(name):
 def test_a_call_after_many_brackets_is_still_found():
     assert parse_tool_call("[" * 1000 + ' {"name": "guess", "arguments": {"number": 42}}') == CALL
     assert parse_tool_call("<tool_call>" * 3 + '{"name": "guess", "arguments": {"number": 42}}</tool_call>') == CALL
+
+
+def test_every_call_of_a_message_is_found_in_order():
+    from openenv_gym.adapters.verifiers_rollout import assistant_message
+    from openenv_gym.episode.toolcalls import parse_tool_calls
+
+    two = ('<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call> then '
+           '<tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    assert parse_tool_calls(two) == [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]
+    mistral = '[TOOL_CALLS] [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]'
+    assert [c["name"] for c in parse_tool_calls(mistral)] == ["a", "b"]
+    assert parse_tool_calls("no call") == [] and parse_tool_calls("guess(number=42)") == [CALL]
+    assert parse_tool_call(two) == {"name": "a", "arguments": {"x": 1}}  # the first, for one-call envs
+    message = assistant_message(two, {"a", "b"}, turn=3)  # the Verifiers adapter plays them all, as verifiers does
+    assert [(c["id"], c["name"]) for c in message["tool_calls"]] == [("call_3_0", "a"), ("call_3_1", "b")]

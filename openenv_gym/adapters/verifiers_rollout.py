@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_call
+from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_calls
 from openenv_gym.errors import EnvError
 
 MODEL = "policy"  # the model name the environment sees in its state
@@ -140,13 +140,13 @@ class Rollout:
 def assistant_message(action: Any, tool_names: set[str], turn: int) -> dict[str, Any] | str:
     """The assistant message an action is ({content, tool_calls}), or a message saying why it is none.
 
-    Text is the message's content; for environments with tools, a tool call written in the text (any
-    format toolcalls reads) is also made. An object is {"content", "tool_calls": [OpenAI-style calls]},
+    Text is the message's content; for environments with tools, the tool calls written in the text (any
+    format toolcalls reads) are made, all of them, in order. An object is {"content", "tool_calls": [OpenAI-style calls]},
     or one tool call {"name", "arguments"}.
     """
-    if isinstance(action, str):
-        call = parse_tool_call(action) if tool_names else None
-        return {"content": action, "tool_calls": [_tool_call(call, turn, 0)] if call else []}
+    if isinstance(action, str):  # every call the text writes, in order, as verifiers plays them all
+        calls = parse_tool_calls(action) if tool_names else []
+        return {"content": action, "tool_calls": [_tool_call(call, turn, index) for index, call in enumerate(calls)]}
     if not isinstance(action, dict):
         return 'an action is the assistant\'s text, or an object {"content": ..., "tool_calls": [...]}'
     if "content" in action or "tool_calls" in action:

@@ -89,18 +89,14 @@ def _json_values(text: str):
         yield value
 
 
-def _function_tag(text: str) -> ToolCall | None:
-    """<function=NAME>{arguments}</function>"""
-    for body in _tagged(text, "<function=", "</function>"):
-        name = _FUNCTION_NAME.match(body)
-        if name is None:
-            continue
-        raw = body[name.end():].strip()
-        arguments = _loads(raw) if raw else {}
-        if isinstance(arguments, dict):
-            return {"name": name.group()[:-1], "arguments": arguments}
+def _function_tag(body: str) -> ToolCall | None:
+    """The call in the body of <function=NAME>{arguments}</function>."""
+    name = _FUNCTION_NAME.match(body)
+    if name is None:
         return None
-    return None
+    raw = body[name.end():].strip()
+    arguments = _loads(raw) if raw else {}
+    return {"name": name.group()[:-1], "arguments": arguments} if isinstance(arguments, dict) else None
 
 
 def _pythonic(text: str) -> ToolCall | None:
@@ -138,17 +134,23 @@ def find_tool_call(action: object, tool_names: Collection[str]) -> ToolCall | st
     return call
 
 
-def parse_tool_call(text: str) -> ToolCall | None:
-    """Return the first tool call found in text, or None."""
-    for body in _tagged(text, "<tool_call>", "</tool_call>"):
-        call = normalize_tool_call(_loads(body.strip()))
-        if call:
-            return call
-    call = _function_tag(text)
-    if call:
-        return call
+def parse_tool_calls(text: str) -> list[ToolCall]:
+    """Every tool call written in text, in order, in the first format that has any: <tool_call> tags,
+    <function=...> tags, the first JSON value holding calls (a list of calls is several), a pythonic call."""
+    for opening, closing, read in (("<tool_call>", "</tool_call>", lambda body: normalize_tool_call(_loads(body))),
+                                   ("<function=", "</function>", _function_tag)):
+        calls = [call for call in map(read, _tagged(text, opening, closing)) if call]
+        if calls:
+            return calls
     for value in _json_values(text):
-        call = normalize_tool_call(value)
-        if call:
-            return call
-    return _pythonic(text)
+        calls = [call for call in map(normalize_tool_call, value if isinstance(value, list) else [value]) if call]
+        if calls:
+            return calls
+    call = _pythonic(text)
+    return [call] if call else []
+
+
+def parse_tool_call(text: str) -> ToolCall | None:
+    """The first tool call found in text, or None."""
+    calls = parse_tool_calls(text)
+    return calls[0] if calls else None
