@@ -141,8 +141,8 @@ def assistant_message(action: Any, tool_names: set[str], turn: int) -> dict[str,
     """The assistant message an action is ({content, tool_calls}), or a message saying why it is none.
 
     Text is the message's content; for environments with tools, the tool calls written in the text (any
-    format toolcalls reads) are made, all of them, in order. An object is {"content", "tool_calls": [OpenAI-style calls]},
-    or one tool call {"name", "arguments"}.
+    format toolcalls reads) are made, all of them, in order. An object is {"content", "tool_calls":
+    [OpenAI-style calls]}, or one tool call {"name", "arguments"}.
     """
     if isinstance(action, str):  # every call the text writes, in order, as verifiers plays them all
         calls = parse_tool_calls(action) if tool_names else []
