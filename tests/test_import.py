@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 from conftest import write_files as write
@@ -149,3 +150,75 @@ def test_a_source_that_is_not_valid_python_is_reported_with_file_and_line(tmp_pa
         import_environment(source, "x", tmp_path / "out")
     message = str(failure.value)
     assert "env.py, line " in message and "SyntaxError" in message and "ok.py" not in message
+
+
+def _vendored_files(result) -> set[str]:
+    root = result.folder / "vendor"
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def test_symbolic_links_never_lead_out_of_the_source_nor_loop(tmp_path):
+    outside = write(tmp_path / "outside", {"passwd": "root:x:0:0", "tree/keys.txt": "k"})
+    source = write(tmp_path / "src", {"env.py": ORS_ENV, "sub/util.py": "X = 1\n"})
+    links = {"passwd": outside / "passwd", "etc": outside / "tree", "sub/loop": source, "self": source / "self",
+             "dangling": source / "nowhere", "alias.py": source / "sub" / "util.py", "sub/up": source / "sub"}
+    for name, target in links.items():
+        (source / name).symlink_to(target)
+    (result,) = import_environment(source, "links", tmp_path / "out")
+    assert _vendored_files(result) == {"env.py", "sub/util.py", "alias.py"}
+    assert not (result.folder / "vendor" / "alias.py").is_symlink()  # a link inside becomes a plain copy
+    reasons = {path.as_posix(): why for path, why in result.report.left_out}
+    assert reasons["passwd"] == reasons["etc"] == "a symbolic link that leaves the source"
+    assert reasons["self"] == "a symbolic link loop" and reasons["dangling"] == "a dangling symbolic link"
+    assert reasons["sub/loop"].startswith("a symbolic link to a folder")
+    assert reasons["sub/up"].startswith("a symbolic link to a folder")
+
+
+def test_secrets_are_found_by_name_folder_and_content(tmp_path):
+    token = "ghp_" + "a1" * 18
+    source = write(tmp_path / "src", {
+        "env.py": ORS_ENV, ".git-credentials": "https://u:p@host", ".npmrc": "//r/:_authToken=x",
+        ".ssh/config": "Host x", "deploy/authorized_keys": "ssh-ed25519 AAAA", "token.json": "{}",
+        ".htpasswd": "u:$apr1$", "kubeconfig": "apiVersion: v1", ".kube/config": "apiVersion: v1",
+        ".aws/config": "[default]", "gcp.json": '{"type": "service_account", "private_key": "abc"}',
+        "notes.txt": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----\n",
+        "settings.py": f"GITHUB = {token!r}\n", "aws.py": "KEY = 'AKIA" + "A" * 16 + "'\n",
+        "keep.py": "PROMPT = 'the private key of a good answer is sk-short'\n", "data.json": '{"private_key": ""}'})
+    (result,) = import_environment(source, "leaky", tmp_path / "out")
+    assert _vendored_files(result) == {"env.py", "keep.py", "data.json"}
+    reasons = {path.as_posix(): why for path, why in result.report.left_out}
+    assert {".git-credentials", ".npmrc", ".ssh", "deploy/authorized_keys", "token.json", ".htpasswd", "kubeconfig",
+            ".kube", ".aws"} <= {path for path, why in reasons.items() if why == "may hold secrets"}
+    assert reasons["gcp.json"] == "may hold secrets: holds a credential field"
+    assert reasons["notes.txt"] == "may hold secrets: holds a private key"
+    assert reasons["settings.py"] == reasons["aws.py"] == "may hold secrets: holds an access token"
+
+
+def test_data_named_with_relative_paths_keeps_its_place(tmp_path, monkeypatch):
+    source = write(tmp_path / "src", {"env.py": ORS_ENV})
+    write(tmp_path / "work", {"data/train.jsonl": "{}\n", "data/more/x.txt": "x", "vocab.txt": "v",
+                              "data/.env": "KEY=1"})
+    write(tmp_path, {"shared/dict.txt": "d"})
+    monkeypatch.chdir(tmp_path / "work")
+    (result,) = import_environment(source, "data", tmp_path / "out",
+                                   data=[Path("data"), Path("vocab.txt"), Path("../shared/dict.txt")])
+    assert _vendored_files(result) == {"env.py", "data/train.jsonl", "data/more/x.txt", "vocab.txt", "dict.txt"}
+    assert ("data/.env", "may hold secrets") in {(p.as_posix(), why) for p, why in result.report.left_out}
+    with pytest.raises(ImportFailedError, match="names the working directory"):
+        import_environment(source, "cwd", tmp_path / "out", data=[Path(".")])
+    with pytest.raises(ImportFailedError, match=r"does not exist \(relative paths are read from"):
+        import_environment(source, "missing", tmp_path / "out", data=[Path("nope.txt")])
+
+
+def test_a_failed_import_leaves_nothing_behind_and_keeps_what_it_would_replace(tmp_path, monkeypatch):
+    vendor = sys.modules["openenv_gym.importers.vendor"]  # the module: the package exports a function of its name
+    source = write(tmp_path / "src", {"env.py": ORS_ENV, "blob.bin": "x" * 5000})
+    out = tmp_path / "out"
+    (first,) = import_environment(source, "atomic", out)
+    monkeypatch.setattr(vendor, "MAX_TOTAL_BYTES", 4096)
+    with pytest.raises(ImportFailedError, match=r"more than .* GiB \(at blob.bin\)"):
+        import_environment(source, "atomic", out, force=True)
+    with pytest.raises(ImportFailedError, match="more than"):
+        import_environment(source, "fresh", out)
+    assert sorted(p.name for p in out.iterdir()) == ["atomic"]  # no half-written folder, no staging left
+    assert _vendored_files(first) == {"env.py", "blob.bin"}  # the earlier import is intact

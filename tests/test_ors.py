@@ -246,3 +246,51 @@ def test_cli_bench_drives_a_remote_ors_server(openreward_server):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "openenv/ors on http://127.0.0.1:" in done.stdout and "n/a (remote)" in done.stdout
+
+
+READER = '''
+from pathlib import Path
+
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
+
+TASKS = [{"file": "data/greeting.txt"}]  # read relative to the working directory, as in its own checkout
+
+
+class Reader(Environment):
+    def __init__(self, task_spec: dict = {}, secrets: dict[str, str] = {}) -> None:  # noqa: B006
+        super().__init__(task_spec)
+        self.text = Path(task_spec["file"]).read_text()
+
+    @classmethod
+    def list_splits(cls):
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return TASKS
+
+    def get_prompt(self):
+        return [TextBlock(text=self.text)]
+
+    @tool
+    def done(self) -> ToolOutput:
+        """End."""
+        return ToolOutput(blocks=[TextBlock(text="bye")], reward=1.0, finished=True)
+'''
+
+
+def test_data_named_relatively_at_import_is_found_relatively_when_served(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "reader.py").write_text(READER)
+    (source / "requirements.txt").write_text("openreward\n")  # the answer env's dependency set: its venv
+    (tmp_path / "work" / "data").mkdir(parents=True)
+    (tmp_path / "work" / "data" / "greeting.txt").write_text("hello from the data folder")
+    monkeypatch.chdir(tmp_path / "work")
+    import_environment(source, "reader", tmp_path / "out", data=[Path("data/greeting.txt")])
+    register_all()
+    monkeypatch.chdir(tmp_path)  # the server starts elsewhere: the env's own folder is its working directory
+    env = gym.make("openenv/ors-reader")
+    obs, _ = env.reset(seed=0)
+    assert obs == "hello from the data folder"
+    env.close()

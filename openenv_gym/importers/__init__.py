@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.deps import declared_description
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import first_docstring_line, parse, syntax_errors
-from openenv_gym.importers.vendor import VendorReport, copy_data, tree_hash, vendor
+from openenv_gym.importers.vendor import VendorReport, tree_hash, vendor
 from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifests.home import record_dir
 from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR
@@ -83,7 +86,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         raise ImportFailedError(f"--name {name!r} may only hold letters, digits, '_', '.' and '-'")
     for path in data or []:
         if not path.exists():
-            raise ImportFailedError(f"--data {path} does not exist")
+            raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
     chosen = _choose(detect_all(source), env_class, source)
     importer = {i.kind: i for i in IMPORTERS}
     results = []
@@ -99,21 +102,37 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                 "modules of the same name; rename them, or pass --force to import anyway")
         if folder == source or folder in source.parents or source in folder.parents:
             raise ImportFailedError(f"the output folder {folder} must lie outside the source {source}")
-        if folder.exists():
-            shutil.rmtree(folder)
-        vendored = folder / VENDOR_DIR
-        report = vendor(source, vendored)
-        report.copied += copy_data(data or [], vendored)
-        manifest = KINDS[found.kind](  # written through the schema it is read with
-            name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
-            source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(vendored),
-            imported_from=str(source), folder=folder)
-        (folder / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
-            "kind": found.kind}))
+        with staging(folder) as staged:
+            report = vendor(source, staged / VENDOR_DIR, data or [])
+            manifest = KINDS[found.kind](  # written through the schema it is read with
+                name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
+                source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(staged / VENDOR_DIR),
+                imported_from=str(source), folder=folder)
+            (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
+                "kind": found.kind}))
         record_dir(output_dir)
         results.append(ImportResult(env_name, folder, found, dependencies, report, manifest.gym_id,
                                     importer[found.kind].notes(source, found)))
     return results
+
+
+@contextmanager
+def staging(folder: Path) -> Iterator[Path]:
+    """A temporary folder next to `folder` that becomes `folder` (replacing it) only if the block succeeds."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".importing", dir=folder.parent))
+    staged.chmod(0o755)  # mkdtemp's 0700 would hide the environment from the other users of a shared folder
+    try:
+        yield staged
+        if folder.exists():
+            retired = staged.with_suffix(".replaced")
+            folder.rename(retired)
+            staged.rename(folder)
+            shutil.rmtree(retired)
+        else:
+            staged.rename(folder)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def _description(source: Path, found: Detected) -> str:

@@ -15,6 +15,8 @@ def python_files(source: Path) -> Iterator[Path]:
         yield source
         return
     for path in sorted(source.rglob("*.py")):
+        if path.is_symlink():  # never read outside the source; a link inside names a file that is read anyway
+            continue
         if not any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in path.relative_to(source).parts):
             yield path
 

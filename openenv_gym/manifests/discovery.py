@@ -32,6 +32,8 @@ def imported_manifests() -> list[BaseManifest]:
     found = []
     for folder in registered_dirs():
         for path in sorted(folder.glob(f"*/{MANIFEST_FILE}")):
+            if path.parent.name.startswith("."):  # an import under way, or one that was killed
+                continue
             try:
                 found.append(load_manifest(path.parent))
             except ManifestError as exc:  # one broken import must not stop `import openenv_gym`

@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from openenv_gym.adapters import load_factory
 from openenv_gym.errors import EnvError
 from openenv_gym.manifests import find_manifest
+from openenv_gym.manifests.schema import ImportedManifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.runtime.eager import start_eagerly
@@ -72,6 +73,8 @@ class Worker:
         self.config = config
         self.counter = counter
         self.manifest = find_manifest(config.env)
+        if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
+            os.chdir(self.manifest.vendored)
         self.factory = load_factory(self.manifest, config.env_args)
 
     def health(self) -> dict:
