@@ -91,6 +91,16 @@ def test_secrets_and_junk_are_left_out_and_reported(tmp_path):
             "credentials.json", ".git", "__pycache__", ".venv", "myvenv", "dist", "pkg.egg-info"} <= left_out
 
 
+def test_ors_imports_report_hazards(tmp_path):
+    risky = ORS_ENV + "\nimport os\nfrom datasets import load_dataset\nROWS = load_dataset('gsm8k')\n" \
+        "KEY = os.environ['OPENAI_API_KEY']\n"
+    (result,) = import_environment(write(tmp_path / "src", {"env.py": risky}), "risky", tmp_path / "out")
+    notes = " | ".join(result.notes)
+    assert "downloads data at load time" in notes and "reads environment variables: OPENAI_API_KEY" in notes
+    (quiet,) = import_environment(write(tmp_path / "ok", {"env.py": ORS_ENV}), "quiet", tmp_path / "out")
+    assert quiet.notes == []
+
+
 def test_several_classes_get_an_id_each_or_env_picks_one(tmp_path):
     source = write(tmp_path / "src", {"envs.py": """
         from openreward.environments import Environment

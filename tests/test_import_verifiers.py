@@ -85,6 +85,18 @@ def build():
     assert [n for n in quiet.notes if "pin" not in n] == []
 
 
+def test_hazards_in_helper_modules_and_unseeded_dataset_shuffles_are_reported(tmp_path):
+    helper = "import nltk\n\ndef tokenizer():\n    nltk.download('punkt', quiet=True)\n"
+    shuffled = CLASSIC + "\ndef rows(dataset):\n    return dataset.shuffle().select(range(10))\n"
+    (result,) = import_environment(write(tmp_path / "src", {"my_env.py": shuffled, "text_utils.py": helper}),
+                                   "nltk", tmp_path / "out")
+    notes = " | ".join(result.notes)
+    assert "downloads data at load time" in notes and "shuffles a dataset without a seed" in notes
+    seeded = CLASSIC + "\ndef rows(dataset):\n    return dataset.shuffle(seed=7)\n"
+    (ok,) = import_environment(write(tmp_path / "ok", {"my_env.py": seeded}), "seeded", tmp_path / "out")
+    assert not any("shuffle" in n for n in ok.notes)
+
+
 def test_not_verifiers(tmp_path):
     for code in ["def load_environment():\n    return 1\n", "import verifiers\n# load_environment\n"]:
         source = write(tmp_path / "src", {"e.py": code})

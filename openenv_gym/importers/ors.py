@@ -13,6 +13,7 @@ from pathlib import Path
 
 from openenv_gym.importers.base import Detected
 from openenv_gym.importers.deps import declared_dependencies
+from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parse, python_files
 
 SDK_ROOTS = ("openreward", "ors")
@@ -111,7 +112,7 @@ class OrsImporter:
 
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
-        return []
+        return source_hazards(source)
 
 
 def _distribution_name(requirement: str) -> str:

@@ -17,16 +17,11 @@ from packaging.specifiers import SpecifierSet
 
 from openenv_gym.importers.base import Detected, ImportFailedError
 from openenv_gym.importers.deps import declared_dependencies
+from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parse, python_files
 
 CLASSIC_RANGE = SpecifierSet(">=0.1.11,<0.4")
 CLASSIC_RELEASES = ("0.1.11", "0.1.12", "0.1.14", "0.2.0", "0.2.1", "0.3.0", "0.3.1")
-
-DOWNLOADS = {"load_dataset", "load_example_dataset", "snapshot_download", "hf_hub_download", "download"}
-NETWORK_MODULES = {"requests", "httpx", "urllib", "nltk"}
-KEY_CLIENTS = {"AsyncOpenAI", "OpenAI", "JudgeRubric", "ensure_keys", "AsyncAnthropic", "Anthropic"}
-SANDBOXES = {"SandboxEnv", "PythonEnv", "CliAgentEnv"}
-RANDOM_CALLS = {"shuffle", "choice", "choices", "sample", "randint", "random", "uniform", "randrange"}
 
 
 def _imports_verifiers(tree: ast.Module) -> set[str]:
@@ -49,45 +44,6 @@ def _pre_0_1_8(tree: ast.Module) -> bool:
     """The old override points: is_completed(messages, state)."""
     return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "is_completed"
                for n in ast.walk(tree))
-
-
-def _called_name(node: ast.Call) -> str:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def hazards(tree: ast.Module) -> list[str]:
-    """What in the source needs the network, keys or care at load time."""
-    found: list[str] = []
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    names = {_called_name(c) for c in calls}
-    modules = {(c.func.value.id if isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name) else "")
-               for c in calls}
-    if names & DOWNLOADS or modules & NETWORK_MODULES:
-        found.append("downloads data at load time (a dataset hub or the network): this machine may not reach it; "
-                     "pass env_args that point at local data, or vendor the data with --data")
-    if names & KEY_CLIENTS:
-        found.append("builds an API client or judge that needs an API key (e.g. OPENAI_API_KEY) at load time")
-    if names & SANDBOXES:
-        found.append("uses Prime Sandboxes, which need a Prime API key and network access")
-    variables = sorted({
-        n.slice.value for n in ast.walk(tree)
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "environ"
-        and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)} | {
-        c.args[0].value for c in calls if _called_name(c) in ("getenv", "get") and c.args
-        and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)
-        and isinstance(c.func, ast.Attribute) and (c.func.attr == "getenv" or (
-            isinstance(c.func.value, ast.Attribute) and c.func.value.attr == "environ"))})
-    if variables:
-        found.append(f"reads environment variables: {', '.join(variables)}")
-    seeded = any(_called_name(c) in ("seed", "Random", "default_rng") and (c.args or c.keywords) for c in calls)
-    unseeded = any(_called_name(c) in RANDOM_CALLS and isinstance(c.func, ast.Attribute)
-                   and isinstance(c.func.value, ast.Name) and c.func.value.id in ("random", "np", "numpy")
-                   for c in calls)
-    if unseeded and not seeded:
-        found.append("uses unseeded randomness: if it builds the dataset, each process sees different rows "
-                     "(the server owns the dataset and picks rows by index, so episodes stay consistent)")
-    return found
 
 
 def classic_requirement(declared: list[str]) -> tuple[str, str | None]:
@@ -144,5 +100,4 @@ class VerifiersImporter:
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
         _, pin_note = classic_requirement(declared_dependencies(source))
-        tree = parse(detected.file)
-        return ([pin_note] if pin_note else []) + (hazards(tree) if tree is not None else [])
+        return ([pin_note] if pin_note else []) + source_hazards(source)
