@@ -109,7 +109,7 @@ def test_make_vec_runs_ors_sessions(imported):
     envs.close()
 
 
-def test_num_tasks_get_task_only_env_and_the_catalog(imported):
+def test_num_tasks_get_task_only_env_and_the_catalog(imported, start_server):
     env = gym.make("openenv/ors-sums")
     obs, info = env.reset(seed=3)
     assert obs.startswith("What is") and 0 <= info["index"] < 1_000_000
@@ -117,20 +117,28 @@ def test_num_tasks_get_task_only_env_and_the_catalog(imported):
     assert env.step({"name": "submit", "arguments": {"value": a + b}})[1] == 1.0
     url = env.unwrapped.base_url
 
-    async def catalog():
+    async def catalog(url):
         async with openenv_gym.connect(url) as conn:
             return await conn.splits(), await conn.tasks("test", 0, 3), await conn.tasks(start=5, stop=6)
 
-    splits, tasks, first = run(catalog())
+    splits, tasks, first = run(catalog(url))
     assert splits == [{"name": "train", "type": "train", "num_tasks": 1_000_000},
                       {"name": "test", "type": "test", "num_tasks": 1_000_000}]
-    assert len(tasks) == 3 and tasks[0] == {"a": 0, "b": 0} and first == [{"a": 35, "b": 65}]
+    assert tasks == [{"index": 0}, {"index": 1}, {"index": 2}] and first == [{"index": 5}]  # specs hold answers
     http = httpx.get(http_url(url) + "/tasks", params={"split": "test", "start": 1, "stop": 2}).json()
-    assert http == {"split": "test", "tasks": [{"a": 7, "b": 13}]}
+    assert http == {"split": "test", "start": 1, "tasks": [{"index": 1}], "hidden": True}
     assert httpx.get(http_url(url) + "/splits").json()["splits"] == splits
     bad = httpx.get(http_url(url) + "/tasks", params={"split": "dev"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_request"
+    whole = httpx.get(http_url(url) + "/tasks", params={"start": 999_000}).json()
+    assert len(whole["tasks"]) == 1000 and whole["tasks"][-1] == {"index": 999_999}  # one listing is bounded
     env.close()
+
+    revealing = start_server("ors-sums", "--reveal-tasks")  # the operator opts in
+    _, tasks, first = run(catalog(revealing))
+    assert tasks[0] == {"a": 0, "b": 0} and first == [{"a": 35, "b": 65}]
+    http = httpx.get(http_url(revealing) + "/tasks", params={"split": "test", "start": 1, "stop": 2}).json()
+    assert http == {"split": "test", "start": 1, "tasks": [{"a": 7, "b": 13}], "hidden": False}
 
 
 def test_concurrent_sessions_keep_their_own_state_and_secrets_stay_secret(imported, capfd):

@@ -50,7 +50,7 @@ def test_responses_roundtrip():
                          [None, {"code": "env_error", "message": "boom"}]),
         p.state_response(10, {"session": "sid", "running": True, "steps": 3, "max_steps": 10}),
         p.splits_response(11, [{"name": "train", "type": "train", "num_tasks": 3}]),
-        p.tasks_response(12, "train", [{"q": 1}]),
+        p.tasks_response(12, {"split": "train", "start": 0, "tasks": [{"q": 1}], "hidden": False}),
     ]
     assert roundtrip(responses) == responses
 

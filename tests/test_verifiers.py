@@ -241,15 +241,19 @@ def test_env_args_from_the_manifest(imported, tmp_path):
     env.close()
 
 
-def test_task_catalog_holds_the_rows_the_policy_never_sees(imported):
+def test_task_catalog_lists_rows_without_answers_unless_the_server_reveals_them(imported, start_server):
     env = gym.make("openenv/verifiers-quiz")
     url = http_url(env.unwrapped.base_url)
     assert httpx.get(url + "/splits").json()["splits"] == [
         {"name": "train", "type": "train", "num_tasks": 3}, {"name": "eval", "type": "test", "num_tasks": 2}]
     tasks = httpx.get(url + "/tasks", params={"split": "eval", "start": 1}).json()
-    assert tasks["split"] == "eval" and [t["answer"] for t in tasks["tasks"]] == ["Jupiter"]
+    assert tasks["split"] == "eval" and tasks["hidden"] and len(tasks["tasks"]) == 1
     assert tasks["tasks"][0]["prompt"][-1] == {"role": "user", "content": "Largest planet?"}
+    assert "Jupiter" not in str(tasks) and "answer" not in tasks["tasks"][0] and "info" not in tasks["tasks"][0]
     env.close()
+    revealing = http_url(start_server("verifiers-quiz", "--reveal-tasks"))
+    tasks = httpx.get(revealing + "/tasks", params={"split": "eval", "start": 1}).json()
+    assert not tasks["hidden"] and [t["answer"] for t in tasks["tasks"]] == ["Jupiter"]
 
 
 GROUP_REWARD_ENV = """

@@ -73,15 +73,15 @@ class OrsFactory:
     async def num_tasks(self, split: Any = None) -> int:
         return int(await self.env_class.num_tasks(await self._split(split)))
 
-    async def tasks(self, split: Any = None, start: int | None = None,
-                    stop: int | None = None) -> tuple[str, list[dict]]:
-        """(split name, its tasks[start:stop]); the first split when none is named."""
-        split = await self._split(split)
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        """The tasks of a catalog listing: their specs when revealed, else only their indices (a task spec
+        often holds the answer, and the policy never sees it)."""
+        if not reveal:
+            return [{"index": i} for i in window]
         try:
-            return split, list(await self.env_class.get_task_range(split, start, stop))
+            return list(await self.env_class.get_task_range(split, window.start, window.stop))
         except NotImplementedError:  # only num_tasks/get_task: fetch by index
-            indices = range(await self.num_tasks(split))[start:stop]
-            return split, [await self.env_class.get_task(split, i) for i in indices]
+            return [await self.env_class.get_task(split, i) for i in window]
 
     async def catalog(self) -> list[dict[str, Any]]:
         """Splits with their task counts."""

@@ -31,7 +31,7 @@ from openenv_gym.adapters.verifiers_rollout import (
     render_messages,
 )
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
-from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
+from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
 from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
 
@@ -88,12 +88,10 @@ class VerifiersFactory:
     async def catalog(self) -> list[dict[str, Any]]:
         return await splits_with_counts(self)
 
-    async def tasks(self, split: Any = None, start: int | None = None,
-                    stop: int | None = None) -> tuple[str, list[dict]]:
-        """(split name, its rows[start:stop]) for the trainer; the first split when none is named."""
-        split = await resolve_split(self, self.name, split)
-        data = self.datasets[split]
-        return split, [jsonable(row) for row in data.select(range(len(data))[start:stop])]
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        """The rows of a catalog listing; without their hidden columns (answer, info) unless revealed."""
+        rows = [jsonable(row) for row in self.datasets[split].select(window)]
+        return rows if reveal else [{k: v for k, v in row.items() if k not in HIDDEN_COLUMNS} for row in rows]
 
     def row(self, split: str, index: int) -> dict[str, Any]:
         return dict(self.datasets[split][index])

@@ -57,6 +57,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="threads per worker for environment code that would block the event loop: the plain-def "
                             "methods of python environments, and the plain-def calls (and construction) of ORS "
                             f"environment classes (default {ServeConfig.threads})")
+    serve.add_argument("--reveal-tasks", action="store_true",
+                       help="list tasks whole, answers included, in GET /tasks and the tasks op (default: their "
+                            "hidden parts are left out, as in observations; anyone who reaches the port may list)")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
@@ -76,7 +79,7 @@ def _run_serve(args: argparse.Namespace) -> None:
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
           max_frame_bytes=args.max_frame_bytes, max_action_chars=args.max_action_chars, threads=args.threads,
-          env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
+          reveal_tasks=args.reveal_tasks, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin)
 
 

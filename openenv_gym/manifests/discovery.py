@@ -51,13 +51,14 @@ def all_manifests() -> list[BaseManifest]:
 
 
 def find_manifest(name_or_path: str | Path) -> BaseManifest:
-    """A manifest by env name or gym id (shipped and imported envs), or by the path of its folder."""
+    """A manifest by env name, gym id or gym id without its namespace ("sums", "openenv/ors-sums",
+    "ors-sums"; shipped and imported envs), or by the path of its folder."""
     path = Path(name_or_path)
     if (path / MANIFEST_FILE).is_file():
         return load_manifest(path)
     manifests = all_manifests()
     for manifest in manifests:
-        if str(name_or_path) in (manifest.name, manifest.gym_id):
+        if str(name_or_path) in (manifest.name, manifest.gym_id, manifest.gym_id.partition("/")[2]):
             return manifest
     known = ", ".join(m.name for m in manifests) or "none"
     raise EnvNotFoundError(

@@ -203,8 +203,9 @@ def splits_response(rid: RequestId, splits: list[dict]) -> dict:
     return {"id": rid, "splits": splits}
 
 
-def tasks_response(rid: RequestId, split: str, tasks: list[dict]) -> dict:
-    return {"id": rid, "split": split, "tasks": tasks}
+def tasks_response(rid: RequestId, listing: dict[str, Any]) -> dict:
+    """listing: {"split", "start", "tasks", "hidden"} (server/catalog.py)."""
+    return {"id": rid, **listing}
 
 
 def error_response(rid: RequestId | None, error: ProtocolError) -> dict:

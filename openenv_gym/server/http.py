@@ -60,8 +60,8 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: di
             if path == "/splits":
                 return json_response(connection, HTTPStatus.OK, {"splits": await catalog.splits()})
             split = query.get("split", [None])[0]
-            name, tasks = await catalog.tasks(split, _int_param(query, "start"), _int_param(query, "stop"))
-            return json_response(connection, HTTPStatus.OK, {"split": name, "tasks": tasks})
+            listing = await catalog.tasks(split, _int_param(query, "start"), _int_param(query, "stop"))
+            return json_response(connection, HTTPStatus.OK, listing)
         except ProtocolError as exc:
             return json_response(connection, HTTPStatus.BAD_REQUEST, {"error": exc.to_wire()})
 

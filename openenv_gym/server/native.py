@@ -151,7 +151,7 @@ class NativeFrontEnd:
         start = p.optional_field(message, "start", int, "an integer")
         stop = p.optional_field(message, "stop", int, "an integer")
         _answer_when_done(peer, rid, self.catalog.tasks(split, start, stop),
-                          lambda found: p.tasks_response(rid, found[0], found[1]))
+                          lambda listing: p.tasks_response(rid, listing))
 
 
 def _answer_when_done(peer: NativePeer, rid: p.RequestId, coro: Awaitable, respond: Callable[[Any], dict]) -> None:

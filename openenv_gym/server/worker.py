@@ -128,7 +128,7 @@ class Worker:
         limits = self.config.limits
         self.core = SessionCore(self.factory, limits, self.counter, self.config.threads)
         self.core.description["manifest"] = self.manifest.name  # clients check they reach the env they named
-        catalog = Catalog(self.factory, self.core.description.get("name", ""))
+        catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
         process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)
         async with serve(
