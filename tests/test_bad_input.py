@@ -225,6 +225,10 @@ def test_model_text_that_breaks_parsers_is_an_invalid_action_and_the_session_goe
                 assert not (terminated or truncated)
             obs, *_ = await session.step({"name": "guess", "arguments": {"number": 50}})
             assert "50" in obs
+            long_text = "let me think. " * 10_000 + '<tool_call>{"name": "guess", "arguments": {"number": 25}}'
+            await session.reset(seed=1)
+            obs, *_ = await session.step(long_text + "</tool_call>")  # long text is read in a thread, then played
+            assert "25" in obs
 
     run(main())
 

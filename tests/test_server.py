@@ -123,6 +123,26 @@ def test_blocking_env_runs_off_the_event_loop(start_server):
     run(main())
 
 
+def test_hung_blocking_steps_cost_only_their_own_sessions(start_server):
+    """More hung steps than threads: each times out alone, and the threads they hold are replaced."""
+    url = start_server(env_path("blocking"), "--step-timeout", "1", "--threads", "2")
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            hung = [conn.session() for _ in range(4)]
+            bystander = conn.session()
+            await asyncio.gather(bystander.reset(), *(s.reset() for s in hung))
+            outcomes = await asyncio.gather(*(s.step("30") for s in hung), return_exceptions=True)
+            assert all(isinstance(o, errors.StepTimeoutError) for o in outcomes)
+            for _ in range(5):  # steps after them are served, not queued behind the hung threads
+                assert (await bystander.step("0"))[0] == "slept 0"
+            after = conn.session()
+            await after.reset()
+            assert (await after.step("0.01"))[0] == "slept 0.01"
+
+    run(main())
+
+
 def test_capacity_is_a_typed_error_and_frees_up(start_server):
     url = start_server("echo", max_sessions=3)
 

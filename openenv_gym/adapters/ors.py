@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
@@ -116,7 +117,7 @@ class OrsSession(Environment):
         return ResetResult(obs, info)
 
     async def step(self, action: Any) -> StepResult:
-        call = self.factory.listing.call_of(action)
+        call = await read_action(self.factory.listing.call_of, action)
         if isinstance(call, str):
             return invalid_action(call)
         ran = await self.env._call_tool(call["name"], call["arguments"])

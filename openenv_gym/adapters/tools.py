@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
 from openenv_gym.episode.results import Action, ResetResult, StepResult, invalid_action
 from openenv_gym.episode.toolcalls import find_tool_call
 
@@ -101,7 +102,7 @@ class ToolEnvironment(Environment):
         return await result if inspect.isawaitable(result) else result
 
     async def step(self, action: Action) -> StepResult:
-        call = find_tool_call(action, self.tools)
+        call = await read_action(find_tool_call, action, self.tools)
         if isinstance(call, str):
             return invalid_action(call, reward=self.invalid_action_reward)
         chosen, raw_arguments = self.tools[call["name"]], call["arguments"]

@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers_rollout import (
     Rollout,
@@ -126,7 +127,7 @@ class VerifiersSession(Environment):
     async def step(self, action: Any) -> StepResult:
         assert self.rollout is not None, "the server steps only sessions that were reset"
         self.turns += 1
-        message = assistant_message(action, self.factory.tool_names, self.turns)
+        message = await read_action(assistant_message, action, self.factory.tool_names, self.turns)
         if isinstance(message, str):
             return invalid_action(message)
         turn = await self.rollout.answer(message)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -35,6 +34,7 @@ from openenv_gym.errors import (
     UnknownSessionError,
 )
 from openenv_gym.runtime.eager import continue_in_task, start_eagerly
+from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
 from openenv_gym.server.config import Limits
@@ -54,7 +54,7 @@ class SessionCore:
         self.description = factory.describe()
         self.default_limit: int | None = self.description.get("max_steps")
         self.loop = asyncio.get_running_loop()
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="openenv-env")
+        self.executor = ElasticPool(threads, "openenv-env")  # a hung call cannot use it up (runtime/threads.py)
         self.loop.set_default_executor(self.executor)  # asyncio.to_thread (the ORS adapter's) uses the same threads
         if isinstance(factory, type) and is_blocking(factory):
             self.factory: Callable[[], Any] = lambda: OffLoop(factory(), self.executor)
