@@ -51,12 +51,21 @@ def test_env_exception_ends_only_its_session(faulty_url):
 @pytest.mark.parametrize("action, error", [("not-a-result", "StepResult"), ("unencodable", "JSON")])
 def test_env_returning_garbage_is_an_env_error(faulty_url, action, error):
     async def main():
+        before = health(faulty_url)["sessions"]
         async with openenv_gym.connect(faulty_url) as conn:
             session, other = conn.session(), conn.session()
             await asyncio.gather(session.reset(), other.reset())
             results = await asyncio.gather(session.step(action), other.step("fine"), return_exceptions=True)
             assert isinstance(results[0], errors.EnvError) and error in str(results[0])
-            assert results[1][0] == "fine"
+            assert "its session is ended" in str(results[0]) and results[1][0] == "fine"
+            assert session.id is None  # ended, as the docs say of env_error: the server no longer holds it
+            assert health(faulty_url)["sessions"] == before + 1
+        async with openenv_gym.AsyncVectorClient(faulty_url, 3) as client:  # in a batch: only that entry fails
+            await client.reset()
+            result = await client.step(["fine", action, "also fine"])
+            assert result.obs[0] == "fine" and result.obs[2] == "also fine"
+            assert result.infos[1]["error"]["code"] == "env_error" and error in result.infos[1]["error"]["message"]
+            assert health(faulty_url)["sessions"] == before + 2
 
     run(main())
 

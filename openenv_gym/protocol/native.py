@@ -50,6 +50,19 @@ def encode_frame(messages: list[dict]) -> bytes:
     return orjson.dumps(messages, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+def unencodable(obs: str, info: dict) -> str | None:
+    """Why a result's observation or info cannot be sent (it holds a value JSON cannot carry), or None.
+    Cheap in the common case: an empty info and an ASCII observation are not encoded to be checked."""
+    try:
+        if info:
+            orjson.dumps(info, option=orjson.OPT_SERIALIZE_NUMPY)
+        if not obs.isascii():
+            orjson.dumps(obs)  # a lone surrogate, say
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
 def decode_frame(data: str | bytes) -> list:
     """Parse a frame into a list of (unvalidated) messages; raise BadFrameError if it is not one."""
     try:

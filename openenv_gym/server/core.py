@@ -33,6 +33,7 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
+from openenv_gym.protocol.native import unencodable
 from openenv_gym.runtime.eager import continue_in_task, start_eagerly
 from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
@@ -241,9 +242,21 @@ class SessionCore:
 
     def _failed(self, session: Session, exc: BaseException) -> EnvError:
         log.error("environment error in session %s", short(session.id), exc_info=exc)
+        return self._ended(session, f"the environment raised {type(exc).__name__}: {exc}")
+
+    def _ended(self, session: Session, what: str) -> EnvError:
+        """End a session whose environment failed; the error that says so."""
         self.end(session)
-        return EnvError(f"the environment raised {type(exc).__name__}: {exc}; its session is ended, "
-                        "reset without a session id to start a new one")
+        return EnvError(f"{what}; its session is ended, reset without a session id to start a new one")
+
+    def unsendable(self, session: Session, obs: str, info: dict) -> EnvError | None:
+        """The error for a result that cannot be sent (its session ends, as for any environment failure)."""
+        problem = unencodable(obs, info)
+        if problem is None:
+            return None
+        log.error("session %s: the environment returned a value JSON cannot carry: %s", short(session.id), problem)
+        return self._ended(session, f"the environment returned a value JSON cannot carry ({problem}); keep obs "
+                                    "and info to JSON types")
 
     def step_outcome(self, session: Session, value: Any) -> StepOutcome:
         """A step's outcome: the result, checked and counted against the step limit; or the error."""
@@ -254,6 +267,9 @@ class SessionCore:
                     value.reward = float(reward)
                 except (TypeError, ValueError):
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
+            unsendable = self.unsendable(session, value.obs, value.info)
+            if unsendable is not None:
+                return unsendable
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
             return value
@@ -269,7 +285,9 @@ class SessionCore:
 
     def _was_reset(self, session: Session, limit: int | None, created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
-            session.begin(limit)
+            value = self.unsendable(session, value.obs, value.info) or value
+            if type(value) is ResetResult:
+                session.begin(limit)
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:
                 self.end(session)
