@@ -212,6 +212,28 @@ def test_steps_with_a_hung_entry_answers_after_the_timeout(faulty_url):
 
 
 @pytest.mark.timeout(60)
+def test_closing_busy_sessions_answers_every_request_exactly_once(faulty_url):
+    async def main():
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            a, b, c = [await raw.new_session() for _ in range(3)]
+            await ws.send(orjson.dumps([
+                {"id": 1, "op": "steps", "sessions": [a, b], "actions": ["hang", "x"]},
+                {"id": 2, "op": "close", "session": a},
+                {"id": 3, "op": "step", "session": c, "action": "slow"},
+                {"id": 4, "op": "close", "session": c}]).decode())
+            answers = []
+            while len(answers) < 4:
+                answers += orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+            by_id = {answer["id"]: answer for answer in answers}
+            assert sorted(by_id) == [1, 2, 3, 4]  # one answer each, none lost
+            assert by_id[1]["obs"][1] == "x" and by_id[1]["error"][0]["code"] == "unknown_session"
+            assert by_id[3]["error"]["code"] == "unknown_session" and by_id[2] == {"id": 2, "closed": True}
+            assert (await raw.request(id=5, op="step", session=b, action="still here"))["obs"] == "still here"
+
+    run(main())
+
+
 def test_model_text_that_breaks_parsers_is_an_invalid_action_and_the_session_goes_on(guess_url):
     """Deep brackets once raised RecursionError (an env_error that ended the session) and long words made
     the parse quadratic; both are now an invalid action, answered at once."""
