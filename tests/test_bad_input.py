@@ -2,6 +2,9 @@
 
 import asyncio
 import contextlib
+import threading
+import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -9,6 +12,8 @@ from conftest import health, run, wait_until
 from websockets.asyncio.client import connect as ws_connect
 
 import openenv_gym
+from benchmarks.raw_websocket import closed_by_server, frame, frame_header, open_raw, read_frame
+from openenv_gym.client.local import LocalServer
 
 
 class RawClient:
@@ -277,3 +282,80 @@ def test_a_text_action_over_the_limit_is_an_invalid_action_naming_it(start_serve
             assert "characters" not in result.obs[1] and client.live.all()
 
     run(main())
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _echo_session(sock) -> str:
+    sock.sendall(frame([{"id": 0, "op": "reset", "options": {"max_steps": 10**9}}]))
+    return read_frame(sock)[0]["session"]
+
+
+def test_incomplete_frames_are_cut_after_the_frame_timeout(start_server):
+    url = start_server("echo", "--frame-timeout", "1")
+    idle = open_raw(url)
+    partial = open_raw(url)
+    partial.sendall(frame_header(2**20) + b"[" * 1000)  # a 1 MiB frame, of which 1,000 bytes ever come
+    fragmented = open_raw(url)
+    fragmented.sendall(frame([{"id": 1, "op": "info"}], fin=False))  # a message whose last fragment never comes
+    trickle = open_raw(url)
+    trickle.sendall(frame_header(100))
+
+    def trickling() -> bool:  # one byte every 0.2 s: cut long before its 100 bytes are in
+        try:
+            for _ in range(100):
+                trickle.sendall(b"[")
+                time.sleep(0.2)
+        except OSError:
+            return True
+        return False
+
+    cut = {}
+    trickler = threading.Thread(target=lambda: cut.update(trickle=trickling()))
+    trickler.start()
+    assert closed_by_server(partial, within=15) and closed_by_server(fragmented, within=15)
+    trickler.join(30)
+    assert cut["trickle"]
+    idle.sendall(frame([{"id": 2, "op": "info"}]))  # a connection with nothing half-sent is left alone
+    assert read_frame(idle)[0]["id"] == 2
+    idle.close()
+
+
+def test_a_client_that_never_reads_is_no_longer_read_and_holds_little_memory():
+    server = LocalServer("echo", 1, 1000, "--max-frame-bytes", str(2**20))
+    try:
+        baseline = _rss_bytes(server.process.pid)
+        sessions_before = health(server.url)["sessions"]
+        sock = open_raw(server.url)
+        session = _echo_session(sock)
+        request = frame([{"id": i, "op": "step", "session": session, "action": "x" * 10_000} for i in range(50)])
+        sock.setblocking(False)
+        sent, cap, last_progress, started = 0, 512 * 2**20, time.monotonic(), time.monotonic()
+        pending = memoryview(request)
+        while sent < cap and time.monotonic() - last_progress < 2 and time.monotonic() - started < 60:
+            try:
+                written = sock.send(pending)
+            except BlockingIOError:
+                time.sleep(0.01)
+                continue
+            sent, last_progress = sent + written, time.monotonic()
+            pending = pending[written:] or memoryview(request)
+        assert sent < 64 * 2**20  # the server stopped reading: TCP pushed back long before the 512 MiB
+        assert _rss_bytes(server.process.pid) - baseline < 150 * 2**20
+        sock.close()
+        assert wait_until(lambda: health(server.url)["sessions"] == sessions_before)
+
+        async def bystander():
+            async with openenv_gym.connect(server.url) as conn:
+                other = conn.session()
+                await other.reset()
+                return (await other.step("still served"))[0]
+
+        assert run(bystander()) == "still served"
+    finally:
+        server.stop()

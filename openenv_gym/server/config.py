@@ -16,6 +16,7 @@ class Limits:
     idle_timeout: float = 900.0  # seconds a session may sit unused before it is reaped
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # larger request frames are answered with too_large
     max_action_chars: int = 2**18  # longer text actions are answered with an invalid-action observation
+    frame_timeout: float = 30.0  # seconds a frame may stay incomplete before its connection is cut
 
 
 @dataclass(frozen=True)

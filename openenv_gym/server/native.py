@@ -40,7 +40,7 @@ def server_info(description: dict[str, Any], core: SessionCore) -> dict[str, Any
     return {"env": description, "spaces": _spaces(description), "protocol": p.PROTOCOL_VERSION,
             "limits": {"max_sessions": limits.max_sessions, "step_timeout": limits.step_timeout,
                        "idle_timeout": limits.idle_timeout, "max_frame_bytes": limits.max_frame_bytes,
-                       "max_action_chars": limits.max_action_chars},
+                       "max_action_chars": limits.max_action_chars, "frame_timeout": limits.frame_timeout},
             "worker": core.counter.index, "workers": core.counter.workers}
 
 

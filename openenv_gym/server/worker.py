@@ -18,19 +18,21 @@ from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.schema import ImportedManifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
-from openenv_gym.runtime.eager import start_eagerly
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
+from openenv_gym.server.frames import FrameDeadline
 from openenv_gym.server.http import make_process_request
 from openenv_gym.server.native import NativeFrontEnd
+from openenv_gym.server.sender import FrameSender
 from openenv_gym.server.sessions import SessionCounter
 
 log = logging.getLogger(__name__)
 
 # Above the protocol's own frame limit (answered with `too_large` on a live connection), the
 # WebSocket layer closes the connection instead of buffering without bound.
-HARD_FRAME_FACTOR = 4
+HARD_FRAME_FACTOR = 2
+INCOMING_QUEUE = 16  # frames read ahead of the handler; past it the socket is not read (TCP pushes back)
 LISTEN_BACKLOG = 4096  # thousands of clients may connect at once
 
 
@@ -60,14 +62,6 @@ def _unencodable(message: dict, exc: Exception) -> dict:
         f"the environment returned a value JSON cannot carry ({exc}); keep obs and info to JSON types"))
 
 
-def _log_send_failure(task: asyncio.Task) -> None:
-    if task.cancelled():
-        return
-    exc = task.exception()
-    if exc is not None and not isinstance(exc, ConnectionClosed):
-        log.error("sending a frame failed", exc_info=exc)
-
-
 class Worker:
     def __init__(self, config: ServeConfig, counter: SessionCounter) -> None:
         self.config = config
@@ -85,27 +79,33 @@ class Worker:
     async def handle(self, connection: ServerConnection) -> None:
         """One WebSocket connection of the native protocol."""
         _keep_alive(connection)
-        loop = asyncio.get_running_loop()
-
-        def send(frame: bytes) -> None:
-            try:
-                done, task = start_eagerly(connection.send(frame, text=True))  # written at once unless paused
-            except ConnectionClosed:
-                return
-            if not done:
-                task.add_done_callback(_log_send_failure)
-
-        outbox = Outbox(send, loop.call_soon, _unencodable)
+        sender = FrameSender(connection, self.config.limits.max_frame_bytes)
+        outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
         peer = self.native.connect(outbox.put)
+        watch = self.frame_deadline.watch(connection)
         try:
             async for data in connection:
+                watch.frames += 1
                 self.native.handle_frame(peer, data)
                 outbox.flush()  # what was answered inline leaves now, a loop turn sooner
+                if not sender.drained.is_set():  # the peer does not read its answers: read nothing more from it
+                    watch.paused = True
+                    await sender.drained.wait()
+                    watch.paused = False
         except ConnectionClosed:
             pass
         finally:
             outbox.closed = True
+            sender.close()
+            self.frame_deadline.forget(connection)
             self.native.disconnect(peer)
+
+    async def _cut_incomplete_frames(self) -> None:
+        timeout = self.config.limits.frame_timeout
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, timeout / 4))
+            self.frame_deadline.check(loop.time())
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
         """Reap idle sessions; stop if the supervisor process went away."""
@@ -130,14 +130,16 @@ class Worker:
         self.core.description["manifest"] = self.manifest.name  # clients check they reach the env they named
         catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
+        self.frame_deadline = FrameDeadline(limits.frame_timeout)
         process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
-            max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=64,
+            max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
             ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
         ):
             ready()
-            housekeeping = loop.create_task(self._housekeeping(stop))
+            chores = [loop.create_task(self._housekeeping(stop)), loop.create_task(self._cut_incomplete_frames())]
             await stop.wait()
-            housekeeping.cancel()
+            for chore in chores:
+                chore.cancel()
         self.core.shutdown()
