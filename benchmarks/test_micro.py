@@ -51,7 +51,7 @@ def served():
 
     async def setup():
         front = NativeFrontEnd(SessionCore(factory, Limits(), SessionCounter(BATCH), threads=1), Catalog(factory, ""))
-        peer = front.connect(answers.append)
+        peer = front.connect(answers.append, hangup=lambda: None)
         front.handle_frame(peer, p.encode_frame([p.reset_request(i, options={"max_steps": 10**9})
                                                  for i in range(BATCH)]).decode())
         return front, peer

@@ -11,8 +11,8 @@ from enum import StrEnum
 __all__ = [
     "BadFrameError", "BadRequestError", "CapacityError", "ConnectionLostError", "EnvError", "EnvNotFoundError",
     "ErrorCode", "InvalidActionError", "ModelServerError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError",
-    "RequestTimeoutError", "ServerStartError", "ServerUnreachableError", "StepTimeoutError", "TooLargeError",
-    "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
+    "RequestTimeoutError", "ResumeFailedError", "ServerStartError", "ServerUnreachableError", "StepTimeoutError",
+    "TooLargeError", "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
 ]
 
 
@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     CAPACITY = "capacity"  # the server holds its maximum number of sessions
     UNAUTHORIZED = "unauthorized"
     TOO_LARGE = "too_large"
+    RESUME_FAILED = "resume_failed"  # no connection to resume holds this token: its sessions are gone
 
 
 class OpenEnvGymError(Exception):
@@ -91,6 +92,10 @@ class TooLargeError(ProtocolError):
     code = ErrorCode.TOO_LARGE
 
 
+class ResumeFailedError(ProtocolError):
+    code = ErrorCode.RESUME_FAILED
+
+
 class ConnectionLostError(OpenEnvGymError):
     """The connection to the server closed while requests were waiting for answers."""
 
@@ -129,6 +134,7 @@ ERROR_CLASSES: dict[str, type[ProtocolError]] = {
         CapacityError,
         UnauthorizedError,
         TooLargeError,
+        ResumeFailedError,
     )
 }
 

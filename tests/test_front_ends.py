@@ -34,12 +34,14 @@ class Served:
         self.catalog = Catalog(self.factory, "faulty")
         self.front = NativeFrontEnd(self.core, self.catalog)
         self.answers: list[dict] = []
-        self.peer = self.front.connect(self.answers.append)
+        self.outbox = self.answers.append
+        self.peer = self.front.connect(self.outbox, hangup=lambda: None)
 
     def send(self, *messages: object, raw: str | bytes | None = None) -> list[dict]:
         """Answers that came inline to one frame of `messages` (or the raw frame)."""
         self.answers.clear()
-        self.front.handle_frame(self.peer, raw if raw is not None else orjson.dumps(list(messages)).decode())
+        frame = raw if raw is not None else orjson.dumps(list(messages)).decode()
+        self.peer = self.front.handle_frame(self.peer, frame)
         return list(self.answers)
 
     async def settled(self, count: int) -> list[dict]:
@@ -104,7 +106,7 @@ def test_answers_that_wait_arrive_later_and_a_dropped_peer_ends_its_sessions():
         (answer,) = await served.settled(1)
         assert answer == {"id": 2, "obs": "slow done", "reward": 0.0, "terminated": False, "truncated": False,
                           "info": {}}
-        served.front.disconnect(served.peer)
+        served.front.disconnect(served.peer, served.outbox)
         assert served.core.sessions == {} and served.core.counter.total() == 0
 
     run(main())

@@ -53,6 +53,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--frame-timeout", type=float, default=Limits.frame_timeout,
                        help="seconds a frame may stay incomplete (sent in part) before the connection is cut "
                             f"(default {Limits.frame_timeout:g})")
+    serve.add_argument("--resume-window", type=float, default=Limits.resume_window,
+                       help="seconds the sessions of a dropped connection are kept for its client to resume them "
+                            f"(0: end them at once; default {Limits.resume_window:g})")
     serve.add_argument("--max-action-chars", type=positive_int, default=Limits.max_action_chars,
                        help="longest text action; a longer one is answered with an invalid-action observation "
                             f"(default {Limits.max_action_chars:,})")
@@ -81,7 +84,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         return
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
-          max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout,
+          max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout, resume_window=args.resume_window,
           max_action_chars=args.max_action_chars, threads=args.threads, reveal_tasks=args.reveal_tasks,
           env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin)

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import orjson
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import InvalidStatus, InvalidURI
+from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
 from openenv_gym.client.connection import Connection
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
@@ -42,6 +44,22 @@ def _handshake_error(url: str, exc: InvalidStatus) -> Exception:
                                   + (f": {error['message']}" if error else ""))
 
 
+async def _open_socket(url: str, token: str | None, open_timeout: float) -> ClientConnection:
+    """A WebSocket to an openenv_gym server, or the typed error that says why not."""
+    try:
+        return await ws_connect(
+            url, additional_headers=auth_headers(token), compression=None, open_timeout=open_timeout,
+            ping_interval=None, max_size=None, max_queue=64, proxy=None)
+    except InvalidStatus as exc:
+        raise _handshake_error(url, exc) from None
+    except InvalidURI as exc:
+        raise ServerUnreachableError(f"{url!r} is not a WebSocket URL ({exc}); use ws://host:port") from None
+    except (OSError, TimeoutError, InvalidHandshake) as exc:  # InvalidHandshake: say, closed mid-handshake
+        raise ServerUnreachableError(
+            f"cannot connect to {url}: {exc}; is the server running? start one with "
+            "`openenv-gym serve ENV --port PORT`") from None
+
+
 class _Connecting:
     """What `connect()` returns: await it, or use it as `async with`."""
 
@@ -55,22 +73,12 @@ class _Connecting:
 
     async def _open(self) -> Connection:
         url = websocket_url(self.url)
-        token = self.kwargs.get("token")
-        max_frame = self.kwargs.get("max_frame_bytes", p.DEFAULT_MAX_FRAME_BYTES)
-        try:
-            ws = await ws_connect(
-                url, additional_headers=auth_headers(token), compression=None, open_timeout=self.kwargs.get(
-                    "open_timeout", 10.0), ping_interval=None, max_size=None, max_queue=64, proxy=None)
-        except InvalidStatus as exc:
-            raise _handshake_error(url, exc) from None
-        except InvalidURI as exc:
-            raise ServerUnreachableError(f"{url!r} is not a WebSocket URL ({exc}); use ws://host:port") from None
-        except (OSError, TimeoutError) as exc:
-            raise ServerUnreachableError(
-                f"cannot connect to {url}: {exc}; is the server running? start one with "
-                "`openenv-gym serve ENV --port PORT`") from None
+        reopen = partial(_open_socket, url, self.kwargs.get("token"), self.kwargs.get("open_timeout", 10.0))
         self.connection = Connection(
-            ws, url, self.kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT), max_frame)
+            await reopen(), url, self.kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT),
+            self.kwargs.get("max_frame_bytes", p.DEFAULT_MAX_FRAME_BYTES), reopen=reopen)
+        if self.kwargs.get("resume", True):
+            await self.connection.make_resumable()
         return self.connection
 
     async def __aenter__(self) -> Connection:
@@ -83,11 +91,13 @@ class _Connecting:
 
 def connect(url: str, *, token: str | None = None, open_timeout: float = 10.0,
             request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
-            max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES) -> _Connecting:
+            max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES, resume: bool = True) -> _Connecting:
     """Open a connection to an openenv_gym server: `async with connect(url) as conn:` or `await`.
 
     token: sent as `Authorization: Bearer <token>` (default: $OPENENV_GYM_TOKEN).
     request_timeout: seconds to wait for any one answer (None waits forever).
+    resume: when the socket drops, reconnect and resume the sessions (within the server's resume window),
+    sending again what was not answered; each request is applied once.
     """
-    return _Connecting(url, {"token": token, "open_timeout": open_timeout,
-                             "request_timeout": request_timeout, "max_frame_bytes": max_frame_bytes})
+    return _Connecting(url, {"token": token, "open_timeout": open_timeout, "request_timeout": request_timeout,
+                             "max_frame_bytes": max_frame_bytes, "resume": resume})

@@ -29,7 +29,9 @@ OP_STEPS = "steps"
 OP_SPLITS = "splits"
 OP_TASKS = "tasks"
 OP_STATE = "state"
-OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS)
+OP_RESUMABLE = "resumable"
+OP_RESUME = "resume"
+OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE, OP_RESUME)
 
 RequestId: TypeAlias = int | str
 
@@ -123,6 +125,16 @@ def splits_request(rid: RequestId) -> dict:
 
 def tasks_request(rid: RequestId, split: str | None = None, start: int | None = None, stop: int | None = None) -> dict:
     return _without_none({"id": rid, "op": OP_TASKS, "split": split, "start": start, "stop": stop})
+
+
+def resumable_request(rid: RequestId) -> dict:
+    """Make this connection resumable: the server keeps what it needs to resume it after a drop."""
+    return {"id": rid, "op": OP_RESUMABLE}
+
+
+def resume_request(rid: RequestId, token: str) -> dict:
+    """Adopt the sessions of the dropped connection that `token` names (see resumable_response)."""
+    return {"id": rid, "op": OP_RESUME, "token": token}
 
 
 def request_id(message: object) -> RequestId | None:
@@ -219,6 +231,17 @@ def splits_response(rid: RequestId, splits: list[dict]) -> dict:
 def tasks_response(rid: RequestId, listing: dict[str, Any]) -> dict:
     """listing: {"split", "start", "tasks", "hidden"} (server/catalog.py)."""
     return {"id": rid, **listing}
+
+
+def resumable_response(rid: RequestId, token: str, window: float, worker: int, workers: int) -> dict:
+    """token: names this connection's sessions for `resume` within `window` seconds of a drop; only worker
+    process `worker` (of `workers`) holds them."""
+    return {"id": rid, "token": token, "window": window, "worker": worker, "workers": workers}
+
+
+def resume_response(rid: RequestId, resumed: bool, worker: int) -> dict:
+    """resumed false: this connection reached another worker process than the token's; connect again."""
+    return {"id": rid, "resumed": resumed, "worker": worker}
 
 
 def error_response(rid: RequestId | None, error: ProtocolError) -> dict:

@@ -17,6 +17,7 @@ class Limits:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # larger request frames are answered with too_large
     max_action_chars: int = 2**18  # longer text actions are answered with an invalid-action observation
     frame_timeout: float = 30.0  # seconds a frame may stay incomplete before its connection is cut
+    resume_window: float = 60.0  # seconds a dropped connection's sessions are kept for it to resume (0: never)
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,25 @@ frame and answers each request through `peer.reply(message)`, at once or when th
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from openenv_gym.errors import BadFrameError, BadRequestError, EnvError, ProtocolError, TooLargeError, UnknownOpError
+from openenv_gym.errors import (
+    BadFrameError,
+    BadRequestError,
+    EnvError,
+    ProtocolError,
+    ResumeFailedError,
+    TooLargeError,
+    UnknownOpError,
+)
 from openenv_gym.protocol import native as p
 from openenv_gym.runtime.eager import start_eagerly
 from openenv_gym.server.batch import StepColumns
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.core import ResetOutcome, SessionCore, StepOutcome
+from openenv_gym.server.replay import RUNNING, Replay
 from openenv_gym.server.sessions import Owner
 
 log = logging.getLogger(__name__)
@@ -23,14 +33,33 @@ log = logging.getLogger(__name__)
 Reply = Callable[[dict], None]
 
 
+def _nowhere(message: dict) -> None:
+    """Where a dropped connection's answers go until it is resumed (the ones to keep are in its Replay)."""
+
+
 class NativePeer(Owner):
-    """One connection: its sessions, and where its answers go."""
+    """One client connection: its sessions, and where its answers go. A resumable one outlives its socket for
+    the resume window: it keeps its sessions and the answers to send again (`replay`), and is adopted by the
+    connection that resumes it."""
 
-    __slots__ = ("reply",)
+    __slots__ = ("adopted", "detached_at", "hangup", "replay", "reply", "send", "token")
 
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, send: Reply, hangup: Callable[[], None]) -> None:
         super().__init__()
-        self.reply = reply
+        self.send = send  # the current connection's outbox
+        self.reply = send  # how answers leave: straight out, or kept then sent (resumable)
+        self.hangup = hangup  # closes the current connection
+        self.replay: Replay | None = None
+        self.token: str | None = None
+        self.adopted: NativePeer | None = None  # the peer this connection took over with `resume`
+        self.detached_at = 0.0
+
+    def make_resumable(self, token: str) -> None:
+        self.token, self.replay, self.reply = token, Replay(), self._keep_and_send
+
+    def _keep_and_send(self, message: dict) -> None:
+        self.replay.answered(message)  # type: ignore[union-attr]
+        self.send(message)
 
 
 def server_info(description: dict[str, Any], core: SessionCore) -> dict[str, Any]:
@@ -40,7 +69,8 @@ def server_info(description: dict[str, Any], core: SessionCore) -> dict[str, Any
     return {"env": description, "spaces": _spaces(description), "protocol": p.PROTOCOL_VERSION,
             "limits": {"max_sessions": limits.max_sessions, "step_timeout": limits.step_timeout,
                        "idle_timeout": limits.idle_timeout, "max_frame_bytes": limits.max_frame_bytes,
-                       "max_action_chars": limits.max_action_chars, "frame_timeout": limits.frame_timeout},
+                       "max_action_chars": limits.max_action_chars, "frame_timeout": limits.frame_timeout,
+                       "resume_window": limits.resume_window},
             "worker": core.counter.index, "workers": core.counter.workers}
 
 
@@ -53,29 +83,62 @@ class NativeFrontEnd:
         self._ops: dict[str, Callable[[NativePeer, p.RequestId, dict], None]] = {
             p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset, p.OP_STATE: self._state,
             p.OP_CLOSE: self._close,
-            p.OP_INFO: self._info, p.OP_SPLITS: self._splits, p.OP_TASKS: self._tasks}
+            p.OP_INFO: self._info, p.OP_SPLITS: self._splits, p.OP_TASKS: self._tasks,
+            p.OP_RESUMABLE: self._resumable, p.OP_RESUME: self._resume}
+        self.resume_window = core.limits.resume_window
+        self.resumable: dict[str, NativePeer] = {}  # token -> its peer, attached or dropped
+        self.dropped: dict[str, NativePeer] = {}  # token -> a peer whose connection dropped, kept to be resumed
 
-    def connect(self, reply: Reply) -> NativePeer:
-        return NativePeer(reply)
+    def connect(self, send: Reply, hangup: Callable[[], None]) -> NativePeer:
+        """A new connection: answers go to `send`; `hangup()` closes it (when another connection takes over)."""
+        return NativePeer(send, hangup)
 
-    def disconnect(self, peer: NativePeer) -> None:
+    def disconnect(self, peer: NativePeer, send: Reply, resumable: bool = False) -> None:
+        """The connection whose outbox is `send` closed; `peer` is the one it served last. Its sessions end,
+        unless it may be `resumable` (it dropped, it was not closed) and asked to be."""
+        if peer.send is not send:
+            return  # another connection resumed this peer meanwhile: it is not ours to end
+        if not resumable or peer.token is None or not (peer.sessions or peer.replay.running):  # type: ignore[union-attr]
+            self._forget(peer)
+            return
+        peer.send = _nowhere
+        peer.detached_at = self.core.loop.time()
+        self.dropped[peer.token] = peer
+
+    def _forget(self, peer: NativePeer) -> None:
+        if peer.token is not None:
+            self.resumable.pop(peer.token, None)
+            self.dropped.pop(peer.token, None)
         self.core.drop(peer)
 
-    def handle_frame(self, peer: NativePeer, data: str | bytes) -> None:
+    def expire_dropped(self, now: float) -> int:
+        """End the sessions of dropped connections not resumed within the window; return how many connections."""
+        expired = [peer for peer in self.dropped.values() if now - peer.detached_at > self.resume_window]
+        for peer in expired:
+            self._forget(peer)
+        return len(expired)
+
+    def shutdown(self) -> None:
+        for peer in list(self.dropped.values()):
+            self._forget(peer)
+
+    def handle_frame(self, peer: NativePeer, data: str | bytes) -> NativePeer:
+        """Answer the requests of a frame; return the peer the connection serves from now on (a `resume`
+        makes it adopt the dropped connection's)."""
         if type(data) is not str:
             peer.reply(p.error_response(None, BadFrameError(
                 "binary frames are not accepted; send JSON in a text frame")))
-            return
+            return peer
         if len(data) > self.max_frame_bytes:
             peer.reply(p.error_response(None, TooLargeError(
                 f"frame of {len(data)} characters is over the limit of {self.max_frame_bytes}; "
                 "split the batch over several frames")))
-            return
+            return peer
         try:
             messages = p.decode_frame(data)
         except BadFrameError as exc:
             peer.reply(p.error_response(None, exc))
-            return
+            return peer
         ops = self._ops
         for message in messages:
             try:
@@ -85,11 +148,24 @@ class NativeFrontEnd:
                 if handler is None or (type(rid) is not int and type(rid) is not str):
                     rid, op = p.check_request(message)
                     raise UnknownOpError(f"unknown op {op!r}; use one of {', '.join(p.OPS)}")
+                replay = peer.replay
+                if replay is not None:  # a resumable connection: a request sent again is applied once
+                    if message.get("resent"):
+                        again = replay.again(rid, message)
+                        if again is RUNNING:
+                            continue
+                        if again is not None:
+                            peer.send(again)
+                            continue
+                    replay.started(rid, message)
                 handler(peer, rid, message)
+                if peer.adopted is not None:
+                    peer = peer.adopted
             except ProtocolError as exc:
                 peer.reply(p.error_response(p.request_id(message), exc))
             except TypeError:  # an unhashable op (a list, say)
                 peer.reply(p.error_response(p.request_id(message), BadRequestError("field 'op' must be a string")))
+        return peer
 
     # -- episode ops ---------------------------------------------------------------------------
 
@@ -137,6 +213,39 @@ class NativeFrontEnd:
     def _close(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         self.core.close(peer, p.required_session(message))
         peer.reply(p.close_response(rid))
+
+    # -- resuming after a dropped connection -----------------------------------------------------------
+
+    def _resumable(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
+        counter = self.core.counter
+        if self.resume_window > 0 and peer.token is None:
+            # the worker's index first: a resume that reaches another worker process can say so
+            peer.make_resumable(f"{counter.index}.{secrets.token_urlsafe(24)}")
+            self.resumable[peer.token] = peer  # type: ignore[index]
+        peer.reply(p.resumable_response(rid, peer.token or "", self.resume_window, counter.index, counter.workers))
+
+    def _resume(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
+        token = message.get("token")
+        if type(token) is not str:
+            raise BadRequestError("'resume' needs 'token': the string a 'resumable' request answered")
+        worker = self.core.counter.index
+        target = self.resumable.get(token)
+        if target is None and token.partition(".")[0] != str(worker):
+            peer.reply(p.resume_response(rid, False, worker))  # the token's worker is another process
+            return
+        if target is None:
+            raise ResumeFailedError(
+                f"no dropped connection holds this token: it was not resumed within the resume window "
+                f"({self.resume_window:g} s), or the server restarted; its sessions are gone, reset to start new ones")
+        if peer.sessions or (peer.replay is not None and peer.replay.running):
+            raise BadRequestError("resume on a fresh connection, before it starts sessions of its own")
+        if target is not peer:
+            if self.dropped.pop(token, None) is None:
+                target.hangup()  # the old connection has not noticed it dropped: this one takes over
+            target.send, target.hangup = peer.send, peer.hangup
+            self._forget(peer)
+            peer.adopted = target
+        target.reply(p.resume_response(rid, True, worker))
 
     # -- catalog ops ---------------------------------------------------------------------------
 

@@ -81,12 +81,13 @@ class Worker:
         _keep_alive(connection)
         sender = FrameSender(connection, self.config.limits.max_frame_bytes)
         outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
-        peer = self.native.connect(outbox.put)
+        send = outbox.put
+        peer = self.native.connect(send, connection.transport.abort)
         watch = self.frame_deadline.watch(connection)
         try:
             async for data in connection:
                 watch.frames += 1
-                self.native.handle_frame(peer, data)
+                peer = self.native.handle_frame(peer, data)
                 outbox.flush()  # what was answered inline leaves now, a loop turn sooner
                 if not sender.drained.is_set():  # the peer does not read its answers: read nothing more from it
                     watch.paused = True
@@ -98,7 +99,9 @@ class Worker:
             outbox.closed = True
             sender.close()
             self.frame_deadline.forget(connection)
-            self.native.disconnect(peer)
+            # a client that closed with a close frame meant it: its sessions end now; a socket that just
+            # dropped keeps them for the resume window
+            self.native.disconnect(peer, send, resumable=connection.protocol.close_rcvd is None)
 
     async def _cut_incomplete_frames(self) -> None:
         timeout = self.config.limits.frame_timeout
@@ -110,13 +113,17 @@ class Worker:
     async def _housekeeping(self, stop: asyncio.Event) -> None:
         """Reap idle sessions; stop if the supervisor process went away."""
         parent = os.getppid()
-        period = max(0.2, min(self.config.limits.idle_timeout / 4, 5.0))
+        limits = self.config.limits
+        period = max(0.2, min(limits.idle_timeout / 4, limits.resume_window / 4 or 5.0, 5.0))
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             await asyncio.sleep(period)
             reaped = self.core.reap_idle(loop.time())
             if reaped:
                 log.info("reaped %d idle sessions", reaped)
+            expired = self.native.expire_dropped(loop.time())
+            if expired:
+                log.info("ended the sessions of %d dropped connections not resumed in time", expired)
             if self.config.workers > 1 and os.getppid() != parent:
                 stop.set()
 
@@ -142,4 +149,5 @@ class Worker:
             await stop.wait()
             for chore in chores:
                 chore.cancel()
+        self.native.shutdown()
         self.core.shutdown()

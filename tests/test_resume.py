@@ -1,0 +1,129 @@
+"""Resume after a dropped connection: sessions survive a cut socket, and every step is applied exactly once."""
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import gymnasium as gym
+import pytest
+from conftest import env_path, health, run, wait_until
+from tcp_proxy import CuttingProxy
+
+import openenv_gym
+from openenv_gym import errors
+from openenv_gym.client.local import LocalServer
+
+
+def _port(url: str) -> int:
+    return urlsplit(url).port
+
+
+async def _keep_cutting(proxy: CuttingProxy, times: int, every: float) -> None:
+    for _ in range(times):
+        await asyncio.sleep(every)
+        proxy.cut()
+
+
+def test_lock_step_through_ten_cuts_loses_and_repeats_no_step(start_server):
+    url = start_server("echo", workers=2)
+
+    async def main():
+        async with CuttingProxy(_port(url)) as proxy, openenv_gym.AsyncVectorClient(proxy.url, 256) as client:
+            await client.reset(options={"max_steps": 10**6})
+            cutting = asyncio.ensure_future(_keep_cutting(proxy, times=10, every=0.3))
+            steps = 0
+            while not cutting.done() or steps < 20:
+                result = await client.step([f"s{steps}"] * 256)
+                steps += 1
+                assert result.errors == {}
+                assert [info["step"] for info in result.infos] == [steps] * 256  # the env's own count
+                assert result.obs == [f"s{steps - 1}"] * 256
+            await cutting
+            assert proxy.cuts == 10
+            resumed = sum(conn.resumed for t in client.transports for conn in t.connections)
+            assert resumed >= 10
+
+    run(main())
+
+
+def test_single_sessions_and_per_request_steps_survive_cuts(start_server):
+    url = start_server("echo")
+
+    async def main():
+        async with CuttingProxy(_port(url)) as proxy, openenv_gym.connect(proxy.url) as conn:
+            sessions = [conn.session() for _ in range(32)]
+            await asyncio.gather(*(s.reset(options={"max_steps": 10**6}) for s in sessions))
+            for step in range(1, 31):
+                if step % 3 == 0:
+                    proxy.cut()
+                answers = await asyncio.gather(*(s.step("x") for s in sessions))
+                assert [info["step"] for *_, info in answers] == [step] * 32
+            assert conn.resumed >= 10
+            created = conn.session()  # a new session after the cuts: the connection works as before
+            proxy.cut()
+            await created.reset()
+            assert (await created.step("hi"))[0] == "hi"
+
+    run(main())
+
+
+def test_past_the_resume_window_waiting_requests_fail_with_a_clear_error(start_server):
+    url = start_server(env_path("faulty"), "--resume-window", "1")
+
+    async def main():
+        async with CuttingProxy(_port(url)) as proxy:
+            conn = await openenv_gym.connect(proxy.url)
+            session = conn.session()
+            await session.reset()
+            slow = asyncio.ensure_future(session.step("slow"))
+            await asyncio.sleep(0.05)
+            proxy.refusing = True
+            proxy.cut()
+            with pytest.raises(errors.ConnectionLostError, match=r"could not be resumed within 1 s"):
+                await asyncio.wait_for(slow, 30)
+            assert conn.closed
+            assert wait_until(lambda: health(url)["sessions"] == 0)  # the server ended them after its window
+
+    run(main())
+
+
+def test_a_client_that_closes_ends_its_sessions_at_once(start_server):
+    url = start_server("echo")
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            await conn.session().reset()
+            assert health(url)["sessions"] == 1
+        assert wait_until(lambda: health(url)["sessions"] == 0, timeout=5)  # no resume window for a close
+
+    run(main())
+
+
+def _worker_pids(server_pid: int) -> list[int]:
+    return [int(pid) for pid in Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()]
+
+
+def test_when_a_worker_dies_only_its_sessions_fail_and_are_reset():
+    """The vector env keeps going: the envs of the dead worker report the error once, then autoreset."""
+    server = LocalServer("echo", 2, 1000)
+    try:
+        envs = gym.make_vec("openenv/echo", num_envs=8, base_url=server.url)
+        envs.reset(seed=0, options={"max_steps": 10**6})
+        envs.step(["a"] * 8)
+        os.kill(_worker_pids(server.process.pid)[0], signal.SIGKILL)
+        obs, rewards, terminated, truncated, infos = envs.step(["b"] * 8)
+        failed = infos["_error"]
+        assert 0 < failed.sum() < 8  # only the dead worker's envs
+        assert all(code == "ConnectionLostError" for code in infos["error"]["code"][failed])
+        assert truncated.tolist() == failed.tolist()
+        assert all(o == "b" for o, f in zip(obs, failed, strict=True) if not f)
+        obs, rewards, terminated, truncated, infos = envs.step(["c"] * 8)  # the failed ones are reset now
+        assert "_error" not in infos or not infos["_error"].any()
+        assert all(o == "c" for o, f in zip(obs, failed, strict=True) if not f)
+        obs, rewards, terminated, truncated, infos = envs.step(["d"] * 8)
+        assert list(obs) == ["d"] * 8 and ("_error" not in infos or not infos["_error"].any())
+        envs.close()
+    finally:
+        server.stop()
