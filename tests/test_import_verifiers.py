@@ -36,6 +36,8 @@ def test_detects_classic_environments(tmp_path, imports):
     ((), "verifiers<0.4,>=0.1.11", "does not pin verifiers"),
     (("verifiers>=0.1.8",), "verifiers<0.4,>=0.1.11,>=0.1.8", "capped verifiers>=0.1.8 at <0.4"),
     (("verifiers==0.3.1", "datasets"), "verifiers<0.4,==0.3.1,>=0.1.11", None),
+    (("verifiers[openenv]>=0.3.0",), "verifiers[openenv]<0.4,>=0.1.11,>=0.3.0", "capped"),  # extras kept
+    (("verifiers>=0.3.1.dev0",), "verifiers<0.4,<=0.3.1,>=0.1.11,>=0.3.1.dev0", "pre-releases of verifiers"),
 ])
 def test_the_verifiers_pin_is_kept_to_the_classic_api(tmp_path, declared, installed, note):
     source = write(tmp_path / "src", {"my_env.py": CLASSIC, "pyproject.toml": pyproject(*declared)})
@@ -46,6 +48,28 @@ def test_the_verifiers_pin_is_kept_to_the_classic_api(tmp_path, declared, instal
     assert installed in manifest["dependencies"] and ("datasets" in manifest["dependencies"]) == (
         "datasets" in declared)
     assert any(note in n for n in result.notes) if note else not any("pin" in n for n in result.notes)
+
+
+def test_a_pin_to_a_pre_release_is_refused_saying_which_releases_work(tmp_path):
+    source = write(tmp_path / "src", {"my_env.py": CLASSIC, "pyproject.toml": pyproject("verifiers==0.3.2.dev210")})
+    with pytest.raises(ImportFailedError, match=r"holds no release of the classic API .* pre-releases"):
+        import_environment(source, "dev", tmp_path / "out")
+
+
+STRING_TASKS = CLASSIC + "\nROWS = [{'question': 'Say hi.', 'answer': 'hi', 'task': 'greet'}]\n"
+
+
+def test_plain_string_task_rows_are_checked_against_the_pin_at_import(tmp_path):
+    (capped,) = import_environment(write(tmp_path / "a", {"my_env.py": STRING_TASKS}), "a", tmp_path / "out")
+    manifest = tomllib.loads((capped.folder / "openenv.toml").read_text())
+    assert "verifiers<0.1.14,<0.4,>=0.1.11" in manifest["dependencies"]
+    assert any("plain-string `task` column" in note for note in capped.notes)
+    source = write(tmp_path / "b", {"my_env.py": STRING_TASKS, "pyproject.toml": pyproject("verifiers>=0.2")})
+    with pytest.raises(ImportFailedError, match=r"plain-string `task` column.*pin verifiers==0.1.12"):
+        import_environment(source, "b", tmp_path / "out")
+    json_tasks = CLASSIC + "\nROWS = [{'question': 'Say hi.', 'task': json.dumps({'route': 'greet'})}]\n"
+    (fine,) = import_environment(write(tmp_path / "c", {"my_env.py": json_tasks}), "c", tmp_path / "out")
+    assert not any("task" in note for note in fine.notes)
 
 
 def test_v1_taskset_sources_are_refused_with_a_message(tmp_path):

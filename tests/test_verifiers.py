@@ -19,7 +19,7 @@ import openenv_gym
 from benchmarks.episodes import ENVS as BENCH_ENVS
 from benchmarks.guessing_policy import bisect_guess
 from openenv_gym.errors import ServerStartError
-from openenv_gym.importers import import_environment
+from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.registry import register_all
@@ -287,18 +287,15 @@ def test_env_args_are_for_verifiers_environments_only(imported, capfd):
 
 def test_plain_string_task_rows_run_on_the_verifiers_their_pin_names(imported, tmp_path):
     """The source pins verifiers==0.1.12 (its own venv): its string `task` reaches the reward function.
-    The same source under 0.3.x fails with a message saying what to do."""
+    The same source pinned to >= 0.2 is refused at import, with what to change."""
     import_environment(VF_ENVS / "routed", "routed", tmp_path / "out")
-    newer = write_files(tmp_path / "routed_new", {
-        "routed.py": (VF_ENVS / "routed" / "routed.py").read_text(),
-        "pyproject.toml": (SOURCES["quiz"] / "pyproject.toml").read_text()})
-    import_environment(newer, "routed_new", tmp_path / "out")
     register_all()
     env = gym.make("openenv/verifiers-routed")
     env.reset(options={"index": 0})
     assert env.step("Hello there!")[1] == 1.0
     env.close()
-    env = gym.make("openenv/verifiers-routed_new")
-    with pytest.raises(openenv_gym.EnvError, match=r"plain-string `task` column.*pin verifiers==0.1.12"):
-        env.reset(options={"index": 0})
-    env.close()
+    newer = write_files(tmp_path / "routed_new", {
+        "routed.py": (VF_ENVS / "routed" / "routed.py").read_text(),
+        "pyproject.toml": '[project]\nname = "routed"\ndependencies = ["verifiers>=0.2"]\n'})
+    with pytest.raises(ImportFailedError, match=r"plain-string `task` column.*pin verifiers==0.1.12"):
+        import_environment(newer, "routed_new", tmp_path / "out")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from openenv_gym.importers.base import Detected, ImportFailedError
 from openenv_gym.importers.deps import declared_dependencies
@@ -46,21 +47,64 @@ def _pre_0_1_8(tree: ast.Module) -> bool:
                for n in ast.walk(tree))
 
 
-def classic_requirement(declared: list[str]) -> tuple[str, str | None]:
-    """The verifiers requirement to install, and a message when the source's own pin was changed."""
+STRING_TASKS_FROM = "0.1.14"  # verifiers releases from this one refuse rows whose `task` is a plain string
+
+
+def plain_string_task_rows(source: Path) -> bool:
+    """Whether the source builds rows whose `task` is a plain string: {"task": "greet", ...} or
+    {"task": ["a", "b"]} written in its code (verifiers >= 0.1.14 refuse such rows at the first rollout)."""
+    for path in python_files(source):
+        tree = parse(path)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "task" and _strings(value):
+                        return True
+    return False
+
+
+def _strings(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, ast.List | ast.Tuple) and bool(node.elts) and all(map(_strings, node.elts))
+
+
+def _release_range(specifier: SpecifierSet) -> list[str]:
+    """The classic releases a specifier admits (pre-releases never: none has the classic API whole)."""
+    return [v for v in CLASSIC_RELEASES if specifier.contains(v)]
+
+
+def classic_requirement(declared: list[str], plain_string_tasks: bool = False) -> tuple[str, list[str]]:
+    """The verifiers requirement to install (the source's extras kept), and notes on what was changed."""
     pins = [Requirement(d) for d in declared if Requirement(d).name.lower() == "verifiers"]
-    if not pins:
-        return f"verifiers{CLASSIC_RANGE}", "the source does not pin verifiers; using the classic API range"
-    pin = pins[0]
-    if not any(pin.specifier.contains(v) for v in CLASSIC_RELEASES):
+    extras = f"[{','.join(sorted(pins[0].extras))}]" if pins and pins[0].extras else ""
+    specifier = SpecifierSet(str(pins[0].specifier)) if pins else SpecifierSet()
+    notes = [] if pins else ["the source does not pin verifiers; using the classic API range"]
+    if pins and not _release_range(specifier):
         raise ImportFailedError(
-            f"the source pins {pin}, which holds no release of the classic API this importer runs "
-            f"({CLASSIC_RANGE}); versions before 0.1.8 had a different API, 0.4 is the v1 Taskset API")
-    combined = SpecifierSet(str(pin.specifier)) & CLASSIC_RANGE
-    if pin.specifier.contains("0.4.0"):
-        return (f"verifiers{combined}", f"capped {pin} at <0.4: verifiers 0.4 no longer contains the classic API "
-                "that load_environment() returns, and an unbounded pin would install it")
-    return f"verifiers{combined}", None
+            f"the source pins {pins[0]}, which holds no release of the classic API this importer runs "
+            f"({', '.join(CLASSIC_RELEASES)}); versions before 0.1.8 had a different API, 0.4 is the v1 Taskset "
+            "API, and pre-releases such as 0.3.2.dev* do not hold the classic API; pin one of those releases")
+    combined = specifier & CLASSIC_RANGE
+    if specifier.contains("0.4.0"):
+        notes.append(f"capped {pins[0] if pins else 'verifiers'} at <0.4: verifiers 0.4 no longer contains the "
+                     "classic API that load_environment() returns, and an unbounded pin would install it")
+    if plain_string_tasks:
+        fitting = [v for v in _release_range(combined) if Version(v) < Version(STRING_TASKS_FROM)]
+        if not fitting:
+            raise ImportFailedError(
+                f"the source builds rows with a plain-string `task` column, which verifiers >= {STRING_TASKS_FROM} "
+                f"refuse at the first rollout, and it pins {pins[0]}; pin verifiers==0.1.12 in its dependencies, "
+                "or rename the column (or JSON-encode its values) and import it again")
+        if _release_range(combined) != fitting:
+            combined &= SpecifierSet(f"<{STRING_TASKS_FROM}")
+            notes.append(f"capped verifiers at <{STRING_TASKS_FROM}: the source builds rows with a plain-string "
+                         f"`task` column, which later releases refuse")
+    best = max(_release_range(combined), key=Version)
+    if specifier.prereleases:  # the pin names a pre-release, so pip would take the newest one in range
+        combined &= SpecifierSet(f"<={best}")
+        notes.append(f"capped {pins[0]} at <={best}: pre-releases of verifiers do not hold the classic API")
+    return f"verifiers{extras}{combined}", notes
 
 
 class VerifiersImporter:
@@ -95,9 +139,9 @@ class VerifiersImporter:
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         declared = declared_dependencies(source)
         others = [d for d in declared if Requirement(d).name.lower() != "verifiers"]
-        requirement, _ = classic_requirement(declared)
+        requirement, _ = classic_requirement(declared, plain_string_task_rows(source))
         return [*others, requirement]
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
-        _, pin_note = classic_requirement(declared_dependencies(source))
-        return ([pin_note] if pin_note else []) + source_hazards(source)
+        _, pin_notes = classic_requirement(declared_dependencies(source), plain_string_task_rows(source))
+        return pin_notes + source_hazards(source)
