@@ -53,6 +53,24 @@ def test_answer_env_through_gym_make(imported, capfd):
     assert "tool_call_completed" not in capfd.readouterr().err  # openreward's per-call logging is quiet
 
 
+def _plays_task_tools(env) -> None:
+    """A task offering the task-only `hint` tool lists it in info["tools"] and takes calls to it; others do not."""
+    obs, info = env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi", "hint": "a greeting"}})
+    assert [t["name"] for t in info["tools"]] == ["answer", "crash", "explain", "hint"]
+    assert env.step({"name": "hint", "arguments": {}})[0] == "a greeting"
+    assert env.step('<tool_call>{"name": "hint", "arguments": {}}</tool_call>')[0] == "a greeting"
+    obs, info = env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi"}})
+    assert "tools" not in info
+    obs, reward, terminated, truncated, info = env.step({"name": "hint", "arguments": {}})
+    assert info["error"]["code"] == "invalid_action" and "unknown tool 'hint'" in obs
+
+
+def test_task_only_tools_are_offered_per_episode(imported):
+    env = gym.make("openenv/ors-answer")
+    _plays_task_tools(env)
+    env.close()
+
+
 def test_bad_task_options_are_typed_errors(imported):
     env = gym.make("openenv/ors-answer")
     env.reset(seed=1)  # (Gymnasium's passive checker trips over a failing *first* reset, so start with a good one)
@@ -211,6 +229,7 @@ def test_remote_openreward_server_through_gym_make(openreward_server):
         env.step({"name": "crash", "arguments": {}})
     with pytest.raises(openenv_gym.NoEpisodeError):
         env.step({"name": "explain", "arguments": {}})
+    _plays_task_tools(env)  # from the server's /task_tools
     env.close()
     env.close()
 

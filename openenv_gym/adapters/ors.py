@@ -4,7 +4,8 @@ reset:  pick a task (options split+index, or task_spec, or a seeded choice from 
         build `Env(task_spec, secrets)`, run `setup()`, and render `get_prompt()` as the observation.
 step:   a tool call (`{"name", "arguments"}` or model text holding one) runs `_call_tool`; the output's
         blocks are the observation, `reward` the reward, `finished` ends the episode (the ORS shapes and
-        their rules are in protocol/ors.py, shared with the HTTP transport).
+        their rules are in protocol/ors.py, shared with the HTTP transport). An episode whose task offers
+        task-only tools (`list_task_tools()`, `@tool(shared=False)`) lists all its tools in info["tools"].
 close:  `teardown()`.
 Async methods run on the worker's event loop; plain ones in a thread, off it. The task_spec (which
 often holds the answer) never reaches observation or info unless reset is given expose_task=True.
@@ -100,6 +101,7 @@ class OrsSession(Environment):
     def __init__(self, factory: OrsFactory) -> None:
         self.factory = factory
         self.env: Any = None
+        self.listing = factory.listing  # the class's tools, plus the episode's task tools
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
@@ -112,12 +114,18 @@ class OrsSession(Environment):
         info: dict[str, Any] = dict(where)
         if images:
             info["images"] = images
+        self.listing = self.factory.listing
+        if hasattr(self.env, "list_task_tools"):  # task-only tools (@tool(shared=False)) this episode offers
+            listed = await call_user(self.env.list_task_tools)
+            self.listing = self.listing.with_task_tools(listed.model_dump()["tools"])
+        if self.listing is not self.factory.listing:
+            info["tools"] = self.listing.tools
         if reveals_hidden(options):
             info["task_spec"] = task
         return ResetResult(obs, info)
 
     async def step(self, action: Any) -> StepResult:
-        call = await read_action(self.factory.listing.call_of, action)
+        call = await read_action(self.listing.call_of, action)
         if isinstance(call, str):
             return invalid_action(call)
         ran = await self.env._call_tool(call["name"], call["arguments"])

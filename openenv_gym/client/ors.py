@@ -181,6 +181,14 @@ class OrsTransport(Transport):
             raise EnvError("the ORS server's /create_session answer held no session id")
         return sid
 
+    async def session_listing(self, sid: str) -> ToolListing:
+        """An episode's tools: the env's, plus its task's (`/task_tools`; a server without it has none)."""
+        try:
+            listed = (await self.request("GET", f"/{self.env}/task_tools", sid)).json()
+        except EnvError:  # an older server: no task tools
+            return self.listing
+        return self.listing.with_task_tools(listed.get("tools") or [])
+
     async def call(self, sid: str, name: str, arguments: dict) -> dict:
         """Run a tool; the RunToolOutput joined from the SSE chunks. An `error` event raises EnvError."""
         parts: list[str] = []
@@ -214,6 +222,7 @@ class OrsSession(TransportSession):
         self.transport = transport
         self.id: str | None = None  # the ORS session id while an episode is open
         self.episode = Episode()
+        self.listing = transport.listing  # the env's tools, plus the episode's task tools
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         options = options or {}
@@ -232,6 +241,9 @@ class OrsSession(TransportSession):
         info: dict[str, Any] = {k: v for k, v in chosen.items() if k != "task_spec"}
         if images:
             info["images"] = images
+        self.listing = await transport.session_listing(sid)
+        if self.listing is not transport.listing:
+            info["tools"] = self.listing.tools
         if reveals_hidden(options):
             info["task_spec"] = chosen.get("task_spec") or (await transport.tasks(
                 chosen["split"], chosen["index"], chosen["index"] + 1))[0]
@@ -239,7 +251,7 @@ class OrsSession(TransportSession):
 
     async def step(self, action: Action) -> StepTuple:
         self.episode.require_running("the session on the ORS server")
-        call = self.transport.listing.call_of(action)
+        call = self.listing.call_of(action)
         if isinstance(call, str):
             result = invalid_action(call)
         else:

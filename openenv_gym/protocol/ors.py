@@ -54,6 +54,13 @@ class ToolListing:
         return cls([tool_spec(t) for t in listed["tools"]],
                    None if terminal is None else {"name": terminal["name"], "arg": terminal.get("arg")})
 
+    def with_task_tools(self, task_tools: list[dict]) -> ToolListing:
+        """This listing plus an episode's task tools (ORS ToolSpecs: what `list_task_tools()` or
+        `/task_tools` lists); a task tool never takes the name of a listed or the terminal tool."""
+        taken = {t["name"] for t in self.tools} | ({self.terminal["name"]} if self.terminal else set())
+        extra = [tool_spec(t) for t in task_tools if t["name"] not in taken]
+        return ToolListing(self.tools + extra, self.terminal) if extra else self
+
     @cached_property  # asked at every step
     def names(self) -> set[str]:
         return {t["name"] for t in self.tools} | ({self.terminal["name"]} if self.terminal else set())

@@ -1,6 +1,6 @@
 """A single-tool answer checker with train and test splits, in the style of real ORS environments."""
 
-from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from openreward.environments import Environment, ListToolsOutput, TextBlock, ToolOutput, ToolSpec, tool
 from pydantic import BaseModel
 
 TASKS = {
@@ -37,6 +37,17 @@ class AnswerEnv(Environment):
     def explain(self) -> ToolOutput:
         """A long text (10,000 characters: ORS servers send it in several SSE chunks)."""
         return ToolOutput(blocks=[TextBlock(text="".join(str(i % 10) for i in range(10_000)))])
+
+    def list_task_tools(self) -> ListToolsOutput:
+        """A task with a hint offers the task-only `hint` tool."""
+        if "hint" not in self.task_spec:
+            return ListToolsOutput(tools=[])
+        return ListToolsOutput(tools=[ToolSpec(name="hint", description="A hint for this task.", input_schema=None)])
+
+    @tool(shared=False)
+    def hint(self) -> ToolOutput:
+        """A hint for this task (a task-only tool: listed by list_task_tools, not list_tools)."""
+        return ToolOutput(blocks=[TextBlock(text=self.task_spec["hint"])])
 
     @tool
     def crash(self) -> ToolOutput:
