@@ -1,4 +1,4 @@
-"""The `openenv-gym` command: serve | import | list | bench | rollout. A thin layer over the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout | venvs. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -132,6 +132,7 @@ def _run_list(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
     from openenv_gym.cli.rollout import add_rollout
+    from openenv_gym.cli.venvs import add_venvs
 
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_list(commands)
     add_bench(commands)
     add_rollout(commands)
+    add_venvs(commands)
     return parser
 
 

@@ -1,20 +1,37 @@
-"""One virtual environment per dependency set, for imported environments: built on first use, cached.
+"""Virtual environments for imported environments: one per resolved dependency set, built on first use.
 
 The venv holds openenv_gym itself and the environment's dependencies (for example `openreward`, or
-`verifiers<0.4`), so two environments never share a dependency set. Venvs live in
-$OPENENV_GYM_VENVS (default $OPENENV_GYM_HOME/venvs), named by a hash of what they hold.
+`verifiers<0.4`). Venvs live in $OPENENV_GYM_VENVS (default $OPENENV_GYM_HOME/venvs):
+
+- a venv is named by the key of a requirement list (canonicalized: names, extras and specifiers in one
+  spelling and order, so lists written differently share a key);
+- a build writes pip's output to `logs/<key>.log` (its end is shown if the build fails), and a failed build
+  leaves nothing behind;
+- once built, a venv is known by what pip installed in it (`pip freeze`): a requirement list that resolves to
+  the packages of an existing venv shares that venv, and its own build is removed. `index.json` maps
+  requirement keys and resolved sets to venvs.
+
+`openenv-gym venvs list` shows them, with their size and the environments that use them; `openenv-gym venvs
+clean` removes those no registered environment uses, and failed or abandoned builds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.manifests.discovery import PACKAGE_DIR
@@ -22,7 +39,9 @@ from openenv_gym.manifests.home import home
 from openenv_gym.manifests.schema import BaseManifest
 
 READY_MARKER = ".openenv-gym-ready"
+INDEX_FILE = "index.json"
 BUILD_TIMEOUT = 1800.0  # seconds one step of a build (creating the venv, pip install) may take
+LOG_TAIL = 25  # lines of pip's log shown when a build fails
 
 
 class VenvBuildError(OpenEnvGymError):
@@ -45,9 +64,55 @@ def self_requirement() -> list[str]:
     return [f"openenv-gym=={version('openenv-gym')}"]
 
 
+def _canonical(requirement: str) -> str:
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        return requirement.strip()
+    extras = f"[{','.join(sorted(map(canonicalize_name, parsed.extras)))}]" if parsed.extras else ""
+    specifiers = ",".join(sorted(str(s) for s in parsed.specifier))
+    marker = f"; {parsed.marker}" if parsed.marker else ""
+    url = f" @ {parsed.url}" if parsed.url else ""
+    return f"{canonicalize_name(parsed.name)}{extras}{specifiers}{url}{marker}"
+
+
+def _hash(*parts: object) -> str:
+    return hashlib.sha256(json.dumps([*parts, self_requirement(), sys.version_info[:2]]).encode()).hexdigest()[:16]
+
+
+def requirements_key(manifest: BaseManifest) -> str:
+    """The key of a manifest's requirement list, however it was spelt."""
+    return _hash(sorted({_canonical(d) for d in manifest.dependencies}))
+
+
+def _read_index() -> dict[str, dict[str, str]]:
+    """{"requirements": {requirements key: venv}, "resolved": {hash of pip freeze: venv}}."""
+    try:
+        index = json.loads((venvs_dir() / INDEX_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        index = {}
+    return {"requirements": index.get("requirements", {}), "resolved": index.get("resolved", {})}
+
+
+def _write_index(index: dict[str, dict[str, str]]) -> None:
+    """Written atomically; callers hold the index lock."""
+    scratch = venvs_dir() / f"{INDEX_FILE}.{os.getpid()}"
+    scratch.write_text(json.dumps(index, indent=1, sort_keys=True))
+    scratch.replace(venvs_dir() / INDEX_FILE)
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    venvs_dir().mkdir(parents=True, exist_ok=True)
+    with open(venvs_dir() / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building, or writing the index
+        yield
+
+
 def venv_path(manifest: BaseManifest) -> Path:
-    key = json.dumps([sorted(manifest.dependencies), self_requirement(), sys.version_info[:2]])
-    return venvs_dir() / hashlib.sha256(key.encode()).hexdigest()[:16]
+    """Where the manifest's venv is (before its first build: where it will be built)."""
+    key = requirements_key(manifest)
+    return venvs_dir() / _read_index()["requirements"].get(key, key)
 
 
 def python_of(venv: Path) -> Path:
@@ -63,32 +128,105 @@ def venv_ready(manifest: BaseManifest) -> bool:
 
 
 def ensure_venv(manifest: BaseManifest) -> Path:
-    """The python of the manifest's venv, built (once, under a file lock) if needed; progress goes to stderr."""
-    venv = venv_path(manifest)
-    if (venv / READY_MARKER).exists():
-        return python_of(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same venv
-        if (venv / READY_MARKER).exists():
-            return python_of(venv)
-        print(f"openenv-gym: building a virtual environment for {manifest.name} with "
-              f"{', '.join(manifest.dependencies)} in {venv} (first use only; cached by its dependencies)",
-              file=sys.stderr, flush=True)
-        steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-                 [str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                  *self_requirement(), *manifest.dependencies]]
-        for command in steps:
-            try:
-                done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, timeout=BUILD_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                raise VenvBuildError(f"installing the dependencies of {manifest.name} took longer than "
-                                     f"{BUILD_TIMEOUT:g} s; check the network and the package index, "
-                                     "and retry") from None
-            if done.returncode != 0:
-                raise VenvBuildError(
-                    f"installing the dependencies of {manifest.name} failed (exit {done.returncode}); the pip "
-                    f"output above says why. Fix the requirement in {manifest.folder}/openenv.toml and retry")
-        (venv / READY_MARKER).touch()
-        print(f"openenv-gym: virtual environment for {manifest.name} ready", file=sys.stderr, flush=True)
-    return python_of(venv)
+    """The python of the manifest's venv, built (once, under a file lock) if needed."""
+    if venv_ready(manifest):
+        return python_of(venv_path(manifest))
+    key = requirements_key(manifest)
+    with _locked(key):
+        if venv_ready(manifest):
+            return python_of(venv_path(manifest))
+        return python_of(_build(manifest, key))
+
+
+def _build(manifest: BaseManifest, key: str) -> Path:
+    venv = venvs_dir() / key
+    log = venvs_dir() / "logs" / f"{key}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(venv, ignore_errors=True)  # an earlier build that was killed
+    started = time.monotonic()
+    print(f"openenv-gym: building the virtual environment of {manifest.name} ({', '.join(manifest.dependencies)}); "
+          f"once per dependency set, pip's log in {log}", file=sys.stderr, flush=True)
+    try:
+        with log.open("w") as output:
+            _run([sys.executable, "-m", "venv", str(venv)], output, manifest, log)
+            _run([str(python_of(venv)), "-m", "pip", "install", "--disable-pip-version-check",
+                  *self_requirement(), *manifest.dependencies], output, manifest, log)
+        frozen = subprocess.run([str(python_of(venv)), "-m", "pip", "freeze", "--exclude-editable"],
+                                capture_output=True, text=True, check=True).stdout
+        resolved = _hash(sorted(frozen.lower().splitlines()))
+        with _locked("index"):
+            index = _read_index()
+            same = index["resolved"].get(resolved)
+            if same is not None and (venvs_dir() / same / READY_MARKER).exists():
+                shutil.rmtree(venv)  # the same packages are installed there already: share that venv
+                venv = venvs_dir() / same
+            else:
+                (venv / READY_MARKER).touch()
+                index["resolved"][resolved] = key
+            index["requirements"][key] = venv.name
+            _write_index(index)
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)  # a failed build leaves nothing behind
+        raise
+    print(f"openenv-gym: virtual environment of {manifest.name} ready in {time.monotonic() - started:.0f} s "
+          f"({venv})", file=sys.stderr, flush=True)
+    return venv
+
+
+def _run(command: list[str], output, manifest: BaseManifest, log: Path) -> None:
+    try:
+        done = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise VenvBuildError(f"installing the dependencies of {manifest.name} took longer than {BUILD_TIMEOUT:g} s; "
+                             f"check the network and the package index, and retry (pip's log: {log})") from None
+    if done.returncode != 0:
+        output.flush()
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-LOG_TAIL:])
+        raise VenvBuildError(
+            f"installing the dependencies of {manifest.name} failed (exit {done.returncode}). The end of pip's "
+            f"log ({log}):\n{tail}\nFix the requirement in {manifest.folder}/openenv.toml and retry")
+
+
+# -- listing and cleaning ----------------------------------------------------------------------------
+
+
+def _size(folder: Path) -> int:
+    return sum(entry.stat(follow_symlinks=False).st_size for entry in folder.rglob("*"))
+
+
+def list_venvs(manifests: list[BaseManifest]) -> list[dict]:
+    """Every venv and build folder: {"name", "path", "bytes", "ready", "envs"}."""
+    root = venvs_dir()
+    if not root.is_dir():
+        return []
+    requirements = _read_index()["requirements"]
+    users: dict[str, list[str]] = {}
+    for manifest in manifests:
+        if needs_venv(manifest):
+            users.setdefault(requirements.get(requirements_key(manifest), ""), []).append(manifest.name)
+    return [{"name": folder.name, "path": str(folder), "bytes": _size(folder),
+             "ready": (folder / READY_MARKER).exists(), "envs": sorted(users.get(folder.name, []))}
+            for folder in sorted(root.iterdir()) if folder.is_dir() and folder.name != "logs"]
+
+
+def clean_venvs(manifests: list[BaseManifest], everything: bool = False) -> list[dict]:
+    """Remove the venvs no registered environment uses (every venv with `everything`), and failed builds;
+    return what was removed. A build under way is left alone."""
+    removed = []
+    with _locked("index"):
+        for entry in list_venvs(manifests):
+            if entry["envs"] and entry["ready"] and not everything:
+                continue
+            with open(venvs_dir() / f"{entry['name']}.lock", "w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # being built right now
+                shutil.rmtree(entry["path"], ignore_errors=True)
+            (venvs_dir() / f"{entry['name']}.lock").unlink(missing_ok=True)
+            removed.append(entry)
+        gone = {entry["name"] for entry in removed}
+        index = _read_index()
+        _write_index({table: {key: name for key, name in entries.items() if name not in gone}
+                      for table, entries in index.items()})
+    return removed

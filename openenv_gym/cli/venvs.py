@@ -1,0 +1,45 @@
+"""`openenv-gym venvs list | clean [--all]`: the virtual environments of imported environments."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_venvs(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("venvs", help="list or clean the virtual environments of imported environments")
+    actions = parser.add_subparsers(required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="each venv: its size, and the environments that use it")
+    listing.set_defaults(run=_run_list)
+    clean = actions.add_parser("clean", help="remove venvs no registered environment uses, and failed builds")
+    clean.add_argument("--all", action="store_true", help="remove every venv (they are rebuilt on next use)")
+    clean.set_defaults(run=_run_clean)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB"
+
+
+def _run_list(args: argparse.Namespace) -> None:
+    from openenv_gym.manifests import all_manifests
+    from openenv_gym.manifests.venvs import list_venvs, venvs_dir
+
+    entries = list_venvs(all_manifests())
+    if not entries:
+        print(f"no virtual environments in {venvs_dir()}")
+        return
+    for entry in entries:
+        status = ", ".join(entry["envs"]) if entry["envs"] else "unused" if entry["ready"] else "failed or unfinished"
+        print(f"{entry['name']:18} {_mib(entry['bytes']):>10}  {status}")
+    total = sum(entry["bytes"] for entry in entries)
+    print(f"{len(entries)} in {venvs_dir()}, {_mib(total)} in all; `openenv-gym venvs clean` removes the unused")
+
+
+def _run_clean(args: argparse.Namespace) -> None:
+    from openenv_gym.manifests import all_manifests
+    from openenv_gym.manifests.venvs import clean_venvs
+
+    removed = clean_venvs(all_manifests(), everything=args.all)
+    for entry in removed:
+        users = f", used by {', '.join(entry['envs'])}" if entry["envs"] else ""
+        print(f"removed {entry['name']} ({_mib(entry['bytes'])}{users})")
+    print(f"removed {len(removed)} virtual environments, {_mib(sum(entry['bytes'] for entry in removed))}")
