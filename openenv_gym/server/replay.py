@@ -60,7 +60,9 @@ class Replay:
         if op == p.OP_STEPS:
             sessions = message.get("sessions")
             session = sessions[0] if type(sessions) is list and sessions else None
-        if type(session) is str:
+        if session is not None and type(session) is not str:
+            return  # a malformed request: answered with an error, which need not be kept
+        if session is not None:
             self._delivered(session)
         self.running[rid] = (op, session)
 
@@ -80,7 +82,7 @@ class Replay:
         op, session = entry
         error = message.get("error")
         if type(error) is dict and error.get("code") in SESSION_ENDING_CODES:  # (a steps answer has a column)
-            if type(session) is str:
+            if session is not None:
                 self._delivered(session)
             self.ended[rid] = message
             if len(self.ended) > MAX_ENDED:
@@ -88,17 +90,17 @@ class Replay:
             return
         if op == p.OP_STEPS:
             self.batches[rid] = message
-            if type(session) is str:
+            if session is not None:
                 self.batch_of[session] = rid
             while len(self.batches) > MAX_BATCHES:
                 self.batches.popitem(last=False)
         elif op == p.OP_CLOSE:
-            if type(session) is str:
+            if session is not None:
                 self._delivered(session)
-        elif session is None:  # a reset that created a session
+        elif session is None:  # a reset that created a session (or a step that named none: an error)
             created = message.get("session")
-            self.created[rid] = message
-            if type(created) is str:
+            if op == p.OP_RESET and type(created) is str:
+                self.created[rid] = message
                 self.creator[created] = rid
         else:
             self.last[session] = (rid, message)
