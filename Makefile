@@ -32,6 +32,10 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.ors_compare
 	$(PY) -m benchmarks.verifiers_compare
 	$(PY) -m benchmarks.trl_step
+	$(PY) -m benchmarks.fuzz --frames 10000
+	$(PY) -m benchmarks.abuse
+	$(PY) -m benchmarks.resume
+	$(PY) -m benchmarks.soak
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -111,7 +111,7 @@ class Fuzzer:
 
 def fuzz(url: str, frames: int, seed: int | None = None) -> Fuzzer:
     """Send `frames` fuzzed frames (plus a reset or two so that real sessions get named) over one connection."""
-    with ws_connect(url, max_size=None, compression=None) as ws:
+    with ws_connect(url, max_size=None, compression=None, ping_interval=None) as ws:
         fuzzer = Fuzzer(ws)
         for k in range(2):
             fuzzer.send([p.reset_request(f"seed-{k}", options={"max_steps": 10**6})])

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 import gymnasium as gym
 import pytest
 from conftest import env_path, health, run, wait_until
-from tcp_proxy import CuttingProxy
 
 import openenv_gym
+from benchmarks.tcp_proxy import CuttingProxy
 from openenv_gym import errors
 from openenv_gym.client.local import LocalServer
 

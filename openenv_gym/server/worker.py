@@ -18,6 +18,7 @@ from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.schema import ImportedManifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
+from openenv_gym.runtime.memory import release_free_memory
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
@@ -124,6 +125,7 @@ class Worker:
             expired = self.native.expire_dropped(loop.time())
             if expired:
                 log.info("ended the sessions of %d dropped connections not resumed in time", expired)
+            release_free_memory()  # what a burst (large frames, many ended sessions) freed goes back to the OS
             if self.config.workers > 1 and os.getppid() != parent:
                 stop.set()
 
