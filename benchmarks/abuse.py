@@ -23,21 +23,13 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).parent
-RESULTS = HERE / "results"
+from benchmarks.measures import rss_bytes, save_result
+
 BYSTANDERS = 32
 GUESS = {"name": "divisible_by", "arguments": {"divisor": 2}}  # never ends the episode
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 # -- the bystander (a process of its own, so that the abusers' client work does not slow it) --------------
@@ -173,8 +165,7 @@ def main() -> None:
         print(json.dumps(uvloop.run(_bystander(args.bystander, args.seconds))))
         return
     result = run(args.seconds)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2))
+    save_result("abuse", result)
     alone, under = result["alone"], result["under_abuse"]
     print(f"bystanders ({BYSTANDERS} sessions, lock-step) alone: p50 {alone['p50_ms']:.2f} ms, p99 "
           f"{alone['p99_ms']:.2f} ms; under abuse: p50 {under['p50_ms']:.2f} ms, p99 {under['p99_ms']:.2f} ms "

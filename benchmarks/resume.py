@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from urllib.parse import urlsplit
 
-from benchmarks.abuse import RESULTS
+from benchmarks.measures import save_result
 from benchmarks.tcp_proxy import CuttingProxy
 
 SESSIONS = 256
@@ -70,8 +69,7 @@ def main() -> None:
         result["uncut_steps_per_s"] = asyncio.run(_uncut(server.url, result["seconds"]))
     finally:
         server.stop()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "resume.json").write_text(json.dumps(result, indent=2))
+    save_result("resume", result)
     print(f"resume: {result['steps']:,} steps through {result['cuts']} cuts of every connection "
           f"({result['resumes']} resumes): {result['lost']} lost, {result['duplicated']} duplicated (goal 0, 0); "
           f"{result['steps_per_s']:,.0f} steps/s with the cuts, {result['uncut_steps_per_s']:,.0f} without "

@@ -12,20 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import time
 
 from tqdm import tqdm
 
-from benchmarks.abuse import RESULTS, rss_bytes
+from benchmarks.measures import open_fds, rss_bytes, save_result
 
 SESSIONS = 1024
 CHURN_EVERY = 20  # batches between client reconnections
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 async def soak(url: str, pid: int, total_steps: int, churn_every: int) -> dict:
@@ -69,8 +63,7 @@ def main() -> None:
         result = asyncio.run(soak(server.url, server.process.pid, args.steps, args.churn_every))
     finally:
         server.stop()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "soak.json").write_text(json.dumps(result, indent=2))
+    save_result("soak", result)
     rss, fds = result["rss_mib"], result["fds"]
     print(f"soak: {result['steps']:,} steps in {result['seconds']:.0f} s ({result['steps_per_s']:,.0f} steps/s), "
           f"{result['steps'] // (SESSIONS * args.churn_every)} client reconnections; worker RSS {rss['warm']:.1f} -> "

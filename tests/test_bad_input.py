@@ -4,7 +4,6 @@ import asyncio
 import contextlib
 import threading
 import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -12,6 +11,7 @@ from conftest import health, run, wait_until
 from websockets.asyncio.client import connect as ws_connect
 
 import openenv_gym
+from benchmarks.measures import rss_bytes
 from benchmarks.raw_websocket import closed_by_server, frame, frame_header, open_raw, read_frame
 from openenv_gym.client.local import LocalServer
 
@@ -284,13 +284,6 @@ def test_a_text_action_over_the_limit_is_an_invalid_action_naming_it(start_serve
     run(main())
 
 
-def _rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def _echo_session(sock) -> str:
     sock.sendall(frame([{"id": 0, "op": "reset", "options": {"max_steps": 10**9}}]))
     return read_frame(sock)[0]["session"]
@@ -329,7 +322,7 @@ def test_incomplete_frames_are_cut_after_the_frame_timeout(start_server):
 def test_a_client_that_never_reads_is_no_longer_read_and_holds_little_memory():
     server = LocalServer("echo", 1, 1000, "--max-frame-bytes", str(2**20))
     try:
-        baseline = _rss_bytes(server.process.pid)
+        baseline = rss_bytes(server.process.pid)
         sessions_before = health(server.url)["sessions"]
         sock = open_raw(server.url)
         session = _echo_session(sock)
@@ -346,7 +339,7 @@ def test_a_client_that_never_reads_is_no_longer_read_and_holds_little_memory():
             sent, last_progress = sent + written, time.monotonic()
             pending = pending[written:] or memoryview(request)
         assert sent < 64 * 2**20  # the server stopped reading: TCP pushed back long before the 512 MiB
-        assert _rss_bytes(server.process.pid) - baseline < 150 * 2**20
+        assert rss_bytes(server.process.pid) - baseline < 150 * 2**20
         sock.close()
         assert wait_until(lambda: health(server.url)["sessions"] == sessions_before)
 
