@@ -207,14 +207,19 @@ class Connection:
         assert self.resume is not None and self._reopen is not None
         deadline = self._loop.time() + self.resume["window"]
         delay, wrong_worker = RESUME_BACKOFF[0], 0
+
+        async def back_off() -> None:
+            nonlocal delay
+            await asyncio.sleep(min(delay, max(0.0, deadline - self._loop.time())))
+            delay = min(2 * delay, RESUME_BACKOFF[1])
+
         while not self._closing and self._loop.time() < deadline:
             try:
                 ws = await self._reopen()
             except UnauthorizedError:
                 return False
             except (OSError, TimeoutError, OpenEnvGymError):
-                await asyncio.sleep(min(delay, max(0.0, deadline - self._loop.time())))
-                delay = min(2 * delay, RESUME_BACKOFF[1])
+                await back_off()
                 continue
             if self._closing:
                 await ws.close()
@@ -222,6 +227,8 @@ class Connection:
             try:
                 answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
             except (ConnectionClosed, OSError, TimeoutError):
+                await ws.close()
+                await back_off()
                 continue
             if "error" in answer:  # the server no longer holds the sessions (its worker restarted, say)
                 self._fresh_socket(ws, f"{reason}, and {answer['error']['message']}")
