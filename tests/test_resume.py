@@ -1,8 +1,11 @@
 """Resume after a dropped connection: sessions survive a cut socket, and every step is applied exactly once."""
 
 import asyncio
+import contextlib
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -127,3 +130,40 @@ def test_when_a_worker_dies_only_its_sessions_fail_and_are_reset():
         envs.close()
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def proxy_on_a_thread(port: int):
+    """A CuttingProxy on an event loop of its own, for the sync gym face: cut() through `cut_now()`."""
+    loop, ready, stop = asyncio.new_event_loop(), threading.Event(), {}
+
+    async def serve() -> None:
+        async with CuttingProxy(port) as proxy:
+            stop["event"], stop["proxy"] = asyncio.Event(), proxy
+            ready.set()
+            await stop["event"].wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    proxy = stop["proxy"]
+    proxy.cut_now = lambda: loop.call_soon_threadsafe(proxy.cut)
+    try:
+        yield proxy
+    finally:
+        loop.call_soon_threadsafe(stop["event"].set)
+        thread.join(10)
+
+
+def test_a_gym_env_steps_through_cuts_as_if_nothing_happened(start_server):
+    url = start_server("echo")
+    with proxy_on_a_thread(_port(url)) as proxy:
+        env = gym.make("openenv/echo", base_url=proxy.url)
+        env.reset(options={"max_steps": 10**6})
+        for step in range(1, 31):
+            if step % 3 == 0:
+                proxy.cut_now()
+                time.sleep(0.05)
+            obs, reward, terminated, truncated, info = env.step(f"m{step}")
+            assert (obs, info["step"], truncated) == (f"m{step}", step, False)
+        env.close()
