@@ -44,6 +44,8 @@ def test_lists_that_resolve_alike_share_one_venv_and_clean_removes_the_unused(ve
     assert err.count("openenv-gym: building") == 2 and "Collecting" not in err  # pip's output goes to its log
     (entry,) = list_venvs([plain, pinned])
     assert entry["ready"] and entry["envs"] == ["pinned", "plain"] and entry["bytes"] > 0
+    (venvs / "index.json").unlink()  # as an older openenv_gym left it: a venv found by its key alone
+    assert [e["envs"] for e in list_venvs([plain, pinned])] == [["plain"]] and venv_path(plain) == first.parent.parent
     assert clean_venvs([plain, pinned]) == []  # in use
     removed = clean_venvs([])  # no registered environment uses it any more
     assert [e["name"] for e in removed] == [entry["name"]] and list_venvs([]) == []

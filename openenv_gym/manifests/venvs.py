@@ -203,7 +203,8 @@ def list_venvs(manifests: list[BaseManifest]) -> list[dict]:
     users: dict[str, list[str]] = {}
     for manifest in manifests:
         if needs_venv(manifest):
-            users.setdefault(requirements.get(requirements_key(manifest), ""), []).append(manifest.name)
+            key = requirements_key(manifest)
+            users.setdefault(requirements.get(key, key), []).append(manifest.name)
     return [{"name": folder.name, "path": str(folder), "bytes": _size(folder),
              "ready": (folder / READY_MARKER).exists(), "envs": sorted(users.get(folder.name, []))}
             for folder in sorted(root.iterdir()) if folder.is_dir() and folder.name != "logs"]
