@@ -259,7 +259,11 @@ class Connection:
         self._ws = ws
         self.resume = None
         self._fail_waiting(reason)
-        self._loop.create_task(self.make_resumable())
+        self._loop.create_task(self._make_resumable_again())
+
+    async def _make_resumable_again(self) -> None:
+        with contextlib.suppress(OpenEnvGymError):  # dropped again before it could: the reader says so
+            await self.make_resumable()
 
     def _send_again(self) -> None:
         """After a resume, every request not answered yet, marked as sent again (the server applies it once)."""
