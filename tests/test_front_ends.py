@@ -34,8 +34,11 @@ class Served:
         self.catalog = Catalog(self.factory, "faulty")
         self.front = NativeFrontEnd(self.core, self.catalog)
         self.answers: list[dict] = []
-        self.outbox = self.answers.append
+        self.outbox = self._arrived  # one object: disconnect() knows the connection by it
         self.peer = self.front.connect(self.outbox, hangup=lambda: None)
+
+    def _arrived(self, message: dict) -> None:
+        self.answers.append(orjson.loads(p.encode_frame([message]))[0])  # as the client reads it
 
     def send(self, *messages: object, raw: str | bytes | None = None) -> list[dict]:
         """Answers that came inline to one frame of `messages` (or the raw frame)."""

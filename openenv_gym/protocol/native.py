@@ -52,14 +52,16 @@ def encode_frame(messages: list[dict]) -> bytes:
     return orjson.dumps(messages, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def unencodable(obs: str, info: dict) -> str | None:
-    """Why a result's observation or info cannot be sent (it holds a value JSON cannot carry), or None.
-    Cheap in the common case: an empty info and an ASCII observation are not encoded to be checked."""
+def encoded(value: Any) -> orjson.Fragment:
+    """`value` encoded now, to be placed in a message as is (raises TypeError if JSON cannot carry it): a front
+    end that must know whether a result can be sent learns it without encoding the result twice."""
+    return orjson.Fragment(orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def unencodable(value: Any) -> str | None:
+    """Why JSON cannot carry `value`, or None."""
     try:
-        if info:
-            orjson.dumps(info, option=orjson.OPT_SERIALIZE_NUMPY)
-        if not obs.isascii():
-            orjson.dumps(obs)  # a lone surrogate, say
+        encoded(value)
     except TypeError as exc:
         return str(exc)
     return None

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from openenv_gym.episode.results import StepResult
 from openenv_gym.errors import ProtocolError
-from openenv_gym.protocol.native import unencodable
 
 if TYPE_CHECKING:
     from openenv_gym.server.core import SessionCore, StepOutcome
@@ -112,7 +111,7 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
             # a well-formed result (`x.__class__ is T`: the cheapest exact type check, this is the hot path)
             if (result.__class__ is StepResult and result.obs.__class__ is str and result.info.__class__ is dict
                     and result.reward.__class__ is float and result.terminated.__class__ is bool
-                    and result.truncated.__class__ is bool and unencodable(result.obs, result.info) is None):
+                    and result.truncated.__class__ is bool):
                 obs[index], rewards[index], infos[index] = result.obs, result.reward, result.info
                 terminated[index] = result.terminated
                 truncated[index] = session.count(result.terminated, result.truncated)

@@ -33,7 +33,6 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
-from openenv_gym.protocol.native import unencodable
 from openenv_gym.runtime.eager import continue_in_task, start_eagerly
 from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
@@ -249,14 +248,16 @@ class SessionCore:
         self.end(session)
         return EnvError(f"{what}; its session is ended, reset without a session id to start a new one")
 
-    def unsendable(self, session: Session, obs: str, info: dict) -> EnvError | None:
-        """The error for a result that cannot be sent (its session ends, as for any environment failure)."""
-        problem = unencodable(obs, info)
-        if problem is None:
-            return None
-        log.error("session %s: the environment returned a value JSON cannot carry: %s", short(session.id), problem)
-        return self._ended(session, f"the environment returned a value JSON cannot carry ({problem}); keep obs "
-                                    "and info to JSON types")
+    def end_unsendable(self, owner: Owner, session_id: Any, problem: str) -> EnvError:
+        """A front end could not send a session's result (`problem`): the session ends, as for any environment
+        failure, and this is the error to answer with."""
+        session = owner.sessions.get(session_id) if type(session_id) is str else None
+        log.error("session %s: the environment returned a value that cannot be sent: %s", short(str(session_id)),
+                  problem)
+        what = f"the environment returned a value JSON cannot carry ({problem}); keep obs and info to JSON types"
+        if session is None:
+            return EnvError(what)
+        return self._ended(session, what)
 
     def step_outcome(self, session: Session, value: Any) -> StepOutcome:
         """A step's outcome: the result, checked and counted against the step limit; or the error."""
@@ -267,9 +268,6 @@ class SessionCore:
                     value.reward = float(reward)
                 except (TypeError, ValueError):
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
-            unsendable = self.unsendable(session, value.obs, value.info)
-            if unsendable is not None:
-                return unsendable
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
             return value
@@ -285,9 +283,7 @@ class SessionCore:
 
     def _was_reset(self, session: Session, limit: int | None, created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
-            value = self.unsendable(session, value.obs, value.info) or value
-            if type(value) is ResetResult:
-                session.begin(limit)
+            session.begin(limit)
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:
                 self.end(session)

@@ -174,10 +174,12 @@ class NativeFrontEnd:
         options = p.optional_field(message, "options", dict, "an object")
 
         def answer(session_id: str, outcome: ResetOutcome) -> None:
-            if isinstance(outcome, ProtocolError):
-                peer.reply(p.error_response(rid, outcome))
+            sendable = outcome if isinstance(outcome, ProtocolError) else self._sendable(
+                peer, session_id, outcome.obs, outcome.info)
+            if isinstance(sendable, ProtocolError):
+                peer.reply(p.error_response(rid, sendable))
             else:
-                peer.reply(p.reset_response(rid, session_id, outcome.obs, outcome.info))
+                peer.reply(p.reset_response(rid, session_id, *sendable))
 
         self.core.reset(peer, message.get("session"), seed, options, answer)
 
@@ -185,14 +187,18 @@ class NativeFrontEnd:
         if "action" not in message and message.get("session") is not None:
             raise BadRequestError("field 'action' is missing: send model text or a tool call object")
 
-        def answer(outcome: StepOutcome) -> None:
-            if isinstance(outcome, ProtocolError):
-                peer.reply(p.error_response(rid, outcome))
-            else:
-                peer.reply(p.step_response(rid, outcome.obs, outcome.reward, outcome.terminated, outcome.truncated,
-                                           outcome.info))
+        session_id = message.get("session")
 
-        self.core.step(peer, message.get("session"), message.get("action"), answer)
+        def answer(outcome: StepOutcome) -> None:
+            sendable = outcome if isinstance(outcome, ProtocolError) else self._sendable(
+                peer, session_id, outcome.obs, outcome.info)
+            if isinstance(sendable, ProtocolError):
+                peer.reply(p.error_response(rid, sendable))
+            else:
+                obs, info = sendable
+                peer.reply(p.step_response(rid, obs, outcome.reward, outcome.terminated, outcome.truncated, info))
+
+        self.core.step(peer, session_id, message.get("action"), answer)
 
     def _steps(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         """Many steps in one request, answered with one response of columns once all are done."""
@@ -201,9 +207,10 @@ class NativeFrontEnd:
             raise BadRequestError("'steps' needs 'sessions' and 'actions': arrays of the same non-zero length")
 
         def answer(columns: StepColumns) -> None:
+            obs, infos = self._sendable_columns(peer, sessions, columns)
             errors = None if columns.errors is None else [e and e.to_wire() for e in columns.errors]
-            peer.reply(p.steps_response(rid, columns.obs, columns.rewards, columns.terminated, columns.truncated,
-                                        columns.infos, errors))
+            peer.reply(p.steps_response(rid, obs, columns.rewards, columns.terminated, columns.truncated, infos,
+                                        errors))
 
         self.core.step_many(peer, sessions, actions, answer)
 
@@ -213,6 +220,33 @@ class NativeFrontEnd:
     def _close(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         self.core.close(peer, p.required_session(message))
         peer.reply(p.close_response(rid))
+
+    # -- results JSON cannot carry: encoded once, here; one that fails ends its session -------------------
+
+    def _sendable(self, peer: NativePeer, session_id: Any, obs: str, info: dict) -> tuple[Any, Any] | EnvError:
+        """(obs, info) ready to send (encoded when they might fail), or the error that ended the session."""
+        if obs.isascii() and not info:  # nothing that could fail (a lone surrogate is not ASCII)
+            return obs, info
+        try:
+            return (obs if obs.isascii() else p.encoded(obs)), (p.encoded(info) if info else info)
+        except TypeError as exc:
+            return self.core.end_unsendable(peer, session_id, str(exc))
+
+    def _sendable_columns(self, peer: NativePeer, sessions: list, columns: StepColumns) -> tuple[Any, Any]:
+        """The obs and info columns encoded (once: the frame embeds them as they are); an entry JSON cannot carry
+        fails alone, with its session ended."""
+        try:
+            return p.encoded(columns.obs), p.encoded(columns.infos)
+        except TypeError:
+            pass
+        for k, (obs, info) in enumerate(zip(columns.obs, columns.infos, strict=True)):
+            problem = p.unencodable(obs) or p.unencodable(info)
+            if problem is not None:
+                if columns.errors is None:
+                    columns.errors = [None] * len(columns.obs)
+                columns.errors[k] = self.core.end_unsendable(peer, sessions[k], problem)
+                columns.obs[k], columns.infos[k] = "", {}
+        return p.encoded(columns.obs), p.encoded(columns.infos)
 
     # -- resuming after a dropped connection -----------------------------------------------------------
 
