@@ -19,7 +19,7 @@ from websockets.http11 import Request, Response
 from openenv_gym.errors import BadRequestError, ProtocolError, UnauthorizedError
 from openenv_gym.server.catalog import Catalog
 
-WEBSOCKET_PATHS = ("/", "/v1")
+WEBSOCKET_PATHS = ("/", "/v1", "/ws")  # the native protocol; OpenEnv's on /ws
 
 
 def json_response(connection: ServerConnection, status: HTTPStatus, body: Any) -> Response:
@@ -80,6 +80,7 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: di
             return None  # go on with the WebSocket handshake
         return json_response(connection, HTTPStatus.NOT_FOUND, {"error": {
             "code": "not_found",
-            "message": f"no route {path}; try /healthz, /info, /splits, /tasks?split=..., or a WebSocket on /"}})
+            "message": f"no route {path}; try /healthz, /info, /splits, /tasks?split=..., or a WebSocket on / "
+                       "(or OpenEnv's on /ws)"}})
 
     return process_request

@@ -25,6 +25,7 @@ from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
 from openenv_gym.server.http import make_process_request
 from openenv_gym.server.native import NativeFrontEnd
+from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
 from openenv_gym.server.sender import FrameSender
 from openenv_gym.server.sessions import SessionCounter
 
@@ -78,8 +79,14 @@ class Worker:
                 "max_sessions": self.config.limits.max_sessions, "workers": self.config.workers}
 
     async def handle(self, connection: ServerConnection) -> None:
-        """One WebSocket connection of the native protocol."""
+        """One WebSocket connection: OpenEnv's protocol on /ws, the native one elsewhere."""
         _keep_alive(connection)
+        if connection.request is not None and connection.request.path.partition("?")[0] == OPENENV_PATH:
+            try:
+                await self.openenv.serve(connection, self.frame_deadline.watch(connection))
+            finally:
+                self.frame_deadline.forget(connection)
+            return
         sender = FrameSender(connection, self.config.limits.max_frame_bytes)
         outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
         send = outbox.put
@@ -140,6 +147,7 @@ class Worker:
         catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
         self.frame_deadline = FrameDeadline(limits.frame_timeout)
+        self.openenv = OpenEnvFrontEnd(self.core)
         process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,

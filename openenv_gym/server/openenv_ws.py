@@ -1,0 +1,247 @@
+"""OpenEnv's `/ws` protocol (openenv 0.10.0), a second front end over the session core: OpenEnv's own clients
+(`GenericEnvClient`, `MCPToolClient`, ...) play any environment this server serves.
+
+One socket is one session, as in OpenEnv, but a socket is a coroutine here, not a thread: a worker holds
+thousands of them. Each socket carries one request and one answer at a time (OpenEnv's messages carry no id):
+
+    {"type": "reset", "data": {"seed": 3, "episode_id": "e1", <reset options>}}  -> {"type": "observation", ...}
+    {"type": "step", "data": <action>}                                          -> {"type": "observation", ...}
+    {"type": "state"}                                                           -> {"type": "state", ...}
+    {"type": "mcp", "data": <JSON-RPC tools/list or tools/call>}                -> {"type": "mcp", ...}
+    {"type": "close"}                                                           -> the socket closes (1000)
+
+An action is a tool call as OpenEnv's MCP actions write it (`{"type": "call_tool", "tool_name", "arguments"}`;
+`{"type": "list_tools"}` lists the tools without stepping), text (`{"message": "..."}` or `{"text": "..."}`),
+or any other object, given to the environment as it is. An observation carries the text and the info:
+`{"text", "info", "terminated", "truncated", "metadata"}`, with `reward` and `done` next to it. Errors are
+OpenEnv's: `{"type": "error", "data": {"message", "code"}}` with INVALID_JSON, UNKNOWN_TYPE,
+VALIDATION_ERROR, EXECUTION_ERROR or CAPACITY_REACHED; the socket and its session go on after each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from openenv_gym.errors import (
+    BadRequestError,
+    CapacityError,
+    InvalidActionError,
+    NoEpisodeError,
+    ProtocolError,
+    UnknownSessionError,
+)
+from openenv_gym.server.core import SessionCore
+from openenv_gym.server.frames import FrameWatch
+from openenv_gym.server.sessions import Owner
+
+OPENENV_PATH = "/ws"
+RESET_KEYS = ("seed", "episode_id")  # OpenEnv's own reset fields; any other key is a reset option
+JSONRPC_METHOD_NOT_FOUND, JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL = -32601, -32602, -32603
+
+
+class OpenEnvError(Exception):
+    """An error frame to answer with: {"type": "error", "data": {"message", "code"}}."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def frame(self) -> dict:
+        return {"type": "error", "data": {"message": str(self), "code": self.code}}
+
+
+def _code_of(error: ProtocolError) -> str:
+    """OpenEnv's code for one of ours: what the client sent was wrong, or what the environment did."""
+    if isinstance(error, CapacityError):
+        return "CAPACITY_REACHED"
+    if isinstance(error, BadRequestError | InvalidActionError):
+        return "VALIDATION_ERROR"
+    return "EXECUTION_ERROR"
+
+
+def mcp_tools(description: dict[str, Any]) -> list[dict[str, Any]]:
+    """The environment's tools as MCP Tool objects."""
+    return [{"name": tool["name"], "description": tool.get("description", ""),
+             "inputSchema": tool.get("parameters") or {"type": "object", "properties": {}}}
+            for tool in description.get("tools") or ()]
+
+
+def action_of(data: Any) -> Any:
+    """Our action for OpenEnv step data: a tool call, text, or the object as it is."""
+    if not isinstance(data, dict):
+        raise OpenEnvError("VALIDATION_ERROR", "step 'data' must be an object: the action")
+    data = {key: value for key, value in data.items() if key != "metadata"}
+    if data.get("type") == "call_tool":
+        if not isinstance(data.get("tool_name"), str):
+            raise OpenEnvError("VALIDATION_ERROR", "a call_tool action needs 'tool_name' (a string)")
+        arguments = data.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise OpenEnvError("VALIDATION_ERROR", "a call_tool action's 'arguments' must be an object")
+        return {"name": data["tool_name"], "arguments": arguments}
+    for key in ("message", "text"):
+        if set(data) == {key} and isinstance(data[key], str):
+            return data[key]
+    return data
+
+
+class OpenEnvSocket(Owner):
+    """One OpenEnv socket: at most one session, and the episode id its last reset named."""
+
+    __slots__ = ("episode_id", "session_id")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_id: str | None = None
+        self.episode_id: str | None = None
+
+
+class OpenEnvFrontEnd:
+    def __init__(self, core: SessionCore) -> None:
+        self.core = core
+        self.tools = mcp_tools(core.description)
+        self._types: dict[str, Callable[[OpenEnvSocket, dict], Any]] = {
+            "reset": self._reset, "step": self._step, "state": self._state, "mcp": self._mcp}
+
+    async def serve(self, connection: ServerConnection, watch: FrameWatch) -> None:
+        """The life of one socket: its requests in turn, then its session ends with it."""
+        owner = OpenEnvSocket()
+        if self.core.counter.total() >= self.core.limits.max_sessions:
+            await self._send(connection, OpenEnvError("CAPACITY_REACHED", (
+                f"Server at capacity: {self.core.counter.total()}/{self.core.limits.max_sessions} sessions active. "
+                "Cannot accept new connections.")).frame())
+            await connection.close(1000)
+            return
+        try:
+            async for raw in connection:
+                watch.frames += 1
+                message = self._message(raw)
+                if isinstance(message, OpenEnvError):
+                    await self._send(connection, message.frame())
+                    continue
+                if message["type"] == "close":
+                    break
+                try:
+                    answer = await self._types[message["type"]](owner, message)
+                except OpenEnvError as exc:
+                    answer = exc.frame()
+                except ProtocolError as exc:
+                    answer = OpenEnvError(_code_of(exc), str(exc)).frame()
+                await self._send(connection, answer, owner)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.core.drop(owner)
+        await connection.close(1000)
+
+    async def _send(self, connection: ServerConnection, frame: dict, owner: OpenEnvSocket | None = None) -> None:
+        try:
+            text = orjson.dumps(frame, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError as exc:  # the environment returned what JSON cannot carry: its session ends
+            error = self.core.end_unsendable(owner or OpenEnvSocket(), owner and owner.session_id, str(exc))
+            text = orjson.dumps(OpenEnvError("EXECUTION_ERROR", str(error)).frame())
+        await connection.send(text.decode())
+
+    def _message(self, raw: str | bytes) -> dict | OpenEnvError:
+        try:
+            message = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return OpenEnvError("INVALID_JSON", f"Invalid JSON: {exc}")
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            return OpenEnvError("VALIDATION_ERROR", "Invalid message: an object with a string 'type' is expected")
+        if message["type"] not in self._types and message["type"] != "close":
+            return OpenEnvError("UNKNOWN_TYPE", f"Unknown message type: {message['type']}")
+        return message
+
+    # -- the session core, one request at a time -------------------------------------------------------
+
+    async def _reset(self, owner: OpenEnvSocket, message: dict) -> dict:
+        data = message.get("data") or {}
+        if not isinstance(data, dict):
+            raise OpenEnvError("VALIDATION_ERROR", "reset 'data' must be an object")
+        seed = data.get("seed")
+        if seed is not None and (type(seed) is not int or seed < 0):
+            raise OpenEnvError("VALIDATION_ERROR", "seed must be a non-negative integer")
+        options = {key: value for key, value in data.items() if key not in RESET_KEYS} or None
+        outcome: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.core.reset(owner, owner.session_id, seed, options, lambda sid, result: outcome.set_result((sid, result)))
+        session_id, result = await outcome
+        if isinstance(result, ProtocolError):
+            if owner.session_id is not None and owner.session_id not in owner.sessions:
+                owner.session_id = None  # the reset ended the session: the next one starts a new one
+            raise result
+        owner.session_id, owner.episode_id = session_id, data.get("episode_id") or session_id
+        return _observation(result.obs, result.info, None, False, False)
+
+    async def _step(self, owner: OpenEnvSocket, message: dict) -> dict:
+        if "data" not in message:
+            raise OpenEnvError("VALIDATION_ERROR", "step needs 'data': the action")
+        if isinstance(message["data"], dict) and message["data"].get("type") == "list_tools":
+            return {"type": "observation", "data": {"observation": {"tools": self.tools, "metadata": {}},
+                                                    "reward": None, "done": False}}
+        result = await self._stepped(owner, action_of(message["data"]))
+        return _observation(result.obs, result.info, result.reward, result.terminated, result.truncated)
+
+    async def _stepped(self, owner: OpenEnvSocket, action: Any) -> Any:
+        if owner.session_id is None:
+            raise NoEpisodeError("step before reset: send a reset first")
+        outcome: asyncio.Future = asyncio.get_running_loop().create_future()
+        try:
+            self.core.step(owner, owner.session_id, action, outcome.set_result)
+        except UnknownSessionError:
+            owner.session_id = None
+            raise
+        result = await outcome
+        if isinstance(result, ProtocolError):
+            if owner.session_id not in owner.sessions:
+                owner.session_id = None  # the environment failed or timed out: its session ended
+            raise result
+        return result
+
+    async def _state(self, owner: OpenEnvSocket, message: dict) -> dict:
+        state: dict[str, Any] = {"episode_id": owner.episode_id, "step_count": 0}
+        if owner.session_id is not None and owner.session_id in owner.sessions:
+            ours = self.core.state(owner, owner.session_id)
+            state |= {"step_count": ours["steps"], "running": ours["running"], "max_steps": ours["max_steps"]}
+        return {"type": "state", "data": state}
+
+    async def _mcp(self, owner: OpenEnvSocket, message: dict) -> dict:
+        return {"type": "mcp", "data": await self.jsonrpc(owner, message.get("data"))}
+
+    async def jsonrpc(self, owner: OpenEnvSocket, request: Any) -> dict:
+        """A JSON-RPC answer to MCP's tools/list or tools/call, played on the owner's session."""
+        rid = request.get("id") if isinstance(request, dict) else None
+
+        def error(code: int, text: str) -> dict:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": text, "data": None}}
+
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            return error(-32600, "Invalid Request: a JSON-RPC 2.0 object with a 'method' is expected")
+        params = request.get("params") or {}
+        if request["method"] == "tools/list":
+            return {"jsonrpc": "2.0", "id": rid, "result": {"tools": self.tools}}
+        if request["method"] != "tools/call":
+            return error(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {request['method']}")
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            return error(JSONRPC_INVALID_PARAMS, "tools/call needs params {'name': <tool>, 'arguments': {...}}")
+        try:
+            result = await self._stepped(owner, {"name": params["name"], "arguments": params.get("arguments") or {}})
+        except ProtocolError as exc:
+            return error(JSONRPC_INTERNAL, str(exc))
+        failed = "error" in result.info
+        return {"jsonrpc": "2.0", "id": rid, "result": {
+            "content": [{"type": "text", "text": result.obs}], "isError": failed,
+            "structuredContent": {"reward": result.reward, "terminated": result.terminated,
+                                  "truncated": result.truncated, "info": result.info}}}
+
+
+def _observation(text: str, info: dict, reward: float | None, terminated: bool, truncated: bool) -> dict:
+    return {"type": "observation", "data": {
+        "observation": {"text": text, "info": info, "terminated": terminated, "truncated": truncated,
+                        "metadata": {}},
+        "reward": reward, "done": terminated or truncated}}

@@ -1,0 +1,117 @@
+"""OpenEnv's /ws protocol served over the session core (OpenEnv's own clients come in their venv's tests)."""
+
+import asyncio
+
+import orjson
+import pytest
+from conftest import health, run, wait_until
+from websockets.asyncio.client import connect as ws_connect
+
+
+class OpenEnvSocket:
+    """A bare socket speaking OpenEnv's messages: no request ids, one request and one answer in turn."""
+
+    def __init__(self, ws):
+        self.ws = ws
+
+    async def ask(self, message: object) -> dict:
+        await self.ws.send(message if isinstance(message, str) else orjson.dumps(message).decode())
+        return orjson.loads(await asyncio.wait_for(self.ws.recv(), 10))
+
+
+def openenv_url(url: str) -> str:
+    return url + "/ws"
+
+
+def test_an_episode_over_openenv_messages(guess_url):
+    async def main():
+        async with ws_connect(openenv_url(guess_url)) as ws:
+            env = OpenEnvSocket(ws)
+            reset = await env.ask({"type": "reset", "data": {"seed": 0, "episode_id": "ep-1"}})
+            assert reset["type"] == "observation" and reset["data"]["reward"] is None and not reset["data"]["done"]
+            assert "I am thinking of an integer" in reset["data"]["observation"]["text"]
+            tools = await env.ask({"type": "step", "data": {"type": "list_tools"}})
+            assert [t["name"] for t in tools["data"]["observation"]["tools"]] == ["divisible_by", "give_up", "guess"]
+            low, high, steps = 1, 100, 0
+            while steps < 20:
+                steps += 1
+                guess = (low + high) // 2
+                answer = await env.ask({"type": "step", "data": {"type": "call_tool", "tool_name": "guess",
+                                                                 "arguments": {"number": guess}}})
+                data = answer["data"]
+                if data["done"]:
+                    assert data["observation"]["terminated"] and data["reward"] > 0
+                    break
+                text = data["observation"]["text"]
+                low, high = (guess + 1, high) if "higher" in text else (low, guess - 1)
+            state = await env.ask({"type": "state"})
+            assert state == {"type": "state", "data": {"episode_id": "ep-1", "step_count": steps, "running": False,
+                                                       "max_steps": 20}}
+            text_step = await env.ask({"type": "step", "data": {"message": "guess(number=5)"}})
+            assert text_step["type"] == "error" and text_step["data"]["code"] == "EXECUTION_ERROR"  # episode over
+            await env.ask({"type": "reset", "data": {"seed": 1}})
+            call = {"name": "divisible_by", "arguments": {"divisor": 2}}
+            mcp = await env.ask({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                                         "params": call}})
+            assert mcp["type"] == "mcp" and mcp["data"]["id"] == 7 and not mcp["data"]["result"]["isError"]
+            assert "divisible by 2" in mcp["data"]["result"]["content"][0]["text"]
+            listed = await env.ask({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}})
+            assert listed["data"]["result"]["tools"][0]["inputSchema"]["type"] == "object"
+
+    run(main())
+
+
+@pytest.mark.parametrize("message, code", [
+    ("{not json", "INVALID_JSON"),
+    ({"type": "dance"}, "UNKNOWN_TYPE"),
+    ([1, 2], "VALIDATION_ERROR"),
+    ({"type": "reset", "data": {"seed": -3}}, "VALIDATION_ERROR"),
+    ({"type": "step"}, "VALIDATION_ERROR"),
+    ({"type": "step", "data": {"type": "call_tool", "tool_name": 5}}, "VALIDATION_ERROR"),
+    ({"type": "step", "data": {"message": "hi"}}, "EXECUTION_ERROR"),  # before any reset
+])
+def test_bad_messages_get_openenv_codes_and_the_socket_goes_on(echo_url, message, code):
+    async def main():
+        async with ws_connect(openenv_url(echo_url)) as ws:
+            env = OpenEnvSocket(ws)
+            answer = await env.ask(message)
+            assert answer["type"] == "error" and answer["data"]["code"] == code and answer["data"]["message"]
+            await env.ask({"type": "reset", "data": {"max_steps": 5}})
+            step = await env.ask({"type": "step", "data": {"message": "still here"}})
+            assert step["data"]["observation"]["text"] == "still here" and step["data"]["observation"]["info"]
+
+    run(main())
+
+
+def test_each_socket_is_its_own_session_and_close_ends_it(echo_url):
+    async def main():
+        before = health(echo_url)["sessions"]
+        async with ws_connect(openenv_url(echo_url)) as a, ws_connect(openenv_url(echo_url)) as b:
+            first, second = OpenEnvSocket(a), OpenEnvSocket(b)
+            await asyncio.gather(first.ask({"type": "reset"}), second.ask({"type": "reset"}))
+            await first.ask({"type": "step", "data": {"message": "one"}})
+            states = await asyncio.gather(first.ask({"type": "state"}), second.ask({"type": "state"}))
+            assert [s["data"]["step_count"] for s in states] == [1, 0]
+            assert health(echo_url)["sessions"] == before + 2
+            await a.send(orjson.dumps({"type": "close"}).decode())
+            await asyncio.wait_for(a.wait_closed(), 5)
+            assert a.close_code == 1000
+            assert wait_until(lambda: health(echo_url)["sessions"] == before + 1)
+        assert wait_until(lambda: health(echo_url)["sessions"] == before)
+
+    run(main())
+
+
+def test_a_full_server_says_capacity_reached(start_server):
+    url = start_server("echo", max_sessions=1)
+
+    async def main():
+        async with ws_connect(openenv_url(url)) as first:
+            await OpenEnvSocket(first).ask({"type": "reset"})
+            async with ws_connect(openenv_url(url)) as second:
+                refused = orjson.loads(await asyncio.wait_for(second.recv(), 5))
+                assert refused["type"] == "error" and refused["data"]["code"] == "CAPACITY_REACHED"
+                await asyncio.wait_for(second.wait_closed(), 5)
+                assert second.close_code == 1000
+
+    run(main())
