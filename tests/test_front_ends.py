@@ -22,6 +22,7 @@ from openenv_gym.server.config import Limits
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.http import make_process_request
 from openenv_gym.server.native import NativeFrontEnd
+from openenv_gym.server.openenv_ws import OpenEnvFrontEnd
 from openenv_gym.server.sessions import SessionCounter
 
 
@@ -134,7 +135,10 @@ def test_http_routes_and_the_token():
     async def hook_of(token):
         served = Served(env="echo")
         health = {"status": "ok", "env": "echo"}
-        return make_process_request(token, lambda: health, served.front.info, served.catalog)
+        openenv = OpenEnvFrontEnd(served.core)
+        return make_process_request(token, {"/healthz": lambda: health, "/health": openenv.health},
+                                    {"/info": lambda: served.front.info, "/schema": openenv.schema,
+                                     "/metadata": openenv.metadata}, served.catalog)
 
     hook = asyncio.run(hook_of(None))
     assert get(hook, "/healthz") == (200, {"status": "ok", "env": "echo"})
@@ -146,9 +150,16 @@ def test_http_routes_and_the_token():
     status, body = get(hook, "/nope")
     assert status == 404 and "try /healthz" in body["error"]["message"]
     assert get(hook, "/", Upgrade="websocket") is None  # on to the WebSocket handshake
+    assert get(hook, "/ws", Upgrade="websocket") is None  # OpenEnv's protocol
+    assert get(hook, "/health") == (200, {"status": "healthy"})  # OpenEnv's routes
+    status, schema = get(hook, "/schema")
+    assert status == 200 and set(schema) == {"action", "observation", "state"}
+    assert schema["observation"]["properties"]["text"] == {"type": "string"}
+    assert get(hook, "/metadata")[1]["name"] == "echo"
 
     guarded = asyncio.run(hook_of("s3cret"))
-    assert get(guarded, "/healthz")[0] == 200  # liveness stays open
+    assert get(guarded, "/healthz")[0] == 200 and get(guarded, "/health")[0] == 200  # liveness stays open
+    assert get(guarded, "/schema")[0] == 401
     status, body = get(guarded, "/info")
     assert status == 401 and body["error"]["code"] == "unauthorized"
     assert get(guarded, "/info", Authorization="Bearer s3cret")[0] == 200

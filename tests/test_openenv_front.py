@@ -2,9 +2,10 @@
 
 import asyncio
 
+import httpx
 import orjson
 import pytest
-from conftest import health, run, wait_until
+from conftest import health, http_url, run, wait_until
 from websockets.asyncio.client import connect as ws_connect
 
 
@@ -115,3 +116,11 @@ def test_a_full_server_says_capacity_reached(start_server):
                 assert second.close_code == 1000
 
     run(main())
+
+
+def test_openenv_http_routes(echo_url):
+    base = http_url(echo_url)
+    assert httpx.get(base + "/health").json() == {"status": "healthy"}
+    assert httpx.get(base + "/metadata").json()["name"] == "echo"
+    schema = httpx.get(base + "/schema").json()
+    assert schema["state"]["properties"]["step_count"]["minimum"] == 0

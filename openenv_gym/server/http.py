@@ -1,4 +1,5 @@
-"""The plain HTTP front end, on the WebSocket port: GET /healthz, /info, /splits, /tasks, and the bearer token.
+"""The plain HTTP front end, on the WebSocket port: GET /healthz, /info, /splits, /tasks (and OpenEnv's /health,
+/schema and /metadata), and the bearer token.
 
 A websockets `process_request` hook: it answers these routes itself and lets WebSocket upgrades on the
 protocol paths through to the WebSocket front ends.
@@ -52,8 +53,13 @@ def _int_param(query: dict[str, list[str]], name: str) -> int | None:
         raise BadRequestError(f"query parameter {name} must be an integer, got {values[0]!r}") from None
 
 
-def make_process_request(token: str | None, health: Callable[[], dict], info: dict, catalog: Catalog):
-    """The websockets `process_request` hook: answer GET routes, refuse missing tokens."""
+Route = Callable[[], dict]
+
+
+def make_process_request(token: str | None, open_routes: dict[str, Route], routes: dict[str, Route],
+                         catalog: Catalog):
+    """The websockets `process_request` hook: answer GET routes (`open_routes` even without the token), refuse
+    missing tokens."""
 
     async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
         try:
@@ -67,13 +73,13 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: di
 
     async def process_request(connection: ServerConnection, request: Request) -> Response | None:
         path, _, query_string = request.path.partition("?")
-        if path == "/healthz":  # open even with a token, for liveness probes
-            return json_response(connection, HTTPStatus.OK, health())
+        if path in open_routes:  # health checks: open even with a token, for liveness probes
+            return json_response(connection, HTTPStatus.OK, open_routes[path]())
         refusal = None if token is None else bearer_refusal(request, token)
         if refusal is not None:
             return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": UnauthorizedError(refusal).to_wire()})
-        if path == "/info":
-            return json_response(connection, HTTPStatus.OK, info)
+        if path in routes:
+            return json_response(connection, HTTPStatus.OK, routes[path]())
         if path in ("/splits", "/tasks"):
             return await catalog_response(connection, path, parse_qs(query_string))
         if path in WEBSOCKET_PATHS and request.headers.get("Upgrade", "").lower() == "websocket":
@@ -81,6 +87,6 @@ def make_process_request(token: str | None, health: Callable[[], dict], info: di
         return json_response(connection, HTTPStatus.NOT_FOUND, {"error": {
             "code": "not_found",
             "message": f"no route {path}; try /healthz, /info, /splits, /tasks?split=..., or a WebSocket on / "
-                       "(or OpenEnv's on /ws)"}})
+                       "(OpenEnv's: /health, /schema, /metadata, and a WebSocket on /ws)"}})
 
     return process_request

@@ -108,6 +108,33 @@ class OpenEnvFrontEnd:
         self._types: dict[str, Callable[[OpenEnvSocket, dict], Any]] = {
             "reset": self._reset, "step": self._step, "state": self._state, "mcp": self._mcp}
 
+    # -- OpenEnv's GET routes ----------------------------------------------------------------------------
+
+    def health(self) -> dict:
+        return {"status": "healthy"}
+
+    def metadata(self) -> dict:
+        """OpenEnv's EnvironmentMetadata."""
+        description = self.core.description
+        return {"name": description.get("name", ""), "description": description.get("description", ""),
+                "readme_content": None, "version": None, "author": None, "documentation_url": None}
+
+    def schema(self) -> dict:
+        """JSON schemas of the actions, observations and state this front end takes and gives."""
+        tool_call = {"type": "object", "required": ["type", "tool_name"], "properties": {
+            "type": {"const": "call_tool"}, "tool_name": {"enum": [t["name"] for t in self.tools]},
+            "arguments": {"type": "object"}}}
+        text = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
+        listing = {"type": "object", "required": ["type"], "properties": {"type": {"const": "list_tools"}}}
+        action = {"oneOf": [tool_call, listing, text] if self.tools else [text, {"type": "object"}]}
+        observation = {"type": "object", "properties": {
+            "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
+            "truncated": {"type": "boolean"}, "metadata": {"type": "object"}}}
+        state = {"type": "object", "properties": {
+            "episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer", "minimum": 0},
+            "running": {"type": "boolean"}, "max_steps": {"type": ["integer", "null"]}}}
+        return {"action": action, "observation": observation, "state": state}
+
     async def serve(self, connection: ServerConnection, watch: FrameWatch) -> None:
         """The life of one socket: its requests in turn, then its session ends with it."""
         owner = OpenEnvSocket()

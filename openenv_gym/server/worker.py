@@ -148,7 +148,9 @@ class Worker:
         self.native = NativeFrontEnd(self.core, catalog)
         self.frame_deadline = FrameDeadline(limits.frame_timeout)
         self.openenv = OpenEnvFrontEnd(self.core)
-        process_request = make_process_request(self.config.token, self.health, self.native.info, catalog)
+        open_routes = {"/healthz": self.health, "/health": self.openenv.health}
+        routes = {"/info": lambda: self.native.info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
+        process_request = make_process_request(self.config.token, open_routes, routes, catalog)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
