@@ -124,3 +124,58 @@ def test_openenv_http_routes(echo_url):
     assert httpx.get(base + "/metadata").json()["name"] == "echo"
     schema = httpx.get(base + "/schema").json()
     assert schema["state"]["properties"]["step_count"]["minimum"] == 0
+
+
+def test_mcp_over_http_post(guess_url):
+    mcp = http_url(guess_url) + "/mcp"
+
+    def rpc(method, rid=1, **params):
+        return httpx.post(mcp, json={"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).json()
+
+    init = rpc("initialize", protocolVersion="2025-06-18", capabilities={}, clientInfo={"name": "t", "version": "0"})
+    assert init["result"]["capabilities"]["tools"] == {"listChanged": False}
+    assert httpx.post(mcp, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+    assert [t["name"] for t in rpc("tools/list")["result"]["tools"]] == ["divisible_by", "give_up", "guess"]
+    session = rpc("openenv/session/create")["result"]["session_id"]
+    first = rpc("tools/call", name="divisible_by", arguments={"divisor": 2}, session_id=session)["result"]
+    assert not first["isError"] and "divisible by 2" in first["content"][0]["text"]
+    bad = rpc("tools/call", name="guess", arguments={"number": "many"}, session_id=session)["result"]
+    assert bad["isError"] and "bad arguments for guess" in bad["content"][0]["text"]  # the session goes on
+    assert rpc("openenv/session/close", session_id=session)["result"] == {"closed": True}
+    assert "no session" in rpc("tools/call", name="give_up", session_id=session)["error"]["message"]
+    assert rpc("no/such")["error"]["code"] == -32601
+    assert httpx.post(mcp, content=b"{nope").json()["error"]["code"] == -32700
+    assert httpx.post(http_url(guess_url) + "/other", json={}).status_code == 404
+    assert httpx.get(http_url(guess_url) + "/healthz").status_code == 200  # GETs still go to their routes
+
+
+def test_mcp_over_http_needs_the_token_when_one_is_set(start_server):
+    mcp = http_url(start_server("echo", "--token", "s3cret")) + "/mcp"
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    refused = httpx.post(mcp, json=listing)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+    assert httpx.post(mcp, json=listing, headers={"Authorization": "bearer s3cret"}).json()["result"] == {"tools": []}
+
+
+def test_a_socket_can_work_on_a_post_mcp_session(guess_url):
+    """MCPToolClient's way: a session made over POST /mcp, reset over /ws?session_id=..., tools over POST."""
+    mcp = http_url(guess_url) + "/mcp"
+    session = httpx.post(mcp, json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"}).json()
+
+    async def main():
+        session_id = session["result"]["session_id"]
+        async with ws_connect(openenv_url(guess_url) + f"?session_id={session_id}") as ws:
+            reset = await OpenEnvSocket(ws).ask({"type": "reset", "data": {"seed": 3}})
+            assert "thinking of an integer" in reset["data"]["observation"]["text"]
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "divisible_by", "arguments": {"divisor": 3}, "session_id": session_id}}
+        answer = httpx.post(mcp, json=call).json()["result"]
+        assert not answer["isError"] and "divisible by 3" in answer["content"][0]["text"]
+        async with ws_connect(openenv_url(guess_url) + f"?session_id={session_id}") as ws:  # the same session
+            state = await OpenEnvSocket(ws).ask({"type": "state"})
+            assert state["data"]["step_count"] == 1
+        async with ws_connect(openenv_url(guess_url) + "?session_id=nope") as ws:
+            refused = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert refused["data"]["code"] == "SESSION_ERROR"
+
+    run(main())

@@ -31,9 +31,13 @@ def json_response(connection: ServerConnection, status: HTTPStatus, body: Any) -
 
 
 def bearer_refusal(request: Request, token: str) -> str | None:
-    """Why the request's credentials are refused, or None when they carry the token. The scheme is
+    """Why the request's credentials are refused, or None when they carry the token."""
+    return authorization_refusal(request.headers.get_all("Authorization"), token)
+
+
+def authorization_refusal(supplied: list[str], token: str) -> str | None:
+    """Why these Authorization header values are refused, or None when they carry the token. The scheme is
     case-insensitive (RFC 7235); the token is compared in constant time."""
-    supplied = request.headers.get_all("Authorization")
     if len(supplied) > 1:
         return "send one Authorization header, not several"
     scheme, _, credentials = (supplied[0] if supplied else "").strip().partition(" ")

@@ -21,8 +21,11 @@ VALIDATION_ERROR, EXECUTION_ERROR or CAPACITY_REACHED; the socket and its sessio
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 from websockets.asyncio.server import ServerConnection
@@ -34,15 +37,20 @@ from openenv_gym.errors import (
     InvalidActionError,
     NoEpisodeError,
     ProtocolError,
+    UnauthorizedError,
     UnknownSessionError,
 )
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameWatch
+from openenv_gym.server.http import authorization_refusal
+from openenv_gym.server.http_post import NotJson
 from openenv_gym.server.sessions import Owner
 
 OPENENV_PATH = "/ws"
 RESET_KEYS = ("seed", "episode_id")  # OpenEnv's own reset fields; any other key is a reset option
-JSONRPC_METHOD_NOT_FOUND, JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL = -32601, -32602, -32603
+JSONRPC_PARSE_ERROR, JSONRPC_INVALID_REQUEST, JSONRPC_METHOD_NOT_FOUND = -32700, -32600, -32601
+JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL, JSONRPC_SERVER_ERROR = -32602, -32603, -32000
+MCP_PROTOCOL_VERSION = "2025-06-18"
 
 
 class OpenEnvError(Exception):
@@ -102,11 +110,18 @@ class OpenEnvSocket(Owner):
 
 
 class OpenEnvFrontEnd:
-    def __init__(self, core: SessionCore) -> None:
+    def __init__(self, core: SessionCore, token: str | None = None) -> None:
         self.core = core
+        self.token = token
         self.tools = mcp_tools(core.description)
+        self.http_sessions: dict[str, OpenEnvSocket] = {}  # POST /mcp sessions, by the id openenv/session/create gave
         self._types: dict[str, Callable[[OpenEnvSocket, dict], Any]] = {
             "reset": self._reset, "step": self._step, "state": self._state, "mcp": self._mcp}
+
+    def shutdown(self) -> None:
+        for owner in self.http_sessions.values():
+            self.core.drop(owner)
+        self.http_sessions.clear()
 
     # -- OpenEnv's GET routes ----------------------------------------------------------------------------
 
@@ -136,9 +151,16 @@ class OpenEnvFrontEnd:
         return {"action": action, "observation": observation, "state": state}
 
     async def serve(self, connection: ServerConnection, watch: FrameWatch) -> None:
-        """The life of one socket: its requests in turn, then its session ends with it."""
-        owner = OpenEnvSocket()
-        if self.core.counter.total() >= self.core.limits.max_sessions:
+        """The life of one socket: its requests in turn, then its session ends with it. A socket opened on
+        `/ws?session_id=ID` works on the POST /mcp session ID instead, which outlives it."""
+        attach = parse_qs(urlsplit(connection.request.path).query).get("session_id") if connection.request else None
+        owner = self.http_sessions.get(attach[0]) if attach else OpenEnvSocket()
+        if owner is None:
+            await self._send(connection, OpenEnvError("SESSION_ERROR", (
+                f"no session {attach[0]!r}: create one with POST /mcp openenv/session/create")).frame())
+            await connection.close(1000)
+            return
+        if not attach and self.core.counter.total() >= self.core.limits.max_sessions:
             await self._send(connection, OpenEnvError("CAPACITY_REACHED", (
                 f"Server at capacity: {self.core.counter.total()}/{self.core.limits.max_sessions} sessions active. "
                 "Cannot accept new connections.")).frame())
@@ -163,7 +185,8 @@ class OpenEnvFrontEnd:
         except ConnectionClosed:
             pass
         finally:
-            self.core.drop(owner)
+            if not attach:
+                self.core.drop(owner)
         await connection.close(1000)
 
     async def _send(self, connection: ServerConnection, frame: dict, owner: OpenEnvSocket | None = None) -> None:
@@ -237,6 +260,55 @@ class OpenEnvFrontEnd:
             state |= {"step_count": ours["steps"], "running": ours["running"], "max_steps": ours["max_steps"]}
         return {"type": "state", "data": state}
 
+    # -- POST /mcp: JSON-RPC over HTTP, with OpenEnv's session extensions ---------------------------------
+
+    async def post_mcp(self, request: Any, headers: list[tuple[str, str]]) -> tuple[int, Any]:
+        """One JSON-RPC request: MCP's initialize, tools/list and tools/call, and OpenEnv's
+        openenv/session/create and openenv/session/close (a session's calls name it in params.session_id)."""
+        if self.token is not None:
+            refusal = authorization_refusal([v for k, v in headers if k == "authorization"], self.token)
+            if refusal is not None:
+                return HTTPStatus.UNAUTHORIZED, {"error": UnauthorizedError(refusal).to_wire()}
+        if isinstance(request, NotJson):
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": JSONRPC_PARSE_ERROR, "message": f"Parse error: {request.reason}", "data": None}}
+        if not isinstance(request, dict):
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": JSONRPC_INVALID_REQUEST, "message": "Invalid Request: send one JSON-RPC 2.0 object",
+                "data": None}}
+        if "id" not in request:  # a notification (notifications/initialized): nothing to answer
+            return HTTPStatus.ACCEPTED, None
+        method, params, rid = request.get("method"), request.get("params") or {}, request.get("id")
+        if method == "initialize":
+            version = params.get("protocolVersion") if isinstance(params, dict) else None
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {
+                "protocolVersion": version or MCP_PROTOCOL_VERSION, "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": self.core.description.get("name", ""), "version": "openenv-gym"}}}
+        if method == "openenv/session/create":
+            if len(self.http_sessions) >= self.core.limits.max_sessions:
+                return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
+                    "code": JSONRPC_SERVER_ERROR, "message": "Server at capacity", "data": None}}
+            session_id = secrets.token_urlsafe(16)
+            self.http_sessions[session_id] = OpenEnvSocket()
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"session_id": session_id}}
+        session_id = params.get("session_id") if isinstance(params, dict) else None
+        owner = self.http_sessions.get(session_id) if isinstance(session_id, str) else None
+        if method == "openenv/session/close":
+            if owner is not None:
+                self.core.drop(self.http_sessions.pop(session_id))
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"closed": owner is not None}}
+        if session_id is not None and owner is None:
+            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
+                "code": JSONRPC_INVALID_PARAMS, "message": f"no session {session_id!r}: create one with "
+                                                           "openenv/session/create", "data": None}}
+        if owner is not None or method != "tools/call":
+            return HTTPStatus.OK, await self.jsonrpc(owner or OpenEnvSocket(), request)
+        stateless = OpenEnvSocket()  # a call that names no session: a session of its own, for this call only
+        try:
+            return HTTPStatus.OK, await self.jsonrpc(stateless, request)
+        finally:
+            self.core.drop(stateless)
+
     async def _mcp(self, owner: OpenEnvSocket, message: dict) -> dict:
         return {"type": "mcp", "data": await self.jsonrpc(owner, message.get("data"))}
 
@@ -248,7 +320,7 @@ class OpenEnvFrontEnd:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": text, "data": None}}
 
         if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            return error(-32600, "Invalid Request: a JSON-RPC 2.0 object with a 'method' is expected")
+            return error(JSONRPC_INVALID_REQUEST, "Invalid Request: a JSON-RPC 2.0 object with a 'method' is expected")
         params = request.get("params") or {}
         if request["method"] == "tools/list":
             return {"jsonrpc": "2.0", "id": rid, "result": {"tools": self.tools}}
@@ -257,6 +329,8 @@ class OpenEnvFrontEnd:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             return error(JSONRPC_INVALID_PARAMS, "tools/call needs params {'name': <tool>, 'arguments': {...}}")
         try:
+            if owner.session_id is None:  # a session made for tools only: its episode starts at the first call
+                await self._reset(owner, {"data": {}})
             result = await self._stepped(owner, {"name": params["name"], "arguments": params.get("arguments") or {}})
         except ProtocolError as exc:
             return error(JSONRPC_INTERNAL, str(exc))

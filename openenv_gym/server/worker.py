@@ -24,6 +24,7 @@ from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
 from openenv_gym.server.http import make_process_request
+from openenv_gym.server.http_post import PostAwareConnection
 from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
 from openenv_gym.server.sender import FrameSender
@@ -147,7 +148,7 @@ class Worker:
         catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
         self.frame_deadline = FrameDeadline(limits.frame_timeout)
-        self.openenv = OpenEnvFrontEnd(self.core)
+        self.openenv = OpenEnvFrontEnd(self.core, self.config.token)
         open_routes = {"/healthz": self.health, "/health": self.openenv.health}
         routes = {"/info": lambda: self.native.info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
         process_request = make_process_request(self.config.token, open_routes, routes, catalog)
@@ -155,6 +156,7 @@ class Worker:
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
             ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
+            create_connection=PostAwareConnection.with_routes({"/mcp": self.openenv.post_mcp}),
         ):
             ready()
             chores = [loop.create_task(self._housekeeping(stop)), loop.create_task(self._cut_incomplete_frames())]
@@ -162,4 +164,5 @@ class Worker:
             for chore in chores:
                 chore.cancel()
         self.native.shutdown()
+        self.openenv.shutdown()
         self.core.shutdown()
