@@ -1,6 +1,9 @@
 """OpenEnv's /ws protocol served over the session core (OpenEnv's own clients come in their venv's tests)."""
 
 import asyncio
+import socket
+import time
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -179,3 +182,18 @@ def test_a_socket_can_work_on_a_post_mcp_session(guess_url):
             assert refused["data"]["code"] == "SESSION_ERROR"
 
     run(main())
+
+
+def test_a_post_whose_body_comes_later_is_answered(echo_url):
+    """The request head and its body in separate TCP segments (once lost under uvloop)."""
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    host, port = urlsplit(echo_url).hostname, urlsplit(echo_url).port
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        time.sleep(0.2)
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"tools":[]}}')

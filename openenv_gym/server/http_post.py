@@ -31,30 +31,34 @@ class PostAwareConnection(ServerConnection):
 
     routes: dict[str, PostRoute] = {}
     _checked = False
+    _http: h11.Connection | None = None
 
     @classmethod
     def with_routes(cls, routes: dict[str, PostRoute]) -> type[PostAwareConnection]:
         return type("PostAwareConnection", (cls,), {"routes": routes})
 
     def data_received(self, data: bytes) -> None:
-        if self._checked:
+        # (one method that routes by state: uvloop keeps the bound method it was first given)
+        if self._http is not None:  # the rest of a POST request
+            self._more(data)
+            return
+        if self._checked or not data.startswith(b"POST "):
+            self._checked = True
             super().data_received(data)
             return
         self._checked = True
-        if not data.startswith(b"POST "):
-            super().data_received(data)
-            return
         self._http = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self._arrived = asyncio.Event()
-        self.data_received = self._more  # type: ignore[method-assign]  # the rest of the request is ours too
         self._more(data)
         asyncio.get_running_loop().create_task(self._answer())
 
     def _more(self, data: bytes) -> None:
+        assert self._http is not None
         self._http.receive_data(data)
         self._arrived.set()
 
     async def _next(self) -> Any:
+        assert self._http is not None
         while True:
             event = self._http.next_event()
             if event is not h11.NEED_DATA:
@@ -92,6 +96,7 @@ class PostAwareConnection(ServerConnection):
         return await route(payload, headers)
 
     def _reply(self, status: int, answer: Any) -> None:
+        assert self._http is not None
         body = b"" if answer is None else orjson.dumps(answer)
         try:
             data = self._http.send(h11.Response(status_code=int(status), headers=[
