@@ -180,8 +180,12 @@ def test_a_socket_can_work_on_a_post_mcp_session(guess_url):
         async with ws_connect(openenv_url(guess_url) + "?session_id=nope") as ws:
             refused = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
             assert refused["data"]["code"] == "SESSION_ERROR"
+        close = {"jsonrpc": "2.0", "id": 3, "method": "openenv/session/close", "params": {"session_id": session_id}}
+        assert httpx.post(mcp, json=close).json()["result"] == {"closed": True}
 
+    before = health(guess_url)["sessions"]
     run(main())
+    assert wait_until(lambda: health(guess_url)["sessions"] == before)  # closing the POST session ended it
 
 
 def test_a_post_whose_body_comes_later_is_answered(echo_url):

@@ -101,12 +101,13 @@ def action_of(data: Any) -> Any:
 class OpenEnvSocket(Owner):
     """One OpenEnv socket: at most one session, and the episode id its last reset named."""
 
-    __slots__ = ("episode_id", "session_id")
+    __slots__ = ("episode_id", "last_used", "session_id")
 
-    def __init__(self) -> None:
+    def __init__(self, now: float = 0.0) -> None:
         super().__init__()
         self.session_id: str | None = None
         self.episode_id: str | None = None
+        self.last_used = now  # POST /mcp sessions: forgotten after the idle timeout
 
 
 class OpenEnvFrontEnd:
@@ -117,6 +118,14 @@ class OpenEnvFrontEnd:
         self.http_sessions: dict[str, OpenEnvSocket] = {}  # POST /mcp sessions, by the id openenv/session/create gave
         self._types: dict[str, Callable[[OpenEnvSocket, dict], Any]] = {
             "reset": self._reset, "step": self._step, "state": self._state, "mcp": self._mcp}
+
+    def expire_idle(self, now: float) -> int:
+        """Forget the POST /mcp sessions unused for longer than the idle timeout (their clients went away)."""
+        idle = [key for key, owner in self.http_sessions.items()
+                if now - owner.last_used > self.core.limits.idle_timeout]
+        for key in idle:
+            self.core.drop(self.http_sessions.pop(key))
+        return len(idle)
 
     def shutdown(self) -> None:
         for owner in self.http_sessions.values():
@@ -169,6 +178,7 @@ class OpenEnvFrontEnd:
         try:
             async for raw in connection:
                 watch.frames += 1
+                owner.last_used = self.core.loop.time()
                 message = self._message(raw)
                 if isinstance(message, OpenEnvError):
                     await self._send(connection, message.frame())
@@ -289,7 +299,7 @@ class OpenEnvFrontEnd:
                 return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
                     "code": JSONRPC_SERVER_ERROR, "message": "Server at capacity", "data": None}}
             session_id = secrets.token_urlsafe(16)
-            self.http_sessions[session_id] = OpenEnvSocket()
+            self.http_sessions[session_id] = OpenEnvSocket(self.core.loop.time())
             return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"session_id": session_id}}
         session_id = params.get("session_id") if isinstance(params, dict) else None
         owner = self.http_sessions.get(session_id) if isinstance(session_id, str) else None
@@ -297,6 +307,8 @@ class OpenEnvFrontEnd:
             if owner is not None:
                 self.core.drop(self.http_sessions.pop(session_id))
             return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"closed": owner is not None}}
+        if owner is not None:
+            owner.last_used = self.core.loop.time()
         if session_id is not None and owner is None:
             return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
                 "code": JSONRPC_INVALID_PARAMS, "message": f"no session {session_id!r}: create one with "

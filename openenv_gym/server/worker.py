@@ -127,7 +127,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             await asyncio.sleep(period)
-            reaped = self.core.reap_idle(loop.time())
+            reaped = self.core.reap_idle(loop.time()) + self.openenv.expire_idle(loop.time())
             if reaped:
                 log.info("reaped %d idle sessions", reaped)
             expired = self.native.expire_dropped(loop.time())
