@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import partial
 
@@ -15,7 +16,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
 from openenv_gym.client.connection import Connection
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
-from openenv_gym.errors import ServerUnreachableError, UnauthorizedError
+from openenv_gym.errors import ConnectionLostError, ServerUnreachableError, UnauthorizedError
 from openenv_gym.protocol import native as p
 
 
@@ -78,7 +79,9 @@ class _Connecting:
             await reopen(), url, self.kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT),
             self.kwargs.get("max_frame_bytes", p.DEFAULT_MAX_FRAME_BYTES), reopen=reopen)
         if self.kwargs.get("resume", True):
-            await self.connection.make_resumable()
+            # best effort: a server that goes away as we connect shows it at the connection's first use
+            with contextlib.suppress(ConnectionLostError):
+                await self.connection.make_resumable()
         return self.connection
 
     async def __aenter__(self) -> Connection:
