@@ -8,7 +8,8 @@
 - sync.py:       calling all of it from synchronous code (the Gymnasium face).
 """
 
-from openenv_gym.client.connection import Connection, Session
+from openenv_gym.client.connection import Connection
 from openenv_gym.client.handshake import connect
+from openenv_gym.client.session import Session
 
 __all__ = ["Connection", "Session", "connect"]

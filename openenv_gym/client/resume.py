@@ -1,0 +1,184 @@
+"""How a native connection outlives its socket: the reader loop, and on a drop, reconnecting with backoff,
+resuming the sessions with the server's token and sending again what was not answered (the server applies each
+request once). Only past the resume window, or when the server lost the sessions, do the waiting requests fail."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from openenv_gym.client.batches import Batch
+from openenv_gym.errors import ConnectionLostError, OpenEnvGymError, UnauthorizedError, UnknownOpError
+from openenv_gym.protocol import native as p
+from openenv_gym.protocol.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+ReopenSocket = Callable[[], Awaitable[ClientConnection]]
+RESUME_BACKOFF = (0.05, 2.0)  # seconds between reconnection attempts: the first, and the most
+
+
+class Resuming:
+    """The reading and resuming half of Connection (which sets these attributes and the methods used below)."""
+
+    url: str
+    request_timeout: float | None
+    resume: dict[str, Any] | None  # the server's resumable answer: token, window, worker(s)
+    resumed: int  # how many times the socket dropped and the sessions were resumed
+    _ws: ClientConnection
+    _reopen: ReopenSocket | None
+    _loop: asyncio.AbstractEventLoop
+    _pending: dict[int, asyncio.Future]
+    _messages: dict[int, dict] | None
+    _batches: dict[int, Batch]
+    _starts: list[int]
+    _outbox: Outbox
+    _closed_reason: str | None
+    _closing: bool
+
+    async def request(self, message: dict) -> dict:
+        raise NotImplementedError
+
+    def next_id(self) -> int:
+        raise NotImplementedError
+
+    def _route(self, responses: list[dict]) -> None:
+        raise NotImplementedError
+
+    async def make_resumable(self) -> None:
+        """Ask the server to keep this connection's sessions through a drop (a no-op on servers that do not)."""
+        try:
+            answer = await self.request(p.resumable_request(self.next_id()))
+        except UnknownOpError:
+            return
+        if answer.get("token") and answer.get("window", 0) > 0:
+            self.resume = answer
+            if self._messages is None:
+                self._messages = {rid: {} for rid in self._pending}  # (nothing to send again for these)
+
+    async def _read(self) -> None:
+        reason = "the server closed the connection"
+        try:
+            while True:
+                reason, resumable = await self._read_socket()
+                if not resumable or self._closing or self.resume is None or self._reopen is None:
+                    break
+                try:
+                    resumed = await self._resume(reason)
+                except Exception:
+                    log.exception("resuming the connection to %s failed", self.url)
+                    resumed = False
+                if not resumed:
+                    reason += f"; it could not be resumed within {self.resume['window']:g} s"
+                    break
+        finally:
+            self._closed_reason = reason
+            self._outbox.closed = True
+            self._fail_waiting(reason)
+
+    async def _read_socket(self) -> tuple[str, bool]:
+        """Route the answers of the current socket until it closes: (why, whether a resume may help)."""
+        try:
+            async for frame in self._ws:
+                self._route(orjson.loads(frame))
+        except ConnectionClosed as exc:
+            return f"the connection closed ({exc})", True
+        except Exception as exc:  # a frame we cannot read: nothing after it can be trusted
+            log.exception("reading from %s failed", self.url)
+            await self._ws.close()
+            return f"unreadable frame from the server ({exc})", False
+        return "the server closed the connection", True
+
+    def _fail_waiting(self, reason: str) -> None:
+        """Every request waiting for an answer fails: its session is gone."""
+        lost = ConnectionLostError(f"{reason}; the sessions of this connection are gone")
+        batches, self._batches, self._starts = list(self._batches.values()), {}, []
+        for batch in batches:
+            batch.fail_unanswered(lost)
+        pending, self._pending = self._pending, {}
+        if self._messages is not None:
+            self._messages = {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLostError(
+                    f"{reason} while this request waited for its answer; its session is gone, reset to start "
+                    "a new one"))
+
+    async def _resume(self, reason: str) -> bool:
+        """Reconnect and resume; True when reading goes on (resumed, or on a fresh socket whose sessions
+        were lost), False when the server stayed out of reach for the whole resume window."""
+        assert self.resume is not None and self._reopen is not None
+        deadline = self._loop.time() + self.resume["window"]
+        delay, wrong_worker = RESUME_BACKOFF[0], 0
+
+        async def back_off() -> None:
+            nonlocal delay
+            await asyncio.sleep(min(delay, max(0.0, deadline - self._loop.time())))
+            delay = min(2 * delay, RESUME_BACKOFF[1])
+
+        while not self._closing and self._loop.time() < deadline:
+            try:
+                ws = await self._reopen()
+            except UnauthorizedError:
+                return False
+            except (OSError, TimeoutError, OpenEnvGymError):
+                await back_off()
+                continue
+            if self._closing:
+                await ws.close()
+                return False
+            try:
+                answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
+            except (ConnectionClosed, OSError, TimeoutError):
+                await ws.close()
+                await back_off()
+                continue
+            if "error" in answer:  # the server no longer holds the sessions (its worker restarted, say)
+                self._fresh_socket(ws, f"{reason}, and {answer['error']['message']}")
+                return True
+            if answer.get("resumed"):
+                self._ws = ws
+                self.resumed += 1
+                self._send_again()
+                return True
+            wrong_worker += 1  # the kernel gave this socket to another worker process: connect again
+            if wrong_worker > 8 * self.resume.get("workers", 1) + 8:  # that worker never came back
+                self._fresh_socket(ws, f"{reason}, and its worker process did not come back")
+                return True
+            await ws.close()
+        return False
+
+    async def _ask(self, ws: ClientConnection, request: dict) -> dict:
+        """One request on a socket of our own, before it carries anything else."""
+        await ws.send(orjson.dumps([request]).decode())
+        async with asyncio.timeout(self.request_timeout):
+            while True:
+                for answer in orjson.loads(await ws.recv()):
+                    if answer.get("id") == request["id"]:
+                        return answer
+
+    def _fresh_socket(self, ws: ClientConnection, reason: str) -> None:
+        """Go on over a new socket whose server lost the sessions: what waited fails, new sessions work."""
+        self._ws = ws
+        self.resume = None
+        self._fail_waiting(reason)
+        self._loop.create_task(self._make_resumable_again())
+
+    async def _make_resumable_again(self) -> None:
+        with contextlib.suppress(OpenEnvGymError):  # dropped again before it could: the reader says so
+            await self.make_resumable()
+
+    def _send_again(self) -> None:
+        """After a resume, every request not answered yet, marked as sent again (the server applies it once)."""
+        again = [message for message in (self._messages or {}).values() if message]
+        for batch in self._batches.values():
+            again += batch.unanswered()
+        again.sort(key=lambda message: message["id"])
+        self._outbox.put_many([message | {"resent": True} for message in again])
