@@ -85,6 +85,11 @@ class RemoteEnv(gym.Env[str, Action]):
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
 
+    def state(self) -> dict[str, Any]:
+        """The session's state: "episode_id", "steps" so far, whether the episode is "running", its
+        "max_steps", and "extras", what the environment tells of its own state (OpenEnv's State fields)."""
+        return self._runner.run(self._session.state())
+
     def render(self) -> str | None:
         return self._last_obs if self.render_mode == "ansi" else None
 

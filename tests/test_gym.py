@@ -190,3 +190,21 @@ def test_a_running_server_that_serves_another_env_is_refused(echo_url):
         gym.make_vec("openenv/guess", num_envs=2, base_url=echo_url)
     env = gym.make("openenv/echo", base_url=echo_url)  # the env it serves is fine
     env.close()
+
+
+def test_state_tells_episode_id_steps_and_the_envs_extras(guess_url):
+    env = gym.make("openenv/guess", base_url=guess_url)
+    env.reset(seed=3, options={"episode_id": "game-1"})
+    env.step({"name": "guess", "arguments": {"number": 50}})
+    state = env.unwrapped.state()
+    assert state["episode_id"] == "game-1" and state["steps"] == 1 and state["running"]
+    assert state["extras"]["guesses"] == 1
+    assert state["extras"]["known_high"] - state["extras"]["known_low"] < 99  # the guess narrowed the range
+    assert "secret" not in state["extras"]
+    env.reset(seed=4)
+    fresh = env.unwrapped.state()
+    assert fresh["episode_id"] not in (None, "game-1") and fresh["steps"] == 0
+    assert fresh["extras"] == {"known_low": 1, "known_high": 100, "guesses": 0}
+    with pytest.raises(openenv_gym.BadRequestError, match="episode_id"):
+        env.reset(options={"episode_id": 7})
+    env.close()

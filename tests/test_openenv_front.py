@@ -49,8 +49,10 @@ def test_an_episode_over_openenv_messages(guess_url):
                 text = data["observation"]["text"]
                 low, high = (guess + 1, high) if "higher" in text else (low, guess - 1)
             state = await env.ask({"type": "state"})
-            assert state == {"type": "state", "data": {"episode_id": "ep-1", "step_count": steps, "running": False,
-                                                       "max_steps": 20}}
+            assert state["type"] == "state"
+            assert state["data"] | {"known_low": 0, "known_high": 0} == {  # the env's extras sit next to them
+                "episode_id": "ep-1", "step_count": steps, "running": False, "max_steps": 20, "guesses": steps,
+                "known_low": 0, "known_high": 0}
             text_step = await env.ask({"type": "step", "data": {"message": "guess(number=5)"}})
             assert text_step["type"] == "error" and text_step["data"]["code"] == "EXECUTION_ERROR"  # episode over
             await env.ask({"type": "reset", "data": {"seed": 1}})

@@ -45,6 +45,11 @@ class Environment:
     async def close(self) -> None:
         """Release what the instance holds. Called once when its session ends."""
 
+    def extras(self) -> dict[str, Any]:
+        """What `state()` tells of the episode beyond its id and step count (a JSON object; empty: nothing).
+        Called on the event loop: keep it cheap."""
+        return {}
+
 
 class EnvironmentFactory(Protocol):
     """What an adapter gives the server: `factory()` makes one Environment per session, `describe()` tells

@@ -24,7 +24,7 @@ from httpx_sse import EventSource
 
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport, TransportSession
 from openenv_gym.episode.results import Action, invalid_action
-from openenv_gym.episode.state import Episode, step_limit
+from openenv_gym.episode.state import Episode, episode_id_of, step_limit
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, ServerUnreachableError
 from openenv_gym.protocol.ors import (
@@ -235,7 +235,7 @@ class OrsSession(TransportSession):
         sid = await transport.create_session()
         await transport.request("POST", "/create", sid, json={"env_name": transport.env, **chosen}, headers=headers)
         self.id = sid
-        self.episode.begin(limit)
+        self.episode.begin(limit, episode_id_of(options))
         keep_alive.register(transport.url, sid)
         obs, images = render_blocks((await transport.request("GET", f"/{transport.env}/prompt", sid)).json())
         info: dict[str, Any] = {k: v for k, v in chosen.items() if k != "task_spec"}

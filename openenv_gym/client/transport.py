@@ -93,8 +93,9 @@ class TransportSession(ABC):
 
     @abstractmethod
     async def state(self) -> dict[str, Any]:
-        """{"session", "running", "steps", "max_steps"}: the session's id, whether an episode runs, its steps
-        so far and its step limit (None: none)."""
+        """{"session", "episode_id", "running", "steps", "max_steps"}: the session's id, its episode's id, whether
+        the episode runs, its steps so far and its step limit (None: none); and "extras", the environment's own
+        state, when it tells any (OpenEnv's State fields beyond episode_id and step_count, say)."""
 
     @abstractmethod
     async def close(self) -> None:

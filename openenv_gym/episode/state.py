@@ -8,14 +8,26 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from openenv_gym.episode.results import invalid_action
 from openenv_gym.errors import BadRequestError, ErrorCode, InvalidActionError, NoEpisodeError, ProtocolError
 
 MAX_STEPS_OPTION = "max_steps"  # the reset option that sets an episode's step limit
+EPISODE_ID_OPTION = "episode_id"  # the reset option that names the episode (as OpenEnv's reset does)
 # Errors after which the server no longer holds the session: the client forgets its id.
 SESSION_ENDING_CODES = frozenset({ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION})
+
+
+def episode_id_of(options: dict[str, Any] | None) -> str:
+    """The id of a new episode: the reset option episode_id, else a fresh one."""
+    given = options.get(EPISODE_ID_OPTION) if options else None
+    if given is None:
+        return str(uuid.uuid4())
+    if type(given) is not str or not 0 < len(given) <= 255:
+        raise BadRequestError(f"option {EPISODE_ID_OPTION} must be a string of 1 to 255 characters, got {given!r:.80}")
+    return given
 
 
 def step_limit(options: dict[str, Any] | None, default: int | None) -> int | None:
@@ -32,23 +44,26 @@ class Episode:
     """Whether an episode runs, and its steps against its limit. There is no auto-reset: a step when
     none runs is refused, and only a reset starts the next episode."""
 
-    __slots__ = ("limit", "live", "steps")
+    __slots__ = ("episode_id", "limit", "live", "steps")
 
     def __init__(self) -> None:
         self.live = False
         self.steps = 0
         self.limit: int | None = None
+        self.episode_id: str | None = None
 
-    def begin(self, limit: int | None) -> None:
+    def begin(self, limit: int | None, episode_id: str | None = None) -> None:
         self.live, self.steps, self.limit = True, 0, limit
+        self.episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
 
     def require_running(self, subject: str) -> None:
         if not self.live:
             raise no_episode(subject)
 
     def state(self, session: str | None) -> dict[str, Any]:
-        """What is known of a session's episode, as `state` answers it."""
-        return {"session": session, "running": self.live, "steps": self.steps, "max_steps": self.limit}
+        """What is known of a session's episode, as `state` answers it (an environment may add "extras")."""
+        return {"session": session, "episode_id": self.episode_id, "running": self.live, "steps": self.steps,
+                "max_steps": self.limit}
 
     def count(self, terminated: bool, truncated: bool) -> bool:
         """Count an answered step (invalid actions count too); return `truncated`, which the limit may set."""

@@ -212,7 +212,7 @@ def steps_response(rid: RequestId, obs: list[str], rewards: list[float], termina
 
 
 def state_response(rid: RequestId, state: dict[str, Any]) -> dict:
-    """state: {"session", "running", "steps", "max_steps"}."""
+    """state: {"session", "episode_id", "running", "steps", "max_steps"}, and "extras" if the env tells any."""
     return {"id": rid, **state}
 
 

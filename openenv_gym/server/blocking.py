@@ -53,3 +53,7 @@ class OffLoop(Environment):
             )
             return
         await self._call("close")
+
+    def extras(self) -> dict[str, Any]:
+        tell = getattr(self.inner, "extras", None)
+        return tell() if tell is not None else {}

@@ -22,7 +22,7 @@ from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.state import no_episode, step_limit
+from openenv_gym.episode.state import episode_id_of, no_episode, step_limit
 from openenv_gym.errors import (
     BadRequestError,
     CapacityError,
@@ -71,11 +71,12 @@ class SessionCore:
               reply: ResetReply) -> None:
         """Start an episode in a new session (session_id None) or in one of the owner's sessions."""
         limit = step_limit(options, self.default_limit)
+        episode_id = episode_id_of(options)
         created = session_id is None
         session = self._open(owner) if created else self._idle_session(owner, session_id)
         session.live = False
         session.last_active = self.loop.time()
-        done = partial(self._was_reset, session, limit, created, reply)
+        done = partial(self._was_reset, session, limit, episode_id, created, reply)
         try:  # inline until the environment first waits
             finished, value = start_eagerly(session.env.reset(seed=seed, options=options))
         except Exception as exc:
@@ -110,9 +111,19 @@ class SessionCore:
         step_many(self, owner, session_ids, actions, reply)
 
     def state(self, owner: Owner, session_id: Any) -> dict[str, Any]:
-        """What is known of a session: whether an episode runs, its steps so far and its step limit."""
+        """What is known of a session: its episode's id, whether it runs, its steps so far and its step limit,
+        and the environment's own extras (Environment.extras), if it tells any."""
         session = self._owned(owner, session_id)
-        return session.state(session.id)
+        state = session.state(session.id)
+        tell = getattr(session.env, "extras", None)
+        try:
+            extras = tell() if tell is not None and session.episode_id is not None else None
+        except Exception as exc:  # the environment's own code: its failure is reported, the session goes on
+            log.warning("extras() of session %s failed", short(session.id), exc_info=True)
+            extras = {"error": f"{type(exc).__name__}: {exc}"}
+        if extras:
+            state["extras"] = extras
+        return state
 
     def close(self, owner: Owner, session_id: Any) -> None:
         self.end(self._owned(owner, session_id))
@@ -281,9 +292,10 @@ class SessionCore:
     def _deliver_step(self, session: Session, deliver: StepReply, value: Any) -> None:
         deliver(self.step_outcome(session, value))
 
-    def _was_reset(self, session: Session, limit: int | None, created: bool, reply: ResetReply, value: Any) -> None:
+    def _was_reset(self, session: Session, limit: int | None, episode_id: str, created: bool, reply: ResetReply,
+                   value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
-            session.begin(limit)
+            session.begin(limit, episode_id)
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:
                 self.end(session)

@@ -47,7 +47,7 @@ from openenv_gym.server.http_post import NotJson
 from openenv_gym.server.sessions import Owner
 
 OPENENV_PATH = "/ws"
-RESET_KEYS = ("seed", "episode_id")  # OpenEnv's own reset fields; any other key is a reset option
+RESET_KEYS = ("seed",)  # given to reset as such; every other key (episode_id too) is a reset option
 JSONRPC_PARSE_ERROR, JSONRPC_INVALID_REQUEST, JSONRPC_METHOD_NOT_FOUND = -32700, -32600, -32601
 JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL, JSONRPC_SERVER_ERROR = -32602, -32603, -32000
 MCP_PROTOCOL_VERSION = "2025-06-18"
@@ -101,12 +101,11 @@ def action_of(data: Any) -> Any:
 class OpenEnvSocket(Owner):
     """One OpenEnv socket: at most one session, and the episode id its last reset named."""
 
-    __slots__ = ("episode_id", "last_used", "session_id")
+    __slots__ = ("last_used", "session_id")
 
     def __init__(self, now: float = 0.0) -> None:
         super().__init__()
         self.session_id: str | None = None
-        self.episode_id: str | None = None
         self.last_used = now  # POST /mcp sessions: forgotten after the idle timeout
 
 
@@ -235,7 +234,7 @@ class OpenEnvFrontEnd:
             if owner.session_id is not None and owner.session_id not in owner.sessions:
                 owner.session_id = None  # the reset ended the session: the next one starts a new one
             raise result
-        owner.session_id, owner.episode_id = session_id, data.get("episode_id") or session_id
+        owner.session_id = session_id
         return _observation(result.obs, result.info, None, False, False)
 
     async def _step(self, owner: OpenEnvSocket, message: dict) -> dict:
@@ -264,10 +263,12 @@ class OpenEnvFrontEnd:
         return result
 
     async def _state(self, owner: OpenEnvSocket, message: dict) -> dict:
-        state: dict[str, Any] = {"episode_id": owner.episode_id, "step_count": 0}
+        """OpenEnv's State: episode_id and step_count, and the environment's extras next to them."""
+        state: dict[str, Any] = {"episode_id": None, "step_count": 0}
         if owner.session_id is not None and owner.session_id in owner.sessions:
             ours = self.core.state(owner, owner.session_id)
-            state |= {"step_count": ours["steps"], "running": ours["running"], "max_steps": ours["max_steps"]}
+            state = ours.get("extras", {}) | {"episode_id": ours["episode_id"], "step_count": ours["steps"],
+                                              "running": ours["running"], "max_steps": ours["max_steps"]}
         return {"type": "state", "data": state}
 
     # -- POST /mcp: JSON-RPC over HTTP, with OpenEnv's session extensions ---------------------------------

@@ -71,3 +71,7 @@ class GuessEnv(ToolEnvironment):
     def give_up(self) -> StepResult:
         """Stop and reveal the number. Ends the episode with no reward."""
         return StepResult(f"The number was {self.secret}.", 0.0, True, info={"secret": self.secret})
+
+    def extras(self) -> dict:
+        """What state() tells: the range known so far and the guesses made (never the number)."""
+        return {"known_low": self.known_low, "known_high": self.known_high, "guesses": self.guesses}
