@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
+from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment
 from openenv_gym.adapters.python import load_python_environment
 from openenv_gym.adapters.verifiers import load_verifiers_environment
@@ -33,6 +34,7 @@ _LOADERS: dict[str, Loader] = {
     "python": _without_env_args(load_python_environment),
     "ors": _without_env_args(load_ors_environment),
     "verifiers": load_verifiers_environment,
+    "openenv": _without_env_args(load_openenv_environment),
 }
 
 

@@ -18,6 +18,7 @@ import tomli_w
 
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.deps import declared_description
+from openenv_gym.importers.openenv import OpenEnvImporter
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import first_docstring_line, parse, syntax_errors
 from openenv_gym.importers.vendor import VendorReport, tree_hash, vendor
@@ -26,10 +27,10 @@ from openenv_gym.manifests.home import record_dir
 from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR
 from openenv_gym.manifests.sources import top_level_modules
 
-IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter()]
+IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter()]
 # Modules a vendored top-level module must not take the name of (besides the standard library).
 RUNTIME_MODULES = {"openenv_gym", "gymnasium", "numpy", "websockets", "orjson", "pydantic", "httpx", "uvloop",
-                   "tqdm", "packaging", "tomli_w", "openreward", "ors", "verifiers"}
+                   "tqdm", "packaging", "tomli_w", "openreward", "ors", "verifiers", "openenv"}
 
 
 @dataclass
@@ -107,7 +108,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
             manifest = KINDS[found.kind](  # written through the schema it is read with
                 name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
                 source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(staged / VENDOR_DIR),
-                imported_from=str(source), folder=folder)
+                imported_from=str(source), folder=folder, **importer[found.kind].manifest_fields(source, found))
             (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
                 "kind": found.kind}))
         record_dir(output_dir)

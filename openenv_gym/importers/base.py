@@ -37,3 +37,7 @@ class Importer(Protocol):
     def notes(self, source: Path, detected: Detected) -> list[str]:
         """Things the user should know about this source (changed pins, hazards), printed at import."""
         ...
+
+    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
+        """The manifest keys of this kind beyond the common ones (an OpenEnv env's Action model, say)."""
+        ...

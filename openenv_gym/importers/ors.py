@@ -111,6 +111,9 @@ class OrsImporter:
         return declared
 
 
+    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
+        return {}
+
     def notes(self, source: Path, detected: Detected) -> list[str]:
         return source_hazards(source)
 

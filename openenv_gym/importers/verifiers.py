@@ -142,6 +142,9 @@ class VerifiersImporter:
         requirement, _ = classic_requirement(declared, plain_string_task_rows(source))
         return [*others, requirement]
 
+    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
+        return {}
+
     def notes(self, source: Path, detected: Detected) -> list[str]:
         _, pin_notes = classic_requirement(declared_dependencies(source), plain_string_task_rows(source))
         return pin_notes + source_hazards(source)

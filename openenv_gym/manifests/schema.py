@@ -1,7 +1,7 @@
 """The manifest (`openenv.toml`) schema: one pydantic model per kind, read and validated in one place.
 
     name = "echo"            # gym id openenv/echo
-    kind = "python"          # which adapter runs it: python | ors | verifiers
+    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv
     entry = "echo:EchoEnv"   # module (inside the folder) : attribute
 
 A new kind (openenv, awm) is a new model here, added to `Manifest`, and an adapter in adapters/.
@@ -81,13 +81,21 @@ class VerifiersManifest(ImportedManifest):
     env_args: dict[str, Any] = {}  # arguments of load_environment()
 
 
-Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest, Field(discriminator="kind")]
+class OpenEnvManifest(ImportedManifest):
+    """An OpenEnv environment project (entry: module:EnvironmentClass, action: module:ActionClass)."""
+
+    kind: Literal["openenv"]
+    action: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # the Action model its server validates with
+    max_steps: PositiveInt | None = None  # OpenEnv episodes end when the env says done; a limit is optional
+
+
+Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest, Field(discriminator="kind")]
 KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
-                                        "verifiers": VerifiersManifest}
+                                        "verifiers": VerifiersManifest, "openenv": OpenEnvManifest}
 _MANIFEST = TypeAdapter(Manifest)
 
 
-def load_manifest(folder: Path | str) -> PythonManifest | OrsManifest | VerifiersManifest:
+def load_manifest(folder: Path | str) -> PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest:
     """Read and validate FOLDER/openenv.toml; every problem is a ManifestError naming the file and the key."""
     folder = Path(folder).resolve()
     path = folder / MANIFEST_FILE

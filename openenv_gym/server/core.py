@@ -137,6 +137,9 @@ class SessionCore:
                 "sessions, wait, or use another server")
         try:
             env = self.factory()
+        except CapacityError:  # the environment's own limit (one session per process, say)
+            self.counter.release()
+            raise
         except Exception as exc:
             self.counter.release()
             log.exception("creating an environment failed")

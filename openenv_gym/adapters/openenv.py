@@ -1,0 +1,198 @@
+"""Run OpenEnv environments (manifest kind "openenv": an `Environment` subclass of an OpenEnv project) in
+process, many sessions per worker, in a venv with the `openenv` package.
+
+reset:  the instance is made at the session's first reset (in a thread: constructors may be heavy); an
+        MCPEnvironment's MCP session is opened once, as OpenEnv's server does. `reset(seed, episode_id, **options)`
+        gets the options its signature takes.
+step:   the action becomes the env's Action (protocol/openenv.py: tool calls for MCP envs, objects, or text for
+        a one-text-field model), validated by the Action model; a refused action is an invalid-action
+        observation. `step_async` runs on the event loop when the env overrides it, else `step` in a thread.
+state:  the env's `state` beyond episode_id and step_count is the session's extras.
+An env that does not declare SUPPORTS_CONCURRENT_SESSIONS = True gets one session per worker process: its
+instances may share state, and OpenEnv itself serves such an env one session at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.vendored import load_vendored
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+from openenv_gym.errors import CapacityError
+from openenv_gym.manifests.schema import ManifestError, OpenEnvManifest
+from openenv_gym.protocol.openenv import reset_from_payload, step_from_payload, text_field, tool_of, wire_action
+
+STATE_COUNTS = ("episode_id", "step_count")  # State fields the session keeps itself; the rest are extras
+
+
+def _load_attribute(where: str) -> Any:
+    module, _, attribute = where.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _overrides(env: Any, name: str) -> bool:
+    from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
+
+    return getattr(type(env), name) is not getattr(OpenEnvEnvironment, name)
+
+
+def _accepted(method: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments `method` takes (all of them if it has **kwargs), as OpenEnv's server filters them."""
+    parameters = inspect.signature(method).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return kwargs
+    return {key: value for key, value in kwargs.items() if key in parameters}
+
+
+class OpenEnvFactory:
+    def __init__(self, env_class: type, action_class: type, manifest: OpenEnvManifest) -> None:
+        from openenv.core.env_server.serialization import deserialize_action, serialize_observation
+
+        self.env_class, self.action_class, self.manifest = env_class, action_class, manifest
+        self.deserialize, self.serialize = deserialize_action, serialize_observation
+        self.concurrent = bool(getattr(env_class, "SUPPORTS_CONCURRENT_SESSIONS", False))
+        # Playwright-style envs need every call on one thread, as OpenEnv's server runs them
+        self.executor = ThreadPoolExecutor(1, "openenv-single") if getattr(
+            env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) else None
+        self.schema = action_class.model_json_schema()
+        self.text_to = text_field(self.schema)
+        self.tools = self._list_tools()
+        self.live = 0
+
+    def _list_tools(self) -> list[dict] | None:
+        """An MCP environment's tools, listed by a probe instance (None: not an MCP environment)."""
+        from openenv.core.env_server.mcp_environment import MCPEnvironment
+        from openenv.core.env_server.mcp_types import ListToolsAction
+
+        if not issubclass(self.env_class, MCPEnvironment):
+            return None
+        probe = self.env_class()
+        try:
+            listed = probe.step(ListToolsAction())
+        finally:
+            probe.close()
+        return [tool_of(to_jsonable_python(tool)) for tool in listed.tools]
+
+    def __call__(self) -> OpenEnvSession:
+        if not self.concurrent and self.live >= 1:
+            raise CapacityError(
+                f"{self.manifest.name}'s class {self.env_class.__name__} does not declare SUPPORTS_CONCURRENT_SESSIONS"
+                " = True, so its instances may share state: one session per worker process. Serve it with more "
+                "workers (openenv-gym serve --workers N), or set the flag if its instances share nothing")
+        self.live += 1
+        return OpenEnvSession(self)
+
+    def describe(self) -> dict[str, Any]:
+        doc = (self.env_class.__doc__ or "").strip().split("\n")[0]
+        return {"name": self.manifest.name, "description": self.manifest.description or doc,
+                "action": "tools" if self.tools is not None else "text", "tools": self.tools or [],
+                "max_steps": self.manifest.max_steps, "source": "openenv", "class": self.env_class.__name__,
+                "action_schema": self.schema, "concurrent_sessions": self.concurrent}
+
+    async def call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """A sync env method, off the event loop (on the env's one thread if it asks for one)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, partial(method, *args, **kwargs))
+
+    def payload(self, observation: Any) -> dict[str, Any]:
+        """An observation as OpenEnv's server puts it on the wire."""
+        return to_jsonable_python(self.serialize(observation))
+
+
+class OpenEnvSession(Environment):
+    def __init__(self, factory: OpenEnvFactory) -> None:
+        self.factory = factory
+        self.env: Any = None
+        self.holder: asyncio.Task | None = None  # holds an MCP environment's MCP session open
+        self.release = asyncio.Event()
+        self.closed = False
+
+    async def _instance(self) -> Any:
+        if self.env is None:
+            self.env = await self.factory.call(self.factory.env_class)
+            if hasattr(self.env, "mcp_session"):
+                opened = asyncio.get_running_loop().create_future()
+                self.holder = asyncio.create_task(self._hold(self.env, opened))
+                await opened
+        return self.env
+
+    async def _hold(self, env: Any, opened: asyncio.Future) -> None:
+        """MCP tools are called through one MCP session per instance, held while it lives, as OpenEnv's server
+        does. It is entered and left in this one task (anyio's cancel scopes must be)."""
+        try:
+            async with env.mcp_session():
+                opened.set_result(None)
+                await self.release.wait()
+        except BaseException as exc:
+            if not opened.done():
+                opened.set_exception(exc)
+            raise
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        env = await self._instance()
+        kwargs = dict(options or {}) | {"seed": seed}
+        if _overrides(env, "reset_async"):
+            observation = await env.reset_async(**_accepted(env.reset_async, kwargs))
+        else:
+            observation = await self.factory.call(env.reset, **_accepted(env.reset, kwargs))
+        return reset_from_payload(self.factory.payload(observation))
+
+    async def step(self, action: Any) -> StepResult:
+        factory = self.factory
+        wire = await read_action(partial(wire_action, tools=factory.tools, text_to=factory.text_to), action)
+        if isinstance(wire, str):
+            return invalid_action(wire)
+        try:
+            typed = factory.deserialize(wire, factory.action_class)
+        except ValidationError as exc:
+            return invalid_action(f"the action does not fit {factory.action_class.__name__}: "
+                                  f"{exc.error_count()} error(s): {exc.errors(include_url=False)[:3]}")
+        if _overrides(self.env, "step_async"):
+            observation = await self.env.step_async(typed)
+        else:
+            observation = await factory.call(self.env.step, typed)
+        return step_from_payload(factory.payload(observation))
+
+    def extras(self) -> dict[str, Any]:
+        if self.env is None:
+            return {}
+        state = to_jsonable_python(self.env.state)
+        return {key: value for key, value in state.items() if key not in STATE_COUNTS} if isinstance(state, dict) \
+            else {}
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.factory.live -= 1
+        env, self.env = self.env, None
+        self.release.set()
+        try:
+            if self.holder is not None:
+                await self.holder
+        finally:
+            if env is not None:
+                await self.factory.call(env.close)
+
+
+def load_openenv_environment(manifest: OpenEnvManifest) -> OpenEnvFactory:
+    try:
+        import openenv.core.env_server  # noqa: F401  (the venv must hold the openenv package)
+    except ImportError as exc:
+        raise ManifestError(f"{manifest.name} is an OpenEnv environment, which runs in a venv with the openenv "
+                            f"package ({exc}); serve it with openenv-gym serve, which builds that venv") from None
+    env_class = load_vendored(manifest)
+    action_class = _load_attribute(manifest.action)
+    if not isinstance(env_class, type) or not hasattr(env_class, "reset") or not hasattr(env_class, "step"):
+        raise ManifestError(f"{manifest.folder}: {manifest.entry} is not an OpenEnv Environment class")
+    return OpenEnvFactory(env_class, action_class, manifest)
