@@ -39,14 +39,16 @@ def check_served(env: str | None, description: dict, url: str) -> None:
 
 
 REMOTE_ORS_ID = "openenv/ors"  # gym.make(REMOTE_ORS_ID, base_url="http://host:port", env="name")
+REMOTE_ID = "openenv/remote"  # gym.make(REMOTE_ID, base_url="http://host:port"): whatever the server speaks
 
 
 def register_all() -> list[str]:
-    """Register every shipped and imported environment, and the remote-ORS id; return the ids."""
+    """Register every shipped and imported environment, and the remote ids; return the ids."""
     manifests = all_manifests()
     for manifest in manifests:
         register_manifest(manifest)
-    if REMOTE_ORS_ID not in gym.registry:
-        gym.register(REMOTE_ORS_ID, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
-                     nondeterministic=True, kwargs={"transport": "ors"})
+    for gym_id, transport in ((REMOTE_ORS_ID, "ors"), (REMOTE_ID, "auto")):
+        if gym_id not in gym.registry:
+            gym.register(gym_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
+                         nondeterministic=True, kwargs={"transport": transport})
     return [m.gym_id for m in manifests]
