@@ -40,10 +40,20 @@ def _load_attribute(where: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _overrides(env: Any, name: str) -> bool:
+def _overrides(env_class: type, name: str) -> bool:
+    """Whether the class overrides OpenEnv's default `reset_async`/`step_async` (which call the sync ones)."""
     from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
 
-    return getattr(type(env), name) is not getattr(OpenEnvEnvironment, name)
+    return getattr(env_class, name) is not getattr(OpenEnvEnvironment, name)
+
+
+def payload(observation: Any) -> dict[str, Any]:
+    """An observation as OpenEnv's server puts it on the wire (its serialize_observation, as JSON)."""
+    wire = {"observation": observation.model_dump(mode="json", exclude={"reward", "done"}),
+            "reward": observation.reward, "done": observation.done}
+    if observation.metadata:
+        wire["metadata"] = to_jsonable_python(observation.metadata)
+    return wire
 
 
 def _accepted(method: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -56,10 +66,11 @@ def _accepted(method: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 class OpenEnvFactory:
     def __init__(self, env_class: type, action_class: type, manifest: OpenEnvManifest) -> None:
-        from openenv.core.env_server.serialization import deserialize_action, serialize_observation
+        from openenv.core.env_server.serialization import deserialize_action
 
         self.env_class, self.action_class, self.manifest = env_class, action_class, manifest
-        self.deserialize, self.serialize = deserialize_action, serialize_observation
+        self.deserialize = deserialize_action
+        self.async_reset, self.async_step = _overrides(env_class, "reset_async"), _overrides(env_class, "step_async")
         self.concurrent = bool(getattr(env_class, "SUPPORTS_CONCURRENT_SESSIONS", False))
         # Playwright-style envs need every call on one thread, as OpenEnv's server runs them
         self.executor = ThreadPoolExecutor(1, "openenv-single") if getattr(
@@ -67,6 +78,7 @@ class OpenEnvFactory:
         self.schema = action_class.model_json_schema()
         self.text_to = text_field(self.schema)
         self.tools = self._list_tools()
+        self.to_wire = partial(wire_action, tools=self.tools, text_to=self.text_to)
         self.live = 0
 
     def _list_tools(self) -> list[dict] | None:
@@ -100,13 +112,12 @@ class OpenEnvFactory:
                 "action_schema": self.schema, "concurrent_sessions": self.concurrent}
 
     async def call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        """A sync env method, off the event loop (on the env's one thread if it asks for one)."""
+        """A sync env method: in a thread (the env's one thread if it asks for one), or inline if the import
+        said its sync methods are quick (inline_sync)."""
+        if self.manifest.inline_sync:
+            return method(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, partial(method, *args, **kwargs))
-
-    def payload(self, observation: Any) -> dict[str, Any]:
-        """An observation as OpenEnv's server puts it on the wire."""
-        return to_jsonable_python(self.serialize(observation))
 
 
 class OpenEnvSession(Environment):
@@ -141,27 +152,27 @@ class OpenEnvSession(Environment):
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         env = await self._instance()
         kwargs = dict(options or {}) | {"seed": seed}
-        if _overrides(env, "reset_async"):
+        if self.factory.async_reset:
             observation = await env.reset_async(**_accepted(env.reset_async, kwargs))
         else:
             observation = await self.factory.call(env.reset, **_accepted(env.reset, kwargs))
-        return reset_from_payload(self.factory.payload(observation))
+        return reset_from_payload(payload(observation))
 
     async def step(self, action: Any) -> StepResult:
         factory = self.factory
-        wire = await read_action(partial(wire_action, tools=factory.tools, text_to=factory.text_to), action)
-        if isinstance(wire, str):
+        wire = await read_action(factory.to_wire, action)
+        if type(wire) is str:
             return invalid_action(wire)
         try:
             typed = factory.deserialize(wire, factory.action_class)
         except ValidationError as exc:
             return invalid_action(f"the action does not fit {factory.action_class.__name__}: "
                                   f"{exc.error_count()} error(s): {exc.errors(include_url=False)[:3]}")
-        if _overrides(self.env, "step_async"):
+        if factory.async_step:
             observation = await self.env.step_async(typed)
         else:
             observation = await factory.call(self.env.step, typed)
-        return step_from_payload(factory.payload(observation))
+        return step_from_payload(payload(observation))
 
     def extras(self) -> dict[str, Any]:
         if self.env is None:

@@ -79,7 +79,8 @@ def _shadowed(source: Path, dependencies: list[str]) -> list[str]:
 
 
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
-                       env_class: str | None = None, force: bool = False) -> list[ImportResult]:
+                       env_class: str | None = None, force: bool = False,
+                       inline_sync: bool = False) -> list[ImportResult]:
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -89,6 +90,9 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
     chosen = _choose(detect_all(source), env_class, source)
+    if inline_sync and any(found.kind != "openenv" for found in chosen):
+        raise ImportFailedError("--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a "
+                                "thread; this source's environments are not")
     importer = {i.kind: i for i in IMPORTERS}
     results = []
     for env_name, found in zip(_names(name, chosen), chosen, strict=True):
@@ -108,7 +112,8 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
             manifest = KINDS[found.kind](  # written through the schema it is read with
                 name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
                 source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(staged / VENDOR_DIR),
-                imported_from=str(source), folder=folder, **importer[found.kind].manifest_fields(source, found))
+                imported_from=str(source), folder=folder, **importer[found.kind].manifest_fields(source, found),
+                **({"inline_sync": True} if inline_sync else {}))
             (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
                 "kind": found.kind}))
         record_dir(output_dir)

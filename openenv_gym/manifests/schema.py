@@ -87,6 +87,10 @@ class OpenEnvManifest(ImportedManifest):
     kind: Literal["openenv"]
     action: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # the Action model its server validates with
     max_steps: PositiveInt | None = None  # OpenEnv episodes end when the env says done; a limit is optional
+    # Its sync reset/step are quick and never block: run them on the event loop (as async overrides would run),
+    # not in a thread. A thread hop per call costs more than a quick env's step; a blocking one would stall
+    # every session of the worker, so this is the importer's choice (--inline-sync), never a guess.
+    inline_sync: bool = False
 
 
 Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest, Field(discriminator="kind")]

@@ -1,0 +1,1 @@
+"""openenv_echo: the environment `openenv init` scaffolds, with concurrent sessions on."""
