@@ -349,7 +349,7 @@ class OpenEnvFrontEnd:
             return error(JSONRPC_INTERNAL, str(exc))
         failed = "error" in result.info
         return {"jsonrpc": "2.0", "id": rid, "result": {
-            "content": [{"type": "text", "text": result.obs}], "isError": failed,
+            "content": [{"type": "text", "text": result.obs}], "isError": failed, "data": result.obs,
             "structuredContent": {"reward": result.reward, "terminated": result.terminated,
                                   "truncated": result.truncated, "info": result.info}}}
 

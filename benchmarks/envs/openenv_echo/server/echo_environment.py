@@ -1,7 +1,7 @@
 """OpenEnv's template environment: it echoes the message; longer messages pay more (up to 1.0). Sync methods,
 as the template writes them."""
 
-from typing import Any, Optional
+from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server.interfaces import Environment
@@ -19,7 +19,7 @@ class EchoEnvironment(Environment):
     def __init__(self) -> None:
         self._state = State(episode_id=str(uuid4()), step_count=0)
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> EchoObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EchoObservation:
         self._state = State(episode_id=episode_id or str(uuid4()), step_count=0)
         return EchoObservation(echoed_message="Echo environment ready!", reward=0.0)
 

@@ -2,7 +2,7 @@
 hint() tells whether the number is even. The state tells the range known so far and the guesses made."""
 
 import random
-from typing import Any, Optional
+from typing import Any
 from uuid import uuid4
 
 from fastmcp import FastMCP
@@ -36,7 +36,7 @@ class GuessEnvironment(MCPEnvironment):
         self._solved = False
         self._state = GuessState(episode_id=None, step_count=0)
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> GuessObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> GuessObservation:
         high = int(kwargs.get("high", 100))
         self._secret = random.Random(seed).randint(1, high)
         self._solved = False
@@ -61,13 +61,13 @@ class GuessEnvironment(MCPEnvironment):
             observation.done = self._solved
         return observation
 
-    def step(self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any) -> Any:
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
         return self._scored(action, super().step(action, timeout_s=timeout_s, **kwargs))
 
-    async def step_async(self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any) -> Any:
+    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
         return self._scored(action, await super().step_async(action, timeout_s=timeout_s, **kwargs))
 
-    def _step_impl(self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any) -> GuessObservation:
+    def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:
         return GuessObservation(text="use the tools guess(number) and hint()")
 
     @property
