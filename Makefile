@@ -31,6 +31,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.ors_compare
 	$(PY) -m benchmarks.verifiers_compare
+	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.trl_step
 	$(PY) -m benchmarks.fuzz --frames 10000
 	$(PY) -m benchmarks.abuse

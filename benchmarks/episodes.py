@@ -36,6 +36,7 @@ class Served:
     url: str  # the openenv_gym server
     python: Path  # the environment venv's python (it also has the environment's own SDK)
     folder: Path  # the imported environment's folder (its vendored source is in folder/vendor)
+    pid: int = 0  # the server's process
 
 
 def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int) -> argparse.Namespace:
@@ -59,8 +60,10 @@ def run_peer(python: Path, module: str, *args: str) -> dict:
 
 
 @contextlib.contextmanager
-def imported_server(source: Path, name: str, workers: int, max_sessions: int) -> Iterator[Served]:
-    """`openenv-gym import SOURCE` into a scratch home, then `openenv-gym serve` it; stopped on exit."""
+def imported_server(source: Path, name: str, workers: int, max_sessions: int,
+                    **import_options: Any) -> Iterator[Served]:
+    """`openenv-gym import SOURCE` (with import_options) into a scratch home, then `openenv-gym serve` it; stopped
+    on exit."""
     from openenv_gym.manifests.home import home
 
     os.environ.setdefault("OPENENV_GYM_VENVS", str(home() / "venvs"))  # reuse built venvs across runs
@@ -71,11 +74,11 @@ def imported_server(source: Path, name: str, workers: int, max_sessions: int) ->
         from openenv_gym.manifests import load_manifest
         from openenv_gym.manifests.venvs import ensure_venv
 
-        (imported,) = import_environment(source, name, Path(scratch) / "servers")
+        (imported,) = import_environment(source, name, Path(scratch) / "servers", **import_options)
         python = ensure_venv(load_manifest(imported.folder))
         server = LocalServer(str(imported.folder), workers, max_sessions)
         try:
-            yield Served(server.url, python, imported.folder)
+            yield Served(server.url, python, imported.folder, server.process.pid)
         finally:
             server.stop()
 

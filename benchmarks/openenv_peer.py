@@ -1,6 +1,10 @@
 """OpenEnv's side of the throughput comparison. Runs in its own venv with `openenv` installed.
 
     python openenv_peer.py --sessions 1024 --steps 20 [--workers 2 --async-env]
+    python openenv_peer.py --sessions 1024 --steps 20 --url http://127.0.0.1:PORT --server-pid PID
+
+With --url, OpenEnv's client drives a running server instead (OpenEnv's or ours: benchmarks/openenv_compare.py);
+--server-pid is the process whose memory and threads are read.
 
 Starts OpenEnv's own server (create_app + uvicorn) for a trivial echo environment with concurrent
 sessions enabled, then drives it with OpenEnv's own client (GenericEnvClient, one WebSocket per
@@ -34,7 +38,8 @@ def _load_procinfo():
     return module
 
 
-tree_rss = _load_procinfo().tree_rss
+procinfo = _load_procinfo()
+tree_rss, tree_threads = procinfo.tree_rss, procinfo.tree_threads
 
 MAX_SESSIONS_ENV = "OPENENV_PEER_MAX_SESSIONS"
 ASYNC_ENV = "OPENENV_PEER_ASYNC"
@@ -154,7 +159,7 @@ async def drive(url: str, sessions: int, steps: int, deadline_s: float, server_p
 
     ok = await asyncio.gather(*(open_one(c) for c in clients))
     live = [c for c, good in zip(clients, ok, strict=True) if good]
-    rss_with_sessions = tree_rss(server_pid)
+    rss_with_sessions, threads_with_sessions = tree_rss(server_pid), tree_threads(server_pid)
     latencies: list[float] = []
     done = 0
 
@@ -181,7 +186,8 @@ async def drive(url: str, sessions: int, steps: int, deadline_s: float, server_p
     pick = (lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000) if latencies else (
         lambda q: float("nan"))
     return {"steps_per_s": done / elapsed if elapsed else 0.0, "p50_ms": pick(0.5), "p99_ms": pick(0.99),
-            "errors": errors, "sessions_open": len(live), "steps": done, "server_rss_sessions": rss_with_sessions}
+            "errors": errors, "sessions_open": len(live), "steps": done, "server_rss_sessions": rss_with_sessions,
+            "server_threads_sessions": threads_with_sessions}
 
 
 def main() -> None:
@@ -191,7 +197,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--async-env", action="store_true")
     parser.add_argument("--deadline", type=float, default=120.0)
+    parser.add_argument("--url", help="drive this running server instead of starting OpenEnv's")
+    parser.add_argument("--server-pid", type=int, help="with --url: the server's process")
     args = parser.parse_args()
+    if args.url:
+        idle = tree_rss(args.server_pid)
+        result = asyncio.run(drive(args.url, args.sessions, args.steps, args.deadline, args.server_pid))
+        print(json.dumps(result | {"server_rss_idle": idle}), flush=True)
+        return
     settings = {MAX_SESSIONS_ENV: str(args.sessions), ASYNC_ENV: "1" if args.async_env else "0"}
     with uvicorn_server("openenv_peer:make_app", settings, args.workers) as (server, url):
         idle = tree_rss(server.pid)

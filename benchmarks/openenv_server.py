@@ -1,6 +1,6 @@
 """OpenEnv's own server for an OpenEnv project folder (server/app.py), run by uvicorn from the project's venv.
 
-    with openenv_server(project, python, max_sessions=64) as url: ...
+    with openenv_server(project, python, max_sessions=64) as (url, pid): ...
 
 The project's app reads MAX_CONCURRENT_ENVS, as OpenEnv's envs do. Used by the tests (our openenv/remote
 against OpenEnv's server) and by benchmarks/openenv_compare.py (the anchor).
@@ -24,8 +24,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def openenv_server(project: Path, python: Path, max_sessions: int, workers: int = 1) -> Iterator[str]:
-    """http://127.0.0.1:PORT once OpenEnv's server of `project` accepts connections; stopped on exit."""
+def openenv_server(project: Path, python: Path, max_sessions: int, workers: int = 1) -> Iterator[tuple[str, int]]:
+    """(http://127.0.0.1:PORT, the server's pid) once OpenEnv's server of `project` accepts connections; stopped on
+    exit."""
     port = free_port()
     command = [str(python), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port),
                "--workers", str(workers), "--log-level", "warning", "--backlog", "4096"]
@@ -40,7 +41,7 @@ def openenv_server(project: Path, python: Path, max_sessions: int, workers: int 
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"OpenEnv's server for {project} did not start") from None
                 time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server.pid
     finally:
         server.terminate()
         server.wait(timeout=30)

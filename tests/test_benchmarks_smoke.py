@@ -83,3 +83,16 @@ def test_trainer_benchmark_runs_without_openenv(tmp_path):
     assert set(rows) == {"rollout_func", "environment_factory"}
     assert all(row["env_s"] > 0 and row["batch"] == 16 for row in rows.values())
     assert rows["rollout_func"]["mean_reward"] == pytest.approx(rows["environment_factory"]["mean_reward"])
+
+
+@pytest.mark.env_venvs(ENVS / "openenv_echo")
+def test_openenv_comparison_runs():
+    result = run_module("benchmarks.openenv_compare", "--sessions", "8", "--steps", "160", "--hold", "50",
+                        "--budget", "0.3", timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "openenv_compare.json").read_text())
+    [row] = figures["rows"]
+    for side in ("anchor", "openenv_client_on_ours", "make_vec_on_ours"):
+        assert row[side]["errors"] == 0 and row[side]["steps_per_s"] > 0
+    assert row["anchor"]["steps"] == row["openenv_client_on_ours"]["steps"] == 8 * 20  # the same work on both
+    assert figures["hold"]["sessions_open"] == 50 and figures["hold"]["errors"] == 0

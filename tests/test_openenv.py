@@ -42,7 +42,7 @@ def openenv_python(imported) -> Path:
 
 @pytest.fixture(scope="module")
 def their_guess(openenv_python):
-    with openenv_server(GUESS_ENV, openenv_python, max_sessions=16) as url:
+    with openenv_server(GUESS_ENV, openenv_python, max_sessions=16) as (url, _):
         yield url
 
 
@@ -143,7 +143,7 @@ def test_imported_object_action_env(imported):
 
 
 def test_remote_object_actions_are_checked_against_the_schema(openenv_python):
-    with openenv_server(ECHO_ENV, openenv_python, max_sessions=4) as url:
+    with openenv_server(ECHO_ENV, openenv_python, max_sessions=4) as (url, _):
         env = gym.make("openenv/remote", base_url=url)
         env.reset(seed=0)
         assert env.step("hello")[1:4] == (0.5, False, False)

@@ -23,13 +23,31 @@ def _children_by_parent() -> dict[int, list[int]]:
     return children
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and its descendants (a server, the server it runs in a venv, their workers)."""
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a server, the server it runs in a venv, their workers)."""
     children = _children_by_parent()
-    total, pending = 0, [pid]
+    members, pending = [], [pid]
     while pending:
         member = pending.pop()
         pending += children.get(member, [])
+        members.append(member)
+    return members
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and its descendants."""
+    total = 0
+    for member in _tree(pid):
         with contextlib.suppress(OSError):  # a process may end while we read
             total += int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE_SIZE
+    return total
+
+
+def tree_threads(pid: int) -> int:
+    """OS threads of `pid` and its descendants."""
+    total = 0
+    for member in _tree(pid):
+        with contextlib.suppress(OSError, StopIteration):
+            status = Path(f"/proc/{member}/status").read_text().splitlines()
+            total += int(next(line for line in status if line.startswith("Threads:")).split()[1])
     return total
