@@ -33,6 +33,7 @@ from openenv_gym.manifests.schema import ManifestError, OpenEnvManifest
 from openenv_gym.protocol.openenv import reset_from_payload, step_from_payload, text_field, tool_of, wire_action
 
 STATE_COUNTS = ("episode_id", "step_count")  # State fields the session keeps itself; the rest are extras
+PAYLOAD_FIELDS = frozenset({"reward", "done"})  # sent next to the observation, not in it
 
 
 def _load_attribute(where: str) -> Any:
@@ -49,7 +50,7 @@ def _overrides(env_class: type, name: str) -> bool:
 
 def payload(observation: Any) -> dict[str, Any]:
     """An observation as OpenEnv's server puts it on the wire (its serialize_observation, as JSON)."""
-    wire = {"observation": observation.model_dump(mode="json", exclude={"reward", "done"}),
+    wire = {"observation": observation.model_dump(mode="json", exclude=PAYLOAD_FIELDS),
             "reward": observation.reward, "done": observation.done}
     if observation.metadata:
         wire["metadata"] = to_jsonable_python(observation.metadata)
@@ -170,6 +171,8 @@ class OpenEnvSession(Environment):
                                   f"{exc.error_count()} error(s): {exc.errors(include_url=False)[:3]}")
         if factory.async_step:
             observation = await self.env.step_async(typed)
+        elif factory.manifest.inline_sync:  # the per-step path: no coroutine of call() in between
+            observation = self.env.step(typed)
         else:
             observation = await factory.call(self.env.step, typed)
         return step_from_payload(payload(observation))
