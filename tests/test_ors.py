@@ -263,6 +263,16 @@ def test_make_vec_against_a_remote_ors_server(openreward_server):
     envs.close()
 
 
+def test_openenv_remote_finds_an_ors_server(openreward_server):
+    """openenv/remote probes: an ORS server (GET /list_environments) with one environment needs no env=."""
+    env = gym.make("openenv/remote", base_url=openreward_server)
+    assert env.unwrapped.description["source"] == "ors-http"
+    obs, info = env.reset(options={"split": "train", "index": 1})
+    assert obs == "What is 7 * 6?"
+    assert env.step({"name": "answer", "arguments": {"answer": "42"}})[1:3] == (1.0, True)
+    env.close()
+
+
 def test_cli_bench_drives_a_remote_ors_server(openreward_server):
     import subprocess
     import sys

@@ -31,6 +31,14 @@ def _project(source: Path) -> dict:
         return {}
 
 
+def distribution_name(requirement: str) -> str:
+    """The normalised name a requirement is for ("Foo_Bar>=1" -> "foo-bar")."""
+    try:
+        return Requirement(requirement).name.lower().replace("_", "-")
+    except InvalidRequirement:
+        return requirement.lower()
+
+
 def declared_description(source: Path) -> str:
     description = _project(source).get("description")
     return description.strip() if isinstance(description, str) else ""

@@ -12,13 +12,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from openenv_gym.importers.base import Detected, ImportFailedError
-from openenv_gym.importers.deps import declared_dependencies
+from openenv_gym.importers.deps import declared_dependencies, distribution_name
 from openenv_gym.importers.hazards import source_hazards
-from openenv_gym.importers.scan import module_name, parse, python_files
+from openenv_gym.importers.scan import module_name, parse, parsed_files
 
 SDK_ROOTS = ("openenv", "openenv_core")  # openenv_core: the package's former name, still a shim in openenv
 ENV_BASES = ("Environment", "MCPEnvironment")
@@ -77,10 +77,7 @@ class OpenEnvImporter:
 
     def detect(self, source: Path) -> list[Detected]:
         found = []
-        for path in python_files(source):
-            tree = parse(path)
-            if tree is None:
-                continue
+        for path, tree in parsed_files(source):
             for node in _environment_classes(tree):
                 found.append(Detected(self.kind, module_name(source, path), node.name, path, ("openenv",)))
         return found
@@ -89,14 +86,15 @@ class OpenEnvImporter:
         """The project's dependencies (pyproject.toml, requirements.txt or server/requirements.txt), with the
         openenv package at a version this adapter runs (openenv-core is its former name)."""
         declared = declared_dependencies(source) or declared_dependencies(source / "server")
-        kept = [d for d in declared if _name(d) not in ("openenv", "openenv-core")]
-        pinned = [d for d in declared if _name(d) == "openenv" and Requirement(d).specifier.contains(SDK_VERSION)]
+        kept = [d for d in declared if distribution_name(d) not in ("openenv", "openenv-core")]
+        pinned = [d for d in declared
+                  if distribution_name(d) == "openenv" and Requirement(d).specifier.contains(SDK_VERSION)]
         return kept + (pinned[:1] or [SDK_REQUIREMENT])
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
         notes = source_hazards(source)
         declared = declared_dependencies(source) or declared_dependencies(source / "server")
-        replaced = [d for d in declared if _name(d) in ("openenv", "openenv-core")
+        replaced = [d for d in declared if distribution_name(d) in ("openenv", "openenv-core")
                     and d not in self.dependencies(source, detected)]
         if replaced:
             notes.append(f"{', '.join(replaced)} replaced by {SDK_REQUIREMENT}: the OpenEnv API openenv_gym serves")
@@ -109,13 +107,6 @@ class OpenEnvImporter:
 
     def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
         return {"action": action_class(source, detected)}
-
-
-def _name(requirement: str) -> str:
-    try:
-        return Requirement(requirement).name.lower().replace("_", "-")
-    except InvalidRequirement:
-        return requirement.lower()
 
 
 def _class_node(detected: Detected) -> ast.ClassDef | None:

@@ -12,9 +12,9 @@ import ast
 from pathlib import Path
 
 from openenv_gym.importers.base import Detected
-from openenv_gym.importers.deps import declared_dependencies
+from openenv_gym.importers.deps import declared_dependencies, distribution_name
 from openenv_gym.importers.hazards import source_hazards
-from openenv_gym.importers.scan import module_name, parse, python_files
+from openenv_gym.importers.scan import module_name, parsed_files
 
 SDK_ROOTS = ("openreward", "ors")
 SDK_DISTRIBUTIONS = {"openreward": "openreward", "ors": "ors-sdk"}  # import name -> PyPI name
@@ -78,10 +78,7 @@ class OrsImporter:
 
     def detect(self, source: Path) -> list[Detected]:
         found = []
-        for path in python_files(source):
-            tree = parse(path)
-            if tree is None:
-                continue
+        for path, tree in parsed_files(source):
             env_names, module_aliases, roots = _imports(tree)
             if not env_names and not module_aliases:
                 continue
@@ -105,7 +102,7 @@ class OrsImporter:
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         """The source's declared dependencies, plus the SDK it imports when they do not name one."""
         declared = declared_dependencies(source)
-        names = {_distribution_name(d) for d in declared}
+        names = {distribution_name(d) for d in declared}
         if not names & set(SDK_DISTRIBUTIONS.values()) and detected.sdk_modules:
             declared.append(SDK_DISTRIBUTIONS[detected.sdk_modules[0]])
         return declared
@@ -116,12 +113,3 @@ class OrsImporter:
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
         return source_hazards(source)
-
-
-def _distribution_name(requirement: str) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        return Requirement(requirement).name.lower().replace("_", "-")
-    except InvalidRequirement:
-        return requirement.lower()

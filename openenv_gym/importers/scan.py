@@ -21,6 +21,14 @@ def python_files(source: Path) -> Iterator[Path]:
             yield path
 
 
+def parsed_files(source: Path) -> Iterator[tuple[Path, ast.Module]]:
+    """The source's modules that are valid Python, with their syntax trees (the others are skipped)."""
+    for path in python_files(source):
+        tree = parse(path)
+        if tree is not None:
+            yield path, tree
+
+
 def module_name(source: Path, path: Path) -> str:
     """Dotted module path of `path` inside `source` (a file source is its own top-level module)."""
     relative = path.relative_to(source.parent if source.is_file() else source).with_suffix("")

@@ -19,7 +19,7 @@ from packaging.version import Version
 from openenv_gym.importers.base import Detected, ImportFailedError
 from openenv_gym.importers.deps import declared_dependencies
 from openenv_gym.importers.hazards import source_hazards
-from openenv_gym.importers.scan import module_name, parse, python_files
+from openenv_gym.importers.scan import module_name, parse, parsed_files, python_files
 
 CLASSIC_RANGE = SpecifierSet(">=0.1.11,<0.4")
 CLASSIC_RELEASES = ("0.1.11", "0.1.12", "0.1.14", "0.2.0", "0.2.1", "0.3.0", "0.3.1")
@@ -113,10 +113,7 @@ class VerifiersImporter:
 
     def detect(self, source: Path) -> list[Detected]:
         found, v1_only = [], False
-        for path in python_files(source):
-            tree = parse(path)
-            if tree is None:
-                continue
+        for path, tree in parsed_files(source):
             imported = _imports_verifiers(tree)
             if not imported:
                 continue
