@@ -80,7 +80,8 @@ def bisect(env, seed: int) -> tuple[list[tuple], dict]:
 
 MOVES = ["hint()", {"name": "guess", "arguments": {"number": 50}}, {"name": "nope", "arguments": {}},
          {"name": "guess", "arguments": {"number": "many"}}, "no tool call here",
-         '<tool_call>{"name": "guess", "arguments": {"number": 25}}</tool_call>']
+         '<tool_call>{"name": "guess", "arguments": {"number": 25}}</tool_call>',
+         {"type": "call_tool", "tool_name": "guess", "arguments": {"number": 12}}]  # OpenEnv's CallToolAction
 
 
 def test_openenv_remote_drives_openenvs_own_server(their_guess):
@@ -140,6 +141,12 @@ def test_imported_object_action_env(imported):
     assert info["error"]["code"] == "invalid_action" and "EchoAction" in obs and "string" in obs
     assert env.unwrapped.state()["steps"] == 3  # the session goes on
     env.close()
+    server = LocalServer(str(imported / "oe-echo"), 1, 10)
+    try:  # what OpenEnv's clients read at /schema is the env's own Action model
+        schema = httpx.get(http_url(server.url) + "/schema", timeout=5).json()
+        assert schema["action"]["title"] == "EchoAction" and schema["action"]["required"] == ["message"]
+    finally:
+        server.stop()
 
 
 def test_remote_object_actions_are_checked_against_the_schema(openenv_python):

@@ -49,6 +49,8 @@ def wire_action(action: Any, tools: list[dict] | None, text_to: str | None) -> d
     """The OpenEnv action an action of ours makes, or why it makes none (an invalid-action message).
     tools: a tool-calling env's tools (None: the env takes objects); text_to: the field text goes to."""
     if tools is not None:
+        if isinstance(action, dict) and action.get("type") == "call_tool":  # OpenEnv's own CallToolAction shape
+            action = {"name": action.get("tool_name"), "arguments": action.get("arguments") or {}}
         call = find_tool_call(action, [t["name"] for t in tools])
         if isinstance(call, str):
             return call

@@ -149,7 +149,9 @@ class OpenEnvFrontEnd:
             "arguments": {"type": "object"}}}
         text = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
         listing = {"type": "object", "required": ["type"], "properties": {"type": {"const": "list_tools"}}}
-        action = {"oneOf": [tool_call, listing, text] if self.tools else [text, {"type": "object"}]}
+        # an env without tools that declares its action's schema (an OpenEnv env's Action model) shows that one
+        action = {"oneOf": [tool_call, listing, text]} if self.tools else (
+            self.core.description.get("action_schema") or {"oneOf": [text, {"type": "object"}]})
         observation = {"type": "object", "properties": {
             "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
             "truncated": {"type": "boolean"}, "metadata": {"type": "object"}}}
