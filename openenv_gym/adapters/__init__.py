@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from openenv_gym.adapters.awm import load_awm_environment
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment
@@ -35,6 +36,7 @@ _LOADERS: dict[str, Loader] = {
     "ors": _without_env_args(load_ors_environment),
     "verifiers": load_verifiers_environment,
     "openenv": _without_env_args(load_openenv_environment),
+    "awm": _without_env_args(load_awm_environment),
 }
 
 

@@ -95,12 +95,14 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "import", help="import an ORS or Verifiers environment (a .py file or a folder) as openenv/<kind>-NAME",
         description="Detect environments in SOURCE by reading it (nothing is run), vendor it without secrets "
                     "or junk, and write NAME/openenv.toml under the output folder.")
-    parser.add_argument("source", type=Path, help="a .py file or a folder (a checkout)")
+    parser.add_argument("source", type=Path, help="a .py file, a folder (a checkout), or a folder of AWM JSONL files")
     parser.add_argument("--name", required=True, help="the environment's name: gym id openenv/<kind>-NAME")
     parser.add_argument("--output-dir", type=Path, default=Path("servers"), help="where to write (default ./servers)")
     parser.add_argument("--data", type=Path, nargs="+", default=[], help="data files or folders to copy in")
     parser.add_argument("--env", dest="env_class", help="the class to import when the source holds several")
     parser.add_argument("--force", action="store_true", help="replace an existing NAME; allow shadowing modules")
+    parser.add_argument("--scenario", dest="scenarios", nargs="+", metavar="S",
+                        help="AWM dataset folders: import only these scenarios")
     parser.add_argument("--inline-sync", action="store_true",
                         help="OpenEnv environments: their sync reset/step are quick and never block, so run them on "
                              "the event loop rather than in a thread (several times the throughput)")
@@ -111,7 +113,7 @@ def _run_import(args: argparse.Namespace) -> None:
     from openenv_gym.importers import import_environment
 
     for result in import_environment(args.source, args.name, args.output_dir, args.data, args.env_class, args.force,
-                                     args.inline_sync):
+                                     args.inline_sync, args.scenarios):
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")
         print(f"  copied {len(result.report.copied)} files; dependencies: {', '.join(result.dependencies) or 'none'}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import tomli_w
 
+from openenv_gym.importers.awm import AWM_DEPENDENCIES, WORLDS_DIR, import_awm, is_awm_dataset
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError
 from openenv_gym.importers.deps import declared_description
 from openenv_gym.importers.openenv import OpenEnvImporter
@@ -79,8 +80,8 @@ def _shadowed(source: Path, dependencies: list[str]) -> list[str]:
 
 
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
-                       env_class: str | None = None, force: bool = False,
-                       inline_sync: bool = False) -> list[ImportResult]:
+                       env_class: str | None = None, force: bool = False, inline_sync: bool = False,
+                       scenarios: list[str] | None = None) -> list[ImportResult]:
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -89,6 +90,11 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     for path in data or []:
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
+    if is_awm_dataset(source):
+        return [_import_awm(source, name, output_dir, scenarios, force)]
+    if scenarios:
+        raise ImportFailedError(f"--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl); {source} "
+                                "is not one")
     chosen = _choose(detect_all(source), env_class, source)
     if inline_sync and any(found.kind != "openenv" for found in chosen):
         raise ImportFailedError("--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a "
@@ -120,6 +126,27 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         results.append(ImportResult(env_name, folder, found, dependencies, report, manifest.gym_id,
                                     importer[found.kind].notes(source, found)))
     return results
+
+
+def _import_awm(source: Path, name: str, output_dir: Path, scenarios: list[str] | None, force: bool) -> ImportResult:
+    """An AWM dataset folder: its worlds (apps, template databases, verifiers) written as one environment."""
+    kind = "awm"
+    folder = (output_dir / name).resolve()
+    if folder.exists() and not force:
+        raise ImportFailedError(f"{folder} already exists; choose another --name, or pass --force to replace it")
+    with staging(folder) as staged:
+        imported = import_awm(source, staged, scenarios)
+        tasks = sum(len(world["tasks"]) for world in imported.scenarios)
+        manifest = KINDS[kind](
+            name=name, kind=kind, description=f"{len(imported.scenarios)} Agent World Model scenarios, {tasks} tasks",
+            dependencies=AWM_DEPENDENCIES, source_hash=tree_hash(staged / WORLDS_DIR), imported_from=str(source),
+            folder=folder)
+        (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {"kind": kind}))
+    record_dir(output_dir)
+    report = VendorReport(copied=sorted(p.relative_to(folder) for p in (folder / WORLDS_DIR).rglob("*") if p.is_file()))
+    notes = [f"{len(imported.scenarios)} scenarios, {tasks} tasks", *imported.problems]
+    return ImportResult(name, folder, Detected(kind, WORLDS_DIR, "index", source / "gen_envs.jsonl"), AWM_DEPENDENCIES,
+                        report, manifest.gym_id, notes)
 
 
 @contextmanager

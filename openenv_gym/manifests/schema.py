@@ -93,13 +93,37 @@ class OpenEnvManifest(ImportedManifest):
     inline_sync: bool = False
 
 
-Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest, Field(discriminator="kind")]
+class AwmRewards(BaseModel):
+    """The reward of an AWM episode's outcome (OpenEnv's port uses these values too)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    complete: float = 1.0  # the verifier says the task is done
+    incomplete: float = 0.1  # it says not, or the episode ended without a final answer
+    format_error: float = -1.0  # an action that names no tool, an unknown tool, or arguments that do not fit
+
+
+class AwmManifest(ImportedManifest):
+    """Agent World Model tool worlds (worlds/<scenario>/: app.py, template.db, verify_<task>.py)."""
+
+    id_prefix: ClassVar[str] = "awm-"
+    kind: Literal["awm"]
+    entry: str = "worlds:index"  # where the worlds are listed: worlds/index.json
+    source: str = "worlds"
+    max_steps: PositiveInt = 30  # AWM's own max_iterations
+    rewards: AwmRewards = AwmRewards()
+    max_loaded: PositiveInt = 16  # scenario apps a worker keeps loaded (the least recently used is dropped)
+    verifier_timeout: float = Field(20.0, gt=0)  # seconds of wall clock (and of CPU) a verifier may take
+
+
+Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest,
+                     Field(discriminator="kind")]
 KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
-                                        "verifiers": VerifiersManifest, "openenv": OpenEnvManifest}
+                                        "verifiers": VerifiersManifest, "openenv": OpenEnvManifest,
+                                        "awm": AwmManifest}
 _MANIFEST = TypeAdapter(Manifest)
 
 
-def load_manifest(folder: Path | str) -> PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest:
+def load_manifest(folder: Path | str) -> BaseManifest:
     """Read and validate FOLDER/openenv.toml; every problem is a ManifestError naming the file and the key."""
     folder = Path(folder).resolve()
     path = folder / MANIFEST_FILE

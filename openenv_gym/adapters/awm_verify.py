@@ -1,0 +1,88 @@
+"""Run an AWM code-mode verifier, `verify_task_completion(initial_db_path, final_db_path, final_answer)`, never in
+the worker: in a child Python process with resource limits, a wall-clock timeout, both databases read-only, and
+no process creation or network.
+
+The verifier is LLM-written code. The child sets its rlimits (CPU seconds, address space, open files) before it
+reads the code, opens the two databases read-only whatever the code asks, and refuses process creation and
+sockets through an audit hook. That bounds an honest mistake (a loop, a huge query, a write) but is no sandbox
+against hostile code: see the README's AWM section for what to add for untrusted data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MEMORY_BYTES = 512 * 2**20
+OPEN_FILES = 64
+OUTPUT_BYTES = 2**20
+
+RUNNER = r"""
+import json, os, re, resource, sqlite3, sys
+
+limits = json.loads(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
+resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
+resource.setrlimit(resource.RLIMIT_NOFILE, (limits["files"], limits["files"]))
+payload = json.loads(sys.stdin.read())
+databases = {payload["initial"], payload["final"]}
+_connect = sqlite3.connect
+
+def read_only(database, *args, **kwargs):
+    if str(database) in databases:
+        kwargs["uri"] = True
+        return _connect(f"file:{database}?mode=ro", *args, **kwargs)
+    return _connect(database, *args, **kwargs)
+
+sqlite3.connect = read_only
+REFUSED = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "subprocess.Popen",
+           "socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo", "os.kill", "os.remove",
+           "os.rename", "shutil.rmtree")
+
+def guard(event, args):
+    if event.startswith(REFUSED):
+        raise PermissionError(f"a verifier may not {event}")
+
+sys.addaudithook(guard)
+namespace = {"sqlite3": sqlite3, "json": json, "os": os, "re": re}
+exec(compile(payload["code"], "verifier", "exec"), namespace)
+result = namespace["verify_task_completion"](payload["initial"], payload["final"], payload["answer"])
+sys.stdout.write("\n" + json.dumps({"result": result}) + "\n")
+"""
+
+
+@dataclass
+class Verdict:
+    complete: bool
+    error: dict | None = None  # {"code": "verifier_error" | "verifier_timeout", "message"}
+
+
+async def verify(code: str, initial: Path, final: Path, answer: str, timeout: float) -> Verdict:
+    limits = {"cpu": max(1, int(timeout)), "memory": MEMORY_BYTES, "files": OPEN_FILES}
+    payload = json.dumps({"code": code, "initial": str(initial), "final": str(final), "answer": answer})
+    for path in (initial, final):
+        path.chmod(0o444)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-c", RUNNER, json.dumps(limits), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await child.communicate(payload.encode())
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        await child.wait()
+        return Verdict(False, {"code": "verifier_timeout", "message": f"the verifier ran past {timeout:g} s"})
+    if child.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+        return Verdict(False, {"code": "verifier_error", "message": f"the verifier failed: {tail[0][:500]}"})
+    try:
+        result = json.loads(out[-OUTPUT_BYTES:].decode(errors="replace").strip().splitlines()[-1])["result"]
+    except (ValueError, IndexError, KeyError):
+        return Verdict(False, {"code": "verifier_error", "message": "the verifier printed no result"})
+    outcome = result.get("result") if isinstance(result, dict) else result
+    return Verdict(outcome == "complete")
