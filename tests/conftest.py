@@ -32,8 +32,9 @@ TEST_ENVS = Path(__file__).parent / "envs"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "env_venvs(*sources): the tests import these sources, whose virtual "
-                                       "environments are built once, before any test runs")
+    config.addinivalue_line("markers", "env_venvs(*sources): the tests import these sources (paths, or functions "
+                                       "that write one and return its path), whose virtual environments are "
+                                       "built once, before any test runs")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -53,7 +54,8 @@ def build_venvs(sources: list[Path], say: Callable[[str], None]) -> None:
 
     with tempfile.TemporaryDirectory() as scratch, _home(scratch):  # these imports are not registered
         manifests = [load_manifest(result.folder) for k, source in enumerate(sources)
-                     for result in import_environment(Path(source), f"venv{k}", Path(scratch))]
+                     for result in import_environment(Path(source() if callable(source) else source), f"venv{k}",
+                                                      Path(scratch))]
         missing = {str(m.dependencies): m for m in manifests if not venv_ready(m)}
         for number, manifest in enumerate(missing.values(), 1):
             say(f"building the test environments' venvs ({number} of {len(missing)}: "

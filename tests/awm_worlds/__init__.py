@@ -9,6 +9,7 @@ verify_<task index>.py (gen_verifier.pure_code's code-mode verifiers; a task wit
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 WORLDS = Path(__file__).parent
@@ -37,3 +38,8 @@ def write_dataset(folder: Path, scenarios: tuple[str, ...] = SCENARIOS) -> Path:
     for name, entries in rows.items():
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in entries))
     return folder
+
+
+def scratch_dataset() -> Path:
+    """The dataset in a new temporary folder (for the venv builder, which imports a source before the tests)."""
+    return write_dataset(Path(tempfile.mkdtemp(prefix="awm-dataset-")))

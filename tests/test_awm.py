@@ -1,0 +1,219 @@
+"""Agent World Model's tool worlds, imported from AWM's JSONL format and served in process: real FastAPI apps and
+SQLAlchemy in the worlds' venv, real SQLite files, verifiers in child processes. The dataset's hub cannot be
+reached here, so the worlds are written in tests/awm_worlds to AWM's code rules."""
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from awm_worlds import scratch_dataset, write_dataset
+
+import openenv_gym
+from openenv_gym.client.local import LocalServer
+from openenv_gym.importers import ImportFailedError, import_environment
+from openenv_gym.registry import register_all
+
+pytestmark = pytest.mark.env_venvs.with_args(scratch_dataset)  # (a lone function would be decorated)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("awm") / "data")
+
+
+@pytest.fixture(scope="module")
+def imported(dataset, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("servers")
+    [result] = import_environment(dataset, "shop", out)
+    assert result.gym_id == "openenv/awm-shop"
+    register_all()
+    return result.folder
+
+
+@pytest.fixture(scope="module")
+def shop_url(imported, tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("tmp")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(scratch)  # the server's episode files go here, where the tests can count them
+    try:
+        server = LocalServer(str(imported), 1, 1000)
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = saved
+    server.scratch = scratch
+    yield server
+    server.stop()
+
+
+def episode_folders(server) -> list[Path]:
+    return [p for worker in server.scratch.glob("openenv-gym-awm-*") for p in worker.iterdir() if p.is_dir()]
+
+
+def call(name: str, **arguments) -> dict:
+    return {"name": name, "arguments": arguments}
+
+
+def test_an_episode_changes_its_own_database_and_the_verifier_scores_it(shop_url):
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    obs, info = env.reset(options={"scenario": "bookstore_1", "task_idx": 0})
+    assert obs == "Order 2 copies of the book 'Dune'." and info["scenario"] == "bookstore_1"
+    assert [t["name"] for t in info["tools"]] == ["search_books", "get_book", "list_my_orders", "place_order",
+                                                 "cancel_order", "submit"]
+    order = next(t for t in info["tools"] if t["name"] == "place_order")
+    assert order["inputSchema"]["required"] == ["book_id", "quantity"]  # the body's fields, as fastapi-mcp has them
+    books = json.loads(env.step(call("search_books", author="Frank Herbert"))[0])
+    assert [b["title"] for b in books] == ["Dune"] and books[0]["stock"] == 5
+    obs, reward, terminated, truncated, info = env.step(call("place_order", book_id=1, quantity=2))
+    assert json.loads(obs)["status"] == "pending" and (reward, terminated) == (0.0, False)
+    assert json.loads(env.step(call("get_book", book_id=1))[0])["stock"] == 3
+    obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="ordered"))
+    assert (obs, reward, terminated, info["complete"]) == ("complete", 1.0, True, True)
+
+    env.reset(options={"scenario": "bookstore_1", "task_idx": 0})  # a fresh copy of the template
+    assert json.loads(env.step(call("get_book", book_id=1))[0])["stock"] == 5
+    obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="done"))
+    assert (obs, reward, terminated) == ("incomplete", 0.1, True)
+    env.close()
+
+
+def test_query_tasks_model_text_and_errors(shop_url):
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    env.reset(options={"scenario": "bookstore_1", "task_idx": 1})
+    books = json.loads(env.step('<tool_call>{"name": "search_books", "arguments": '
+                                '{"author": "Ursula K. Le Guin"}}</tool_call>')[0])
+    assert len(books) == 2
+    obs, reward, terminated, truncated, info = env.step(call("place_order", book_id=1, quantity="many"))
+    assert obs.startswith("Error: HTTP 422") and info["is_error"] and not terminated  # an HTTP error, as text
+    obs, reward, terminated, truncated, info = env.step("I think I am done")  # no tool call: a format error
+    assert reward == -1.0 and info["error"]["code"] == "invalid_action" and not terminated
+    obs, reward, terminated, truncated, info = env.step("submit(final_answer='There are 2 of them.')")
+    assert (reward, terminated) == (1.0, True)
+    env.close()
+
+
+def test_sessions_are_isolated_and_their_files_removed(shop_url):
+    async def main():
+        async with openenv_gym.connect(shop_url.url) as conn:
+            a, b = conn.session(), conn.session()
+            await asyncio.gather(a.reset(options={"scenario": "todo_list_2", "task_idx": 0}),
+                                 b.reset(options={"scenario": "todo_list_2", "task_idx": 0}))
+            assert len(episode_folders(shop_url)) == 2
+            done = await a.step(call("complete_task", task_id=1))
+            assert json.loads(done[0])["done"] is True
+            theirs = json.loads((await b.step(call("list_tasks", project_id=1, include_done=False)))[0])
+            assert [t["title"] for t in theirs] == ["Buy milk", "Fix the sink"]  # b's database is its own
+            assert (await a.step(call("submit", final_answer="ok")))[1] == 1.0
+            assert (await b.step(call("submit", final_answer="ok")))[1] == 0.1
+            await a.close()
+            await b.close()
+            deadline = time.monotonic() + 10
+            while episode_folders(shop_url) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert episode_folders(shop_url) == []
+    asyncio.run(main())
+
+
+def test_the_catalog_spans_every_scenario_and_make_vec_mixes_them(shop_url):
+    envs = gym.make_vec("openenv/awm-shop", num_envs=6, base_url=shop_url.url)
+    obs, infos = envs.reset(seed=0, options={"split": "train"})
+    envs.close()
+    catalog = [(s, t) for s in ("bookstore_1", "todo_list_2") for t in range(3)]
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    for index, (scenario, task_idx) in enumerate(catalog):
+        obs, info = env.reset(options={"split": "train", "index": index})
+        assert (info["scenario"], info["task_idx"]) == (scenario, task_idx)
+    with pytest.raises(openenv_gym.BadRequestError, match="no task 3 with a verifier"):
+        env.reset(options={"scenario": "bookstore_1", "task_idx": 3})
+    with pytest.raises(openenv_gym.BadRequestError, match="unknown scenario"):
+        env.reset(options={"scenario": "casino_9"})
+    env.close()
+    assert len(set(obs)) > 1  # six seeded picks over both scenarios
+
+
+def test_import_reports_what_it_skips_and_runs_nothing(tmp_path):
+    data = write_dataset(tmp_path / "data")
+    with (data / "gen_tasks.jsonl").open("a") as rows:
+        rows.write("{not json\n")
+        rows.write(json.dumps({"scenario": 7, "tasks": []}) + "\n")
+    envs = [json.loads(line) for line in (data / "gen_envs.jsonl").read_text().splitlines()]
+    envs[1]["full_code"] = "raise SystemExit('imports must not run app code')\n" + envs[1]["full_code"]
+    envs.append({"scenario": "broken_3", "db_path": "x.db", "full_code": "def nope(:\n"})
+    (data / "gen_envs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in envs))
+    for part in ("gen_tasks", "gen_db", "gen_sample"):  # broken_3 has every part; only its code does not parse
+        rows = [json.loads(line) for line in (data / f"{part}.jsonl").read_text().splitlines()
+                if line.startswith("{\"")]
+        with (data / f"{part}.jsonl").open("a") as extra:
+            extra.write(json.dumps(rows[1] | {"scenario": "broken_3"}) + "\n")
+    [result] = import_environment(data, "shop", tmp_path / "out")
+    notes = "\n".join(result.notes)
+    assert "gen_tasks.jsonl, line 3: not JSON" in notes
+    assert "gen_tasks.jsonl, line 4: field 'scenario' missing or not a str" in notes
+    assert "gen_envs.jsonl, scenario broken_3: its code does not parse (line 1" in notes
+    assert "scenario bookstore_1, task 3: no verifier; skipped" in notes
+    assert "2 scenarios, 6 tasks" in notes
+    index = json.loads((result.folder / "worlds" / "index.json").read_text())
+    assert [w["name"] for w in index] == ["bookstore_1", "todo_list_2"]
+    import sqlite3
+    with sqlite3.connect(result.folder / "worlds" / "todo_list_2" / "template.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 4  # built from the DDL and INSERTs
+    [only] = import_environment(data, "one", tmp_path / "out", scenarios=["todo_list_2"])
+    assert "1 scenarios, 3 tasks" in only.notes[0]
+    with pytest.raises(ImportFailedError, match="--scenario casino_9: not in"):
+        import_environment(data, "none", tmp_path / "out", scenarios=["casino_9"])
+
+
+HOSTILE = {
+    0: "def verify_task_completion(initial_db_path, final_db_path, final_answer):\n    while True:\n        pass\n",
+    1: "def verify_task_completion(initial_db_path, final_db_path, final_answer):\n    raise ValueError('boom')\n",
+    2: ("def verify_task_completion(initial_db_path, final_db_path, final_answer):\n"
+        "    import sqlite3\n"
+        "    sqlite3.connect(final_db_path).execute(\"UPDATE tasks SET done = 1\")\n"
+        "    return {'result': 'complete'}\n"),
+    3: ("def verify_task_completion(initial_db_path, final_db_path, final_answer):\n"
+        "    import subprocess\n"
+        "    subprocess.run(['true'])\n"
+        "    return {'result': 'complete'}\n"),
+}
+
+
+def test_verifiers_that_hang_crash_or_misbehave_end_their_episode_only(tmp_path):
+    data = write_dataset(tmp_path / "data", ("todo_list_2",))
+    world = json.loads((data / "gen_tasks.jsonl").read_text())
+    world["tasks"].append("Do nothing.")
+    (data / "gen_tasks.jsonl").write_text(json.dumps(world) + "\n")
+    (data / "gen_verifier.pure_code.jsonl").write_text("".join(json.dumps(
+        {"scenario": "todo_list_2", "task_idx": i, "task": "", "verification": {"code": code, "raw_response": ""}})
+        + "\n" for i, code in HOSTILE.items()))
+    [result] = import_environment(data, "hostile", tmp_path / "out")
+    manifest = result.folder / "openenv.toml"
+    manifest.write_text(manifest.read_text() + "verifier_timeout = 2.0\n")
+    server = LocalServer(str(result.folder), 1, 100)
+    try:
+        async def main():
+            async with openenv_gym.connect(server.url) as conn:
+                outcomes = {}
+                for task_idx in HOSTILE:
+                    session = conn.session()
+                    await session.reset(options={"scenario": "todo_list_2", "task_idx": task_idx})
+                    outcomes[task_idx] = await session.step(call("submit", final_answer="x"))
+                    await session.close()
+                alive = conn.session()  # the worker is fine
+                obs, info = await alive.reset(options={"scenario": "todo_list_2", "task_idx": 1})
+                assert obs.startswith("How many open tasks")
+                await alive.close()
+                return outcomes
+        outcomes = asyncio.run(main())
+    finally:
+        server.stop()
+    for task_idx, (obs, reward, terminated, truncated, info) in outcomes.items():
+        assert (obs, reward, terminated) == ("incomplete", 0.1, True), task_idx
+    assert outcomes[0][4]["error"]["code"] == "verifier_timeout"
+    assert outcomes[1][4]["error"]["code"] == "verifier_error" and "boom" in outcomes[1][4]["error"]["message"]
+    assert "readonly" in outcomes[2][4]["error"]["message"]  # the databases are read-only to a verifier
+    assert "may not subprocess.Popen" in outcomes[3][4]["error"]["message"]
