@@ -1,6 +1,7 @@
-"""Run an AWM code-mode verifier, `verify_task_completion(initial_db_path, final_db_path, final_answer)`, never in
-the worker: in a child Python process with resource limits, a wall-clock timeout, both databases read-only, and
-no process creation or network.
+"""Run AWM's verifiers never in the worker: in a child Python process with resource limits, a wall-clock timeout,
+both databases read-only, and no process creation or network. Code mode: `verify_task_completion(initial_db_path,
+final_db_path, final_answer)` says complete or not. SQL mode: `verify_task(initial_db_path, final_db_path)` gives
+facts of both databases for an LLM judge (awm_judge.py).
 
 The verifier is LLM-written code. The child sets its rlimits (CPU seconds, address space, open files) before it
 reads the code, opens the two databases read-only whatever the code asks, and refuses process creation and
@@ -50,20 +51,37 @@ def guard(event, args):
 sys.addaudithook(guard)
 namespace = {"sqlite3": sqlite3, "json": json, "os": os, "re": re}
 exec(compile(payload["code"], "verifier", "exec"), namespace)
-result = namespace["verify_task_completion"](payload["initial"], payload["final"], payload["answer"])
+entry = namespace[payload["entry"]]
+databases = (payload["initial"], payload["final"])
+result = entry(*databases, payload["answer"]) if payload["entry"] == "verify_task_completion" else entry(*databases)
 sys.stdout.write("\n" + json.dumps({"result": result}) + "\n")
 """
+
+
+CODE_ENTRY, SQL_ENTRY = "verify_task_completion", "verify_task"
 
 
 @dataclass
 class Verdict:
     complete: bool
-    error: dict | None = None  # {"code": "verifier_error" | "verifier_timeout", "message"}
+    error: dict | None = None  # {"code": "verifier_error" | "verifier_timeout" | "judge_error", "message"}
 
 
 async def verify(code: str, initial: Path, final: Path, answer: str, timeout: float) -> Verdict:
+    """A code-mode verifier's verdict."""
+    result, error = await run_verifier(code, CODE_ENTRY, initial, final, answer, timeout)
+    if error is not None:
+        return Verdict(False, error)
+    outcome = result.get("result") if isinstance(result, dict) else result
+    return Verdict(outcome == "complete")
+
+
+async def run_verifier(code: str, entry: str, initial: Path, final: Path, answer: str,
+                       timeout: float) -> tuple[object, dict | None]:
+    """(what the verifier's `entry` returned, None) or (None, the typed error)."""
     limits = {"cpu": max(1, int(timeout)), "memory": MEMORY_BYTES, "files": OPEN_FILES}
-    payload = json.dumps({"code": code, "initial": str(initial), "final": str(final), "answer": answer})
+    payload = json.dumps({"code": code, "entry": entry, "initial": str(initial), "final": str(final),
+                          "answer": answer})
     for path in (initial, final):
         path.chmod(0o444)
     child = await asyncio.create_subprocess_exec(
@@ -76,13 +94,11 @@ async def verify(code: str, initial: Path, final: Path, answer: str, timeout: fl
         with contextlib.suppress(ProcessLookupError):
             child.kill()
         await child.wait()
-        return Verdict(False, {"code": "verifier_timeout", "message": f"the verifier ran past {timeout:g} s"})
+        return None, {"code": "verifier_timeout", "message": f"the verifier ran past {timeout:g} s"}
     if child.returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
-        return Verdict(False, {"code": "verifier_error", "message": f"the verifier failed: {tail[0][:500]}"})
+        return None, {"code": "verifier_error", "message": f"the verifier failed: {tail[0][:500]}"}
     try:
-        result = json.loads(out[-OUTPUT_BYTES:].decode(errors="replace").strip().splitlines()[-1])["result"]
+        return json.loads(out[-OUTPUT_BYTES:].decode(errors="replace").strip().splitlines()[-1])["result"], None
     except (ValueError, IndexError, KeyError):
-        return Verdict(False, {"code": "verifier_error", "message": "the verifier printed no result"})
-    outcome = result.get("result") if isinstance(result, dict) else result
-    return Verdict(outcome == "complete")
+        return None, {"code": "verifier_error", "message": "the verifier printed no result"}
