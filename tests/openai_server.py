@@ -4,7 +4,8 @@ The policy plays `guess` by bisection, reading the conversation it is sent: each
 the range, and the next guess is its middle. With tools in the request it answers with a tool call, otherwise
 with the call written in text. It returns token ids and logprobs, as vLLM does when asked.
 
-Models with special behaviour: "broken" answers 400 to everything; "flaky" answers 503
+Models with special behaviour: "judge" judges AWM episodes (complete when the facts it is sent say
+"task_done": true); "broken" answers 400 to everything; "flaky" answers 503
 the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering.
 """
 
@@ -56,6 +57,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(400, {"error": {"message": "this model refuses every request"}})
         if model == "flaky" and self.server.first_time(request["messages"]):
             return self._answer(503, {"error": {"message": "overloaded, try again"}})
+        if model == "judge":
+            done = '"task_done": true' in request["messages"][-1]["content"]
+            verdict = {"classification": "complete" if done else "incomplete", "confidence": 0.9, "evidence": "facts"}
+            return self._answer(200, {"id": "chatcmpl-j", "object": "chat.completion", "model": model, "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": json.dumps(verdict)},
+                 "finish_reason": "stop"}]})
         if model.startswith("slow-"):
             time.sleep(int(model.split("-")[1]) / 1000)
         number = next_guess(request["messages"])

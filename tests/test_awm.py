@@ -5,6 +5,7 @@ reached here, so the worlds are written in tests/awm_worlds to AWM's code rules.
 import asyncio
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,19 +35,26 @@ def imported(dataset, tmp_path_factory) -> Path:
     return result.folder
 
 
+def start(folder: Path, scratch: Path, **environment: str) -> LocalServer:
+    """A server of `folder` whose episode files go to `scratch` (where tests can count them)."""
+    settings = {"TMPDIR": str(scratch), **environment}
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        server = LocalServer(str(folder), 1, 1000)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
+    server.scratch = scratch
+    return server
+
+
 @pytest.fixture(scope="module")
 def shop_url(imported, tmp_path_factory):
-    scratch = tmp_path_factory.mktemp("tmp")
-    saved = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(scratch)  # the server's episode files go here, where the tests can count them
-    try:
-        server = LocalServer(str(imported), 1, 1000)
-    finally:
-        if saved is None:
-            os.environ.pop("TMPDIR")
-        else:
-            os.environ["TMPDIR"] = saved
-    server.scratch = scratch
+    server = start(imported, tmp_path_factory.mktemp("tmp"))
     yield server
     server.stop()
 
@@ -211,9 +219,72 @@ def test_verifiers_that_hang_crash_or_misbehave_end_their_episode_only(tmp_path)
         outcomes = asyncio.run(main())
     finally:
         server.stop()
-    for task_idx, (obs, reward, terminated, truncated, info) in outcomes.items():
-        assert (obs, reward, terminated) == ("incomplete", 0.1, True), task_idx
+    for task_idx, outcome in outcomes.items():
+        assert outcome[:3] == ("incomplete", 0.1, True), task_idx
     assert outcomes[0][4]["error"]["code"] == "verifier_timeout"
     assert outcomes[1][4]["error"]["code"] == "verifier_error" and "boom" in outcomes[1][4]["error"]["message"]
     assert "readonly" in outcomes[2][4]["error"]["message"]  # the databases are read-only to a verifier
     assert "may not subprocess.Popen" in outcomes[3][4]["error"]["message"]
+
+
+def test_awms_own_protocol_in_parity_mode(shop_url):
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    obs, info = env.reset(options={"scenario": "todo_list_2", "task_idx": 1, "parity": True})
+    assert "tools" not in info and [m["role"] for m in info["messages"]] == ["system", "user"]
+    assert "list_tools" in info["messages"][0]["content"] and info["messages"][1]["content"] == obs
+    listing = env.step('<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>')[0]
+    assert "1. mcp_tool_list_projects" in listing and "project_id (integer, required)" in listing
+    obs, reward, *_ = env.step('<tool_call>{"name": "call_tool", "arguments": {"tool_name": "mcp_tool_list_tasks", '
+                               '"arguments": "{\\"project_id\\": 1, \\"include_done\\": false}"}}</tool_call>')
+    assert [t["title"] for t in json.loads(obs)] == ["Buy milk", "Fix the sink"] and reward == 0.0
+    obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "search", "arguments": {}}</tool_call>')
+    assert obs == "Error: Unknown tool 'search'. Only 'list_tools' and 'call_tool' are available."
+    assert (reward, terminated) == (-1.0, False)
+    obs, reward, terminated, truncated, info = env.step("You have 2 open tasks in Home.")  # no call: the answer
+    assert (obs, reward, terminated) == ("complete", 1.0, True)
+    custom = env.reset(options={"scenario": "todo_list_2", "task_idx": 1, "parity": True, "system_prompt": "Hi."})
+    assert custom[1]["messages"][0]["content"] == "Hi."
+    env.close()
+
+
+def test_rewards_can_be_set_per_reset(shop_url):
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    env.reset(options={"scenario": "todo_list_2", "task_idx": 2, "rewards": {"incomplete": 0.0, "format_error": -0.5}})
+    assert env.step("no call")[1] == -0.5
+    assert env.step(call("submit", final_answer="x"))[1:3] == (0.0, True)
+    with pytest.raises(openenv_gym.BadRequestError, match="option rewards"):
+        env.reset(options={"scenario": "todo_list_2", "rewards": {"complete": "lots"}})
+    with pytest.raises(openenv_gym.BadRequestError, match="OPENENV_GYM_JUDGE_URL"):  # SQL mode needs a judge
+        env.reset(options={"scenario": "todo_list_2", "task_idx": 0, "verifier_mode": "sql"})
+    env.close()
+
+
+def test_sql_mode_asks_the_judge_and_orphaned_files_are_removed(imported, tmp_path):
+    from openai_server import ScriptedServer
+
+    dead = _dead_pid()
+    orphan = tmp_path / f"openenv-gym-awm-{dead}-x1" / "ep"
+    orphan.mkdir(parents=True)
+    (orphan / "db.sqlite").write_bytes(b"left by a worker that was killed")
+    with ScriptedServer() as judge:
+        server = start(imported, tmp_path, OPENENV_GYM_JUDGE_URL=judge.url, OPENENV_GYM_JUDGE_MODEL="judge")
+        try:
+            assert not orphan.exists()
+            env = gym.make("openenv/awm-shop", base_url=server.url)
+            obs, info = env.reset(options={"scenario": "todo_list_2", "task_idx": 0, "verifier_mode": "sql"})
+            assert info["verifier_mode"] == "sql"
+            env.step(call("complete_task", task_id=1))
+            assert env.step(call("submit", final_answer="done"))[1:3] == (1.0, True)
+            sent = judge.bodies[-1]["messages"][-1]["content"]
+            assert '"task_done": true' in sent and "complete_task" in sent  # the facts and the trajectory
+            env.reset(options={"scenario": "todo_list_2", "task_idx": 0, "verifier_mode": "sql"})
+            assert env.step(call("submit", final_answer="done"))[1:3] == (0.1, True)
+            env.close()
+        finally:
+            server.stop()
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

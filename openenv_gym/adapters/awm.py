@@ -5,15 +5,19 @@ reset:  the task (options scenario + task_idx, or split + index over every scena
         choice); the episode's database is a copy of the scenario's template, with a snapshot of it for the
         verifier. Observation: the task's text; info["tools"]: the world's tools as MCP Tool objects.
 step:   a tool call (an object or model text) runs the endpoint (awm_worlds.py); its answer is the observation.
-        `submit(final_answer)` ends the episode: the code-mode verifier (awm_verify.py, in a child process)
-        says complete or not, and the reward is the manifest's `complete` or `incomplete` value. An action with
-        no usable tool call is answered with the `format_error` reward; the episode goes on.
-close:  the episode's files are removed (also when a failure or the reaper ends the session).
+        `submit(final_answer)` ends the episode: the verifier (awm_verify.py, in a child process; code mode, or
+        SQL mode with an LLM judge, awm_judge.py) says complete or not, and the reward is the `complete` or
+        `incomplete` value (manifest `rewards`, or the reset option of that name). An action with no usable tool
+        call is answered with the `format_error` reward; the episode goes on. With the reset option parity=True,
+        actions follow AWM's own agent protocol instead (awm_parity.py), where a turn with no call is the answer.
+close:  the episode's files are removed (also when a failure or the reaper ends the session); a worker that
+        died leaves a folder that the next worker to start removes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import random
@@ -22,17 +26,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from openenv_gym.adapters.awm_verify import verify
-from openenv_gym.adapters.awm_worlds import Tool, World, Worlds, call_tool, episode_engine
+from openenv_gym.adapters import awm_parity
+from openenv_gym.adapters.awm_judge import JUDGE_MODEL, JUDGE_URL, Judge
+from openenv_gym.adapters.awm_verify import SQL_ENTRY, Verdict, run_verifier, verify
+from openenv_gym.adapters.awm_worlds import World, Worlds, call_tool, episode_engine
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import reveals_hidden
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError
-from openenv_gym.manifests.schema import AwmManifest
+from openenv_gym.manifests.schema import AwmManifest, AwmRewards
 
 SPLIT = "train"  # every scenario's tasks, in index order: one catalog over all of them
+SCRATCH_PREFIX = "openenv-gym-awm-"  # + the worker's pid: its episode files
+MODES = ("code", "sql")
 SUBMIT = {"name": "submit", "description": "Give your final answer and end the task (for a question, the answer; "
           "for a change, a short summary of what you did).",
           "inputSchema": {"type": "object", "properties": {"final_answer": {"type": "string"}},
@@ -47,8 +55,11 @@ class AwmFactory:
         self.catalog_entries = [(world["name"], task) for world in self.index for task in world["tasks"]]
         self.by_name = {world["name"]: world for world in self.index}
         # this worker's episode files; a folder per process, so a crashed worker's files are found and removed
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"openenv-gym-awm-{os.getpid()}-"))
+        remove_orphans(Path(tempfile.gettempdir()))
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        atexit.register(shutil.rmtree, self.scratch, True)
         self.worlds = Worlds(self.root, self.scratch, manifest.max_loaded)
+        self.judge = Judge.from_environment()
 
     def __call__(self) -> AwmSession:
         return AwmSession(self)
@@ -98,18 +109,44 @@ class AwmSession(Environment):
         self.world: World | None = None
         self.task: dict[str, Any] = {}
         self.scenario = ""
+        self.mode = "code"
+        self.parity = False
+        self.rewards = factory.manifest.rewards
+        self.trajectory: list[dict[str, Any]] = []  # the tool calls and results, for an LLM judge
+
+    def _settings(self, task: dict[str, Any], options: dict[str, Any]) -> None:
+        """The episode's verifier mode, protocol and rewards, from the reset options; refused with a message."""
+        mode = options.get("verifier_mode") or ("code" if "code" in task["verifiers"] else "sql")
+        if mode not in MODES or mode not in task["verifiers"]:
+            raise BadRequestError(f"verifier_mode {mode!r}: this task has verifiers for {', '.join(task['verifiers'])}")
+        if mode == "sql" and self.factory.judge is None:
+            raise BadRequestError(
+                "this task is verified in SQL mode, by an LLM judge: start the server with "
+                f"{JUDGE_URL}=http://host:port/v1 and {JUDGE_MODEL}=<model> (an OpenAI-compatible endpoint)")
+        try:
+            self.rewards = self.factory.manifest.rewards.model_copy(
+                update=AwmRewards.model_validate(options.get("rewards") or {}).model_dump(exclude_unset=True))
+        except ValueError as exc:
+            raise BadRequestError(f"option rewards: {exc}") from None
+        self.mode, self.parity = mode, bool(options.get("parity", False))
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
         scenario, task = self.factory.pick(seed, options)
+        self._settings(task, options)
         await self._end_episode()
         self.world = await self.factory.worlds.get(scenario)
         self.folder = Path(await asyncio.to_thread(tempfile.mkdtemp, dir=self.factory.scratch))
         template = self.factory.root / scenario / "template.db"
         await asyncio.to_thread(_copy_pair, template, self.folder)
         self.engine = episode_engine(self.folder / "db.sqlite")
-        self.scenario, self.task = scenario, task
-        info: dict[str, Any] = {"scenario": scenario, "task_idx": task["index"], "tools": self.tools()}
+        self.scenario, self.task, self.trajectory = scenario, task, []
+        info: dict[str, Any] = {"scenario": scenario, "task_idx": task["index"], "verifier_mode": self.mode}
+        if self.parity:
+            prompt = options.get("system_prompt") or awm_parity.SYSTEM_PROMPT
+            info["messages"] = [{"role": "system", "content": prompt}, {"role": "user", "content": task["task"]}]
+        else:
+            info["tools"] = self.tools()
         if reveals_hidden(options):
             info["verifiers"] = task["verifiers"]
         return ResetResult(task["task"], info)
@@ -119,30 +156,60 @@ class AwmSession(Environment):
         return [tool.mcp() for tool in self.world.tools.values()] + [SUBMIT]
 
     async def step(self, action: Any) -> StepResult:
+        if self.parity:
+            return await self._parity_step(action)
         assert self.world is not None
-        names = [*self.world.tools, SUBMIT["name"]]
-        call = await read_action(find_tool_call, action, names)
-        rewards = self.factory.manifest.rewards
+        call = await read_action(find_tool_call, action, [*self.world.tools, SUBMIT["name"]])
         if isinstance(call, str):
-            return invalid_action(call, reward=rewards.format_error)
+            return invalid_action(call, reward=self.rewards.format_error)
         if call["name"] == SUBMIT["name"]:
             return await self._submit(call["arguments"].get("final_answer"))
-        tool: Tool = self.world.tools[call["name"]]
-        text, failed = await call_tool(self.world, tool, call["arguments"], self.engine)
-        return StepResult(text, 0.0, info={"tool": tool.name, "is_error": failed})
+        return await self._run(call["name"], call["arguments"])
+
+    async def _parity_step(self, action: Any) -> StepResult:
+        assert self.world is not None
+        parsed = await read_action(awm_parity.parse, action)
+        if parsed.kind == "final":
+            return await self._submit(parsed.text)
+        if parsed.kind == "list":
+            return StepResult(awm_parity.listing([tool.mcp() for tool in self.world.tools.values()]))
+        if parsed.kind == "call" and parsed.tool in self.world.tools:
+            return await self._run(parsed.tool, parsed.arguments or {})
+        text = parsed.text or f"Error: Unknown tool '{awm_parity.PREFIX}{parsed.tool}'. Call list_tools to see them."
+        return StepResult(text, self.rewards.format_error, info={"error": {"code": "invalid_action", "message": text}})
+
+    async def _run(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        assert self.world is not None
+        text, failed = await call_tool(self.world, self.world.tools[name], arguments, self.engine)
+        self.trajectory.append({"tool": name, "arguments": arguments, "result": text[:2000]})
+        return StepResult(text, 0.0, info={"tool": name, "is_error": failed})
 
     async def _submit(self, answer: Any) -> StepResult:
         assert self.folder is not None
-        rewards = self.factory.manifest.rewards
-        code = (self.factory.root / self.scenario / f"verify_{self.task['index']}.py").read_text()
-        verdict = await verify(code, self.folder / "initial.sqlite", self.folder / "db.sqlite",
-                               answer if isinstance(answer, str) else json.dumps(answer),
-                               self.factory.manifest.verifier_timeout)
+        answer = answer if isinstance(answer, str) else json.dumps(answer)
+        verdict = await (self._judged(answer) if self.mode == "sql" else verify(
+            self._verifier(".py"), self.folder / "initial.sqlite", self.folder / "db.sqlite", answer,
+            self.factory.manifest.verifier_timeout))
         info: dict[str, Any] = {"complete": verdict.complete}
         if verdict.error is not None:
             info["error"] = verdict.error
-        reward = rewards.complete if verdict.complete else rewards.incomplete
+        reward = self.rewards.complete if verdict.complete else self.rewards.incomplete
         return StepResult("complete" if verdict.complete else "incomplete", reward, True, info=info)
+
+    def _verifier(self, suffix: str) -> str:
+        return (self.factory.root / self.scenario / f"verify_{self.task['index']}{suffix}").read_text()
+
+    async def _judged(self, answer: str) -> Verdict:
+        """SQL mode: the verifier's facts of both databases, classified by the judge."""
+        assert self.folder is not None and self.factory.judge is not None
+        timeout = self.factory.manifest.verifier_timeout
+        facts, error = await run_verifier(self._verifier(".sql.py"), SQL_ENTRY, self.folder / "initial.sqlite",
+                                          self.folder / "db.sqlite", answer, timeout)
+        if error is not None:
+            return Verdict(False, error)
+        classification, error = await self.factory.judge.classify(self.task["task"], self.trajectory, answer, facts,
+                                                                  timeout)
+        return Verdict(classification == "complete", error)
 
     def extras(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "task_idx": self.task.get("index")} if self.scenario else {}
@@ -156,6 +223,24 @@ class AwmSession(Environment):
 
     async def close(self) -> None:
         await self._end_episode()
+
+
+def remove_orphans(root: Path) -> None:
+    """Remove the episode folders of workers that died without cleaning up (killed, say)."""
+    for folder in root.glob(f"{SCRATCH_PREFIX}*"):
+        pid = folder.name.removeprefix(SCRATCH_PREFIX).split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _copy_pair(template: Path, folder: Path) -> None:

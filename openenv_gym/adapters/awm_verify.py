@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,8 @@ async def verify(code: str, initial: Path, final: Path, answer: str, timeout: fl
 async def run_verifier(code: str, entry: str, initial: Path, final: Path, answer: str,
                        timeout: float) -> tuple[object, dict | None]:
     """(what the verifier's `entry` returned, None) or (None, the typed error)."""
-    limits = {"cpu": max(1, int(timeout)), "memory": MEMORY_BYTES, "files": OPEN_FILES}
+    # the CPU limit is a backstop past the wall clock (CPU time never exceeds it): a busy loop is a timeout
+    limits = {"cpu": math.ceil(timeout) + 1, "memory": MEMORY_BYTES, "files": OPEN_FILES}
     payload = json.dumps({"code": code, "entry": entry, "initial": str(initial), "final": str(final),
                           "answer": answer})
     for path in (initial, final):
