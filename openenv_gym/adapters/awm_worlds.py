@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import types
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,17 @@ class World:
     name: str
     app: Any
     tools: dict[str, Tool]
+    clients: dict[int, Any] = field(default_factory=dict)  # an httpx client on the app, per worker thread
+
+    def client(self) -> Any:
+        """This thread's client of the app (a client is bound to its thread's event loop)."""
+        import httpx
+
+        client = self.clients.get(threading.get_ident())
+        if client is None:
+            client = self.clients[threading.get_ident()] = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=self.app), base_url="http://awm")
+        return client
 
 
 def load_world(folder: Path, scratch: Path) -> World:
@@ -184,7 +195,6 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
 
 def _request(world: World, tool: Tool, arguments: dict[str, Any], engine: Any) -> tuple[int, str]:
     """One call of a tool, in a worker thread: (HTTP status, body text)."""
-    import httpx
 
     async def send() -> tuple[int, str]:
         CURRENT_ENGINE.set(engine)
@@ -193,8 +203,8 @@ def _request(world: World, tool: Tool, arguments: dict[str, Any], engine: Any) -
             path = path.replace("{" + name + "}", str(arguments.get(name, "")))
         query = {name: arguments[name] for name in tool.query_params if arguments.get(name) is not None}
         body = {k: v for k, v in arguments.items() if k not in tool.path_params and k not in tool.query_params}
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=world.app), base_url="http://awm") as http:
-            response = await http.request(tool.method, path, params=query, json=body if tool.has_body else None)
+        response = await world.client().request(tool.method, path, params=query,
+                                                json=body if tool.has_body else None)
         return response.status_code, response.text
 
     return _thread_loop().run_until_complete(send())  # the call's task has a context of its own
