@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from awm_worlds import scratch_dataset
 from conftest import ROOT
 
 from benchmarks.episodes import ENVS
@@ -96,3 +97,13 @@ def test_openenv_comparison_runs():
         assert row[side]["errors"] == 0 and row[side]["steps_per_s"] > 0
     assert row["anchor"]["steps"] == row["openenv_client_on_ours"]["steps"] == 8 * 20  # the same work on both
     assert figures["hold"]["sessions_open"] == 50 and figures["hold"]["errors"] == 0
+
+
+@pytest.mark.env_venvs.with_args(scratch_dataset)
+def test_awm_comparison_runs():
+    result = run_module("benchmarks.awm_compare", "--sessions", "4", "--hold", "20", "--seconds", "0.5", timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "awm_compare.json").read_text())
+    assert figures["hold"] == figures["hold"] | {"sessions": 20, "errors": 0}
+    for side in ("ours", "awm_way"):
+        assert figures[side]["calls_per_s"] > 0 and figures[side]["reset"]["n"] > 0
