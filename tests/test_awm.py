@@ -288,3 +288,30 @@ def _dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+def test_worlds_dropped_from_the_cache_keep_serving_their_episodes(dataset, tmp_path):
+    [result] = import_environment(dataset, "tight", tmp_path / "out")
+    manifest = result.folder / "openenv.toml"
+    manifest.write_text(manifest.read_text() + "max_loaded = 1\n")  # one world loaded per worker at a time
+    server = start(result.folder, tmp_path)
+    try:
+        async def main():
+            async with openenv_gym.connect(server.url) as conn:
+                shop, todo = conn.session(), conn.session()
+                await shop.reset(options={"scenario": "bookstore_1", "task_idx": 0})
+                await todo.reset(options={"scenario": "todo_list_2", "task_idx": 0})  # bookstore_1 is dropped
+                books = json.loads((await shop.step(call("search_books")))[0])
+                assert len(books) == 5  # its episode still has its world
+                await shop.reset(options={"scenario": "bookstore_1", "task_idx": 1})  # loaded again
+                assert len(json.loads((await shop.step(call("search_books")))[0])) == 5
+                assert json.loads((await todo.step(call("list_projects")))[0])[0]["name"] == "Home"
+                listed = await conn.tasks("train", 0, 10)
+                assert [(t["scenario"], t["task_idx"]) for t in listed] == [
+                    (s, i) for s in ("bookstore_1", "todo_list_2") for i in range(3)]
+                assert {s["name"]: s["num_tasks"] for s in await conn.splits()} == {"train": 6}
+                await shop.close()
+                await todo.close()
+        asyncio.run(main())
+    finally:
+        server.stop()

@@ -33,7 +33,7 @@ from openenv_gym.adapters.awm_worlds import World, Worlds, call_tool, episode_en
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.tasks import reveals_hidden
+from openenv_gym.episode.tasks import reveals_hidden, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError
 from openenv_gym.manifests.schema import AwmManifest, AwmRewards
@@ -71,10 +71,17 @@ class AwmFactory:
 
     # -- catalog ---------------------------------------------------------------------------------
 
+    async def splits(self) -> list[dict[str, str]]:
+        return [{"name": SPLIT, "type": "train"}]
+
+    async def num_tasks(self, split: str) -> int:
+        return len(self.catalog_entries)
+
     async def catalog(self) -> list[dict[str, Any]]:
-        return [{"name": SPLIT, "type": "train", "num_tasks": len(self.catalog_entries)}]
+        return await splits_with_counts(self)
 
     async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        """Every task is listed with its text (observations show it too); the verifiers stay on the server."""
         return [{"index": i, "scenario": self.catalog_entries[i][0], "task_idx": self.catalog_entries[i][1]["index"],
                  "task": self.catalog_entries[i][1]["task"]} for i in window if i < len(self.catalog_entries)]
 
