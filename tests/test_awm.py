@@ -240,6 +240,7 @@ def test_awms_own_protocol_in_parity_mode(shop_url):
     obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "search", "arguments": {}}</tool_call>')
     assert obs == "Error: Unknown tool 'search'. Only 'list_tools' and 'call_tool' are available."
     assert (reward, terminated) == (-1.0, False)
+    assert env.step({"name": "list_tools", "arguments": None})[0] == listing  # a call given as an object
     obs, reward, terminated, truncated, info = env.step("You have 2 open tasks in Home.")  # no call: the answer
     assert (obs, reward, terminated) == ("complete", 1.0, True)
     custom = env.reset(options={"scenario": "todo_list_2", "task_idx": 1, "parity": True, "system_prompt": "Hi."})

@@ -195,7 +195,7 @@ class AwmSession(Environment):
         assert self.folder is not None
         answer = answer if isinstance(answer, str) else json.dumps(answer)
         verdict = await (self._judged(answer) if self.mode == "sql" else verify(
-            self._verifier(".py"), self.folder / "initial.sqlite", self.folder / "db.sqlite", answer,
+            await self._verifier(".py"), self.folder / "initial.sqlite", self.folder / "db.sqlite", answer,
             self.factory.manifest.verifier_timeout))
         info: dict[str, Any] = {"complete": verdict.complete}
         if verdict.error is not None:
@@ -203,14 +203,15 @@ class AwmSession(Environment):
         reward = self.rewards.complete if verdict.complete else self.rewards.incomplete
         return StepResult("complete" if verdict.complete else "incomplete", reward, True, info=info)
 
-    def _verifier(self, suffix: str) -> str:
-        return (self.factory.root / self.scenario / f"verify_{self.task['index']}{suffix}").read_text()
+    async def _verifier(self, suffix: str) -> str:
+        return await asyncio.to_thread((self.factory.root / self.scenario / f"verify_{self.task['index']}{suffix}")
+                                       .read_text)
 
     async def _judged(self, answer: str) -> Verdict:
         """SQL mode: the verifier's facts of both databases, classified by the judge."""
         assert self.folder is not None and self.factory.judge is not None
         timeout = self.factory.manifest.verifier_timeout
-        facts, error = await run_verifier(self._verifier(".sql.py"), SQL_ENTRY, self.folder / "initial.sqlite",
+        facts, error = await run_verifier(await self._verifier(".sql.py"), SQL_ENTRY, self.folder / "initial.sqlite",
                                           self.folder / "db.sqlite", answer, timeout)
         if error is not None:
             return Verdict(False, error)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from openenv_gym.episode.toolcalls import parse_tool_calls
+from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_calls
 
 PREFIX = "mcp_tool_"
 SYSTEM_PROMPT = """\
@@ -55,11 +55,18 @@ def listing(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def parse(text: str) -> Parsed:
-    """A model turn in AWM's protocol: what it asks for (only its first call counts, as in AWM)."""
-    calls = parse_tool_calls(text) if isinstance(text, str) else []
+def parse(turn: str | dict) -> Parsed:
+    """A model turn in AWM's protocol (its text, or a call as an object): what it asks for (only its first call
+    counts, as in AWM)."""
+    if isinstance(turn, dict):
+        call = normalize_tool_call(turn)
+        if call is None:
+            return Parsed("error", text='Error: a call is {"name": "list_tools" | "call_tool", "arguments": ...}')
+        calls = [call]
+    else:
+        calls = parse_tool_calls(turn)
     if not calls:
-        return Parsed("final", text=text if isinstance(text, str) else json.dumps(text))
+        return Parsed("final", text=turn)
     name, arguments = calls[0]["name"], calls[0]["arguments"]
     if name == "list_tools":
         return Parsed("list")
