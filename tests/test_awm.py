@@ -140,6 +140,10 @@ def test_the_catalog_spans_every_scenario_and_make_vec_mixes_them(shop_url):
         env.reset(options={"scenario": "bookstore_1", "task_idx": 3})
     with pytest.raises(openenv_gym.BadRequestError, match="unknown scenario"):
         env.reset(options={"scenario": "casino_9"})
+    with pytest.raises(openenv_gym.BadRequestError, match="unknown scenario"):
+        env.reset(options={"scenario": ["bookstore_1"]})
+    with pytest.raises(openenv_gym.BadRequestError, match="system_prompt must be a string"):
+        env.reset(options={"scenario": "bookstore_1", "parity": True, "system_prompt": 3})
     env.close()
     assert len(set(obs)) > 1  # six seeded picks over both scenarios
 

@@ -243,3 +243,35 @@ def test_openenv_http_routes_answer_on_our_imported_server(our_guess):
     schema = httpx.get(http_url(our_guess) + "/schema", timeout=5).json()
     assert schema["action"]["oneOf"][0]["properties"]["tool_name"]["enum"] == ["guess", "hint"]
     assert httpx.get(http_url(our_guess) + "/health", timeout=5).json() == {"status": "healthy"}
+
+
+def test_an_openenv_server_that_answers_garbage_loses_only_that_session():
+    """A server whose /ws answers are not JSON: a typed error, the session dropped, the env usable after."""
+    import threading
+
+    from websockets.sync.server import serve
+
+    answers = iter(["this is not JSON", json.dumps({"type": "observation", "data": {
+        "observation": {"text": "fine"}, "reward": None, "done": False}})])
+
+    def route(connection, request):
+        if request.path == "/schema":
+            return connection.respond(200, json.dumps({"action": {"type": "object", "properties": {
+                "message": {"type": "string"}}, "required": ["message"]}}))
+        if request.path == "/metadata":
+            return connection.respond(200, json.dumps({"name": "garbage"}))
+        return None
+
+    def handler(socket):
+        for _ in socket:
+            socket.send(next(answers))
+
+    with serve(handler, "127.0.0.1", 0, process_request=route) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        env = gym.make("openenv/remote", base_url=url)
+        with pytest.raises(openenv_gym.EnvError, match="not a JSON object"):
+            env.reset(seed=0)
+        assert env.reset(seed=0)[0] == "fine"  # a new socket, a new session
+        env.close()
+        server.shutdown()

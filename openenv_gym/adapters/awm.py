@@ -88,7 +88,7 @@ class AwmFactory:
     def pick(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """(scenario, task entry) of a reset."""
         if "scenario" in options:
-            world = self.by_name.get(options["scenario"])
+            world = self.by_name.get(options["scenario"]) if isinstance(options["scenario"], str) else None
             if world is None:
                 raise BadRequestError(f"unknown scenario {options['scenario']!r}; scenarios: "
                                       f"{', '.join(list(self.by_name)[:20])}")
@@ -135,6 +135,8 @@ class AwmSession(Environment):
                 update=AwmRewards.model_validate(options.get("rewards") or {}).model_dump(exclude_unset=True))
         except ValueError as exc:
             raise BadRequestError(f"option rewards: {exc}") from None
+        if not isinstance(options.get("system_prompt", ""), str):
+            raise BadRequestError("option system_prompt must be a string")
         self.mode, self.parity = mode, bool(options.get("parity", False))
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:

@@ -179,6 +179,8 @@ class OpenEnvSession(TransportSession):
                 await ws.send(orjson.dumps(message).decode())
                 async with asyncio.timeout(self.transport.request_timeout):
                     answer = orjson.loads(await ws.recv())
+                if not isinstance(answer, dict):
+                    raise orjson.JSONDecodeError("not a JSON object", "", 0)
             except TimeoutError:
                 await self._drop()
                 raise RequestTimeoutError(
@@ -189,6 +191,10 @@ class OpenEnvSession(TransportSession):
                 await self._drop()
                 raise ConnectionLostError(f"the OpenEnv server closed the session's socket ({exc}); reset to "
                                           "start a new one") from None
+            except orjson.JSONDecodeError as exc:  # nothing after an unreadable answer can be trusted
+                await self._drop()
+                raise EnvError(f"the OpenEnv server at {self.transport.ws_url} sent an answer that is not a JSON "
+                               f"object ({exc}); its session is dropped") from None
         if answer.get("type") != "error":
             return answer.get("data") or {}
         data = answer.get("data") or {}
