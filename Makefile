@@ -21,7 +21,14 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check openenv_gym servers tests benchmarks examples scripts
 
-test: lint
+# The browser tests run Debian's Chromium (Playwright's own browser download is out of reach here).
+CHROMIUM ?= /usr/bin/chromium
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "the browser tests need Chromium at $(CHROMIUM): install it"; exit 1; }
+	apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+
+test: lint $(CHROMIUM)
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed

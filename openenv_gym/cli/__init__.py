@@ -66,6 +66,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--reveal-tasks", action="store_true",
                        help="list tasks whole, answers included, in GET /tasks and the tasks op (default: their "
                             "hidden parts are left out, as in observations; anyone who reaches the port may list)")
+    serve.add_argument("--no-web", action="store_true", help="do not serve the playground page at /web")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
@@ -86,7 +87,7 @@ def _run_serve(args: argparse.Namespace) -> None:
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
           max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout, resume_window=args.resume_window,
           max_action_chars=args.max_action_chars, threads=args.threads, reveal_tasks=args.reveal_tasks,
-          env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
+          web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin)
 
 

@@ -34,3 +34,4 @@ class ServeConfig:
     env_args: dict[str, Any] = field(default_factory=dict)  # verifiers: arguments of load_environment()
     ping_interval: float | None = None  # server pings; off: clients may not read while the model thinks
     reveal_tasks: bool = False  # task listings (GET /tasks, the tasks op) hold the tasks' hidden parts (answers)
+    web: bool = True  # the playground page, GET /web

@@ -61,9 +61,9 @@ Route = Callable[[], dict]
 
 
 def make_process_request(token: str | None, open_routes: dict[str, Route], routes: dict[str, Route],
-                         catalog: Catalog):
-    """The websockets `process_request` hook: answer GET routes (`open_routes` even without the token), refuse
-    missing tokens."""
+                         catalog: Catalog, pages: dict[str, tuple[str, str]] | None = None):
+    """The websockets `process_request` hook: answer GET routes (`open_routes` and the static `pages`, {path:
+    (body, content type)}, even without the token: they hold nothing the token guards), refuse missing tokens."""
 
     async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
         try:
@@ -79,6 +79,12 @@ def make_process_request(token: str | None, open_routes: dict[str, Route], route
         path, _, query_string = request.path.partition("?")
         if path in open_routes:  # health checks: open even with a token, for liveness probes
             return json_response(connection, HTTPStatus.OK, open_routes[path]())
+        if pages and path in pages:
+            body, kind = pages[path]
+            response = connection.respond(HTTPStatus.OK, body)
+            del response.headers["Content-Type"]
+            response.headers["Content-Type"] = kind
+            return response
         refusal = None if token is None else bearer_refusal(request, token)
         if refusal is not None:
             return json_response(connection, HTTPStatus.UNAUTHORIZED, {"error": UnauthorizedError(refusal).to_wire()})
