@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import health, http_url, wait_until
+from conftest import ROOT, health, http_url, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -110,6 +110,25 @@ def test_bad_input_in_a_form_shows_an_error_and_the_session_goes_on(browser, gue
     assert "than" in call(page, "guess", number="50")  # the episode goes on
     page.close()
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+@pytest.mark.env_venvs(ROOT / "tests" / "ors_envs" / "answer")
+def test_a_task_picked_from_the_catalog(browser, start_server, tmp_path):
+    from openenv_gym.importers import import_environment
+
+    [imported] = import_environment(ROOT / "tests" / "ors_envs" / "answer", "answer", tmp_path)
+    url = start_server(str(imported.folder))
+    page = open_page(browser, url)
+    assert page.locator("#split option").all_inner_texts() == ["(a seeded choice)", "train (3 tasks)",
+                                                               "test (1 tasks)"]
+    page.select_option("#split", "test")
+    page.wait_for_function("document.getElementById('task').options.length === 1")
+    assert page.inner_text("#task") == "task 0"  # the task spec (it holds the answer) stays hidden
+    reset(page, 0)
+    assert page.inner_text("#observation") == "What is 10 - 4?"
+    assert call(page, "answer", answer="6") == "correct"
+    assert "reward 1" in page.inner_text("#outcome")
+    page.close()
 
 
 def test_no_web_turns_the_page_off(start_server):

@@ -152,15 +152,49 @@ function record(entry) {
   $("history").append(item);
 }
 
+// -- the task catalog: splits and their tasks (answers stay hidden, as everywhere) ------------------------------
+
+async function showCatalog() {
+  const splits = (await request({ op: "splits" })).splits || [];
+  if (!splits.length) return;
+  for (const split of splits) {
+    const option = document.createElement("option");
+    option.value = split.name;
+    option.textContent = `${split.name} (${split.num_tasks} tasks)`;
+    $("split").append(option);
+  }
+  $("split").addEventListener("change", showTasks);
+  $("catalog").hidden = false;
+}
+
+async function showTasks() {
+  const split = $("split").value;
+  $("task").replaceChildren();
+  if (!split) return;
+  const listing = await request({ op: "tasks", split, start: 0, stop: 200 });
+  for (const task of listing.tasks) {
+    const option = document.createElement("option");
+    option.value = String(task.index);
+    const text = task.task || task.question || task.prompt;
+    option.textContent = typeof text === "string" ? `${task.index}: ${text.slice(0, 80)}` : `task ${task.index}`;
+    $("task").append(option);
+  }
+}
+
+function resetOptions() {
+  const split = $("split").value;
+  return split ? { split, index: Number($("task").value) } : undefined;
+}
+
 async function reset() {
   showError(null);
   const seedText = $("seed").value.trim();
   const seed = seedText === "" ? Math.floor(Math.random() * 2 ** 31) : Number(seedText);
   try {
-    const answer = await request({ op: "reset", session: play.session || undefined, seed });
+    const answer = await request({ op: "reset", session: play.session || undefined, seed, options: resetOptions() });
     play.session = answer.session;
     play.live = true;
-    play.episode = { env: play.env.name, seed, steps: [] };
+    play.episode = { env: play.env.name, seed, options: resetOptions() || {}, steps: [] };
     $("history").replaceChildren();
     $("observation").textContent = answer.obs;
     $("outcome").textContent = "";
@@ -213,6 +247,7 @@ async function main() {
     $("env-description").textContent = info.env.description || "";
     document.title = `${info.env.name} · openenv_gym playground`;
     showTools(info.env.tools);
+    await showCatalog();
     status("connected: press Reset to start an episode");
   } catch (error) {
     status(`not connected: ${error.message || error}`);
