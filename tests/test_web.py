@@ -131,6 +131,28 @@ def test_a_task_picked_from_the_catalog(browser, start_server, tmp_path):
     page.close()
 
 
+def test_the_token_prompt(browser, start_server):
+    url = start_server("echo", "--token", "s3cret/+=token")  # characters a subprotocol cannot hold as they are
+    page = browser.new_page()
+    page.goto(http_url(url) + "/web")  # the page itself is open; its WebSocket needs the token
+    page.wait_for_selector("#token-form:not([hidden])")
+    assert "token" in page.inner_text("#status")
+    page.fill("#token", "wrong")
+    page.click("#token-form button")
+    page.wait_for_function("document.getElementById('status').textContent.includes('refused')")
+    page.fill("#token", "s3cret/+=token")
+    page.click("#token-form button")
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('connected')")
+    assert "s3cret" not in page.url
+    reset(page, 0)
+    page.fill("#text-action", "hi")
+    page.click("#text-form button")
+    page.wait_for_function("document.getElementById('history').children.length === 2")
+    assert page.inner_text("#observation") == "hi"
+    page.close()
+    assert httpx.get(http_url(url) + "/info", timeout=5).status_code == 401  # other routes still want the header
+
+
 def test_no_web_turns_the_page_off(start_server):
     url = start_server("echo", "--no-web")
     assert httpx.get(http_url(url) + "/web", timeout=5).status_code == 404

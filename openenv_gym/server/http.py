@@ -7,8 +7,10 @@ protocol paths through to the WebSocket front ends.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
@@ -30,9 +32,30 @@ def json_response(connection: ServerConnection, status: HTTPStatus, body: Any) -
     return response
 
 
+BROWSER_SUBPROTOCOL = "openenv-gym"  # what the playground asks for; it carries the token in a second one:
+TOKEN_SUBPROTOCOL = "openenv-gym.bearer."  # + the token, base64url without padding (browsers set no headers)
+
+
 def bearer_refusal(request: Request, token: str) -> str | None:
-    """Why the request's credentials are refused, or None when they carry the token."""
+    """Why the request's credentials are refused, or None when they carry the token: in the Authorization
+    header, or, from a browser's WebSocket (which cannot set headers), in a subprotocol."""
+    offered = [p.strip() for value in request.headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",")]
+    for protocol in offered:
+        if protocol.startswith(TOKEN_SUBPROTOCOL):
+            encoded = protocol.removeprefix(TOKEN_SUBPROTOCOL)
+            try:
+                supplied = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+            except (ValueError, binascii.Error):
+                supplied = b""
+            if hmac.compare_digest(supplied, token.encode()):
+                return None
+            return "the token in the WebSocket subprotocol is not this server's"
     return authorization_refusal(request.headers.get_all("Authorization"), token)
+
+
+def select_subprotocol(connection: ServerConnection, offered: Sequence[str]) -> str | None:
+    """The playground's subprotocol when a browser offers it; no subprotocol for every other client."""
+    return BROWSER_SUBPROTOCOL if BROWSER_SUBPROTOCOL in offered else None
 
 
 def authorization_refusal(supplied: list[str], token: str) -> str | None:

@@ -23,7 +23,7 @@ from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
-from openenv_gym.server.http import make_process_request
+from openenv_gym.server.http import make_process_request, select_subprotocol
 from openenv_gym.server.http_post import PostAwareConnection
 from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
@@ -159,6 +159,7 @@ class Worker:
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
             ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
             create_connection=PostAwareConnection.with_routes({"/mcp": self.openenv.post_mcp}),
+            select_subprotocol=select_subprotocol,
         ):
             ready()
             chores = [loop.create_task(self._housekeeping(stop)), loop.create_task(self._cut_incomplete_frames())]

@@ -5,13 +5,23 @@
 const $ = (id) => document.getElementById(id);
 const play = { ws: null, nextId: 1, waiting: new Map(), session: null, env: null, episode: null, live: false };
 
-function connect() {
+function tokenProtocol(token) {
+  // the token rides in a WebSocket subprotocol (base64url): a browser sets no headers, and URLs get logged
+  const encoded = btoa(String.fromCharCode(...new TextEncoder().encode(token)))
+    .replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return `openenv-gym.bearer.${encoded}`;
+}
+
+function connect(token) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const protocols = ["openenv-gym", ...(token ? [tokenProtocol(token)] : [])];
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${scheme}://${location.host}/`);
-    ws.onopen = () => resolve(ws);
+    const ws = new WebSocket(`${scheme}://${location.host}/`, protocols);
+    ws.onopen = () => {
+      ws.onclose = () => status("disconnected: reload the page to start a new session");
+      resolve(ws);
+    };
     ws.onerror = () => reject(new Error("cannot open a WebSocket to this server"));
-    ws.onclose = () => status("disconnected: reload the page to start a new session");
     ws.onmessage = (event) => {
       for (const answer of JSON.parse(event.data)) {
         const waiter = play.waiting.get(answer.id);
@@ -238,9 +248,16 @@ function download() {
   URL.revokeObjectURL(link.href);
 }
 
-async function main() {
+async function start(token) {
   try {
-    play.ws = await connect();
+    play.ws = await connect(token);
+  } catch (error) {
+    $("token-form").hidden = false;  // refused: most likely the server wants its token
+    status(token ? "not connected: the server refused this token" : "not connected: enter the server's token");
+    return;
+  }
+  $("token-form").hidden = true;
+  try {
     const info = await request({ op: "info" });
     play.env = info.env;
     $("env-name").textContent = info.env.name;
@@ -252,6 +269,14 @@ async function main() {
   } catch (error) {
     status(`not connected: ${error.message || error}`);
   }
+}
+
+async function main() {
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    start($("token").value);
+  });
+  await start(null);
   $("reset").addEventListener("click", reset);
   $("download").addEventListener("click", download);
   $("text-form").addEventListener("submit", (event) => {
