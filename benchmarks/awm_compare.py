@@ -30,7 +30,7 @@ import numpy as np
 
 from benchmarks.episodes import ROOT, imported_server
 from benchmarks.measures import save_result
-from benchmarks.openenv_server import free_port
+from benchmarks.ors_compare import free_port
 from openenv_gym.cli.procinfo import tree_rss
 
 sys.path.insert(0, str(ROOT / "tests"))  # the AWM worlds written for the tests: the dataset's hub is unreachable

@@ -16,11 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from benchmarks.ors_compare import free_port
 
 
 @contextlib.contextmanager

@@ -30,9 +30,15 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.errors import CapacityError
 from openenv_gym.manifests.schema import ManifestError, OpenEnvManifest
-from openenv_gym.protocol.openenv import reset_from_payload, step_from_payload, text_field, tool_of, wire_action
+from openenv_gym.protocol.openenv import (
+    reset_from_payload,
+    state_extras,
+    step_from_payload,
+    text_field,
+    tool_of,
+    wire_action,
+)
 
-STATE_COUNTS = ("episode_id", "step_count")  # State fields the session keeps itself; the rest are extras
 PAYLOAD_FIELDS = frozenset({"reward", "done"})  # sent next to the observation, not in it
 
 
@@ -180,9 +186,7 @@ class OpenEnvSession(Environment):
     def extras(self) -> dict[str, Any]:
         if self.env is None:
             return {}
-        state = to_jsonable_python(self.env.state)
-        return {key: value for key, value in state.items() if key not in STATE_COUNTS} if isinstance(state, dict) \
-            else {}
+        return state_extras(to_jsonable_python(self.env.state))
 
     async def close(self) -> None:
         if self.closed:

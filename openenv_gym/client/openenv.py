@@ -26,6 +26,7 @@ from jsonschema.exceptions import best_match
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from openenv_gym.client.handshake import websocket_url
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport, TransportSession
 from openenv_gym.episode.results import Action, invalid_action
 from openenv_gym.episode.state import Episode, episode_id_of, step_limit
@@ -41,6 +42,7 @@ from openenv_gym.errors import (
 from openenv_gym.protocol.openenv import (
     is_tool_schema,
     reset_from_payload,
+    state_extras,
     step_from_payload,
     text_field,
     tool_of,
@@ -59,13 +61,6 @@ def http_url(url: str) -> str:
     return url
 
 
-def ws_url(url: str) -> str:
-    for http, ws in (("http://", "ws://"), ("https://", "wss://")):
-        if url.startswith(http):
-            return ws + url.removeprefix(http)
-    return url
-
-
 class OpenEnvTransport(Transport):
     """One OpenEnv server: its environment, one socket per session."""
 
@@ -79,7 +74,7 @@ class OpenEnvTransport(Transport):
             raise ValueError("an OpenEnv server is started with its environment's arguments; env_args cannot be "
                              "given by the client")
         self.url = http_url(url)
-        self.ws_url = ws_url(self.url) + "/ws"
+        self.ws_url = websocket_url(self.url) + "/ws"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.request_timeout = request_timeout
         self.open_timeout = open_timeout
@@ -234,7 +229,7 @@ class OpenEnvSession(TransportSession):
         if self.ws is None or self.episode.episode_id is None:
             return Episode().state(None)
         theirs = await self.ask({"type": "state"})
-        extras = {k: v for k, v in theirs.items() if k not in ("episode_id", "step_count")}
+        extras = state_extras(theirs)
         state = self.episode.state(self.id) | {"episode_id": theirs.get("episode_id", self.episode.episode_id)}
         return state | ({"extras": extras} if extras else {})
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from openenv_gym.client.openenv import OpenEnvTransport, http_url, ws_url
+from openenv_gym.client.handshake import websocket_url
+from openenv_gym.client.openenv import http_url
 from openenv_gym.client.transport import Pending, Reply, Transport, TransportSession
 from openenv_gym.episode.results import Action
 from openenv_gym.errors import ServerUnreachableError
@@ -67,9 +68,8 @@ class ProbedTransport(Transport):
         options = dict(self.options)
         if speaks == "ors" and options.get("env") is None:
             options["env"] = await self._only_ors_env()
-        url = ws_url(http_url(self.url)) if speaks == "native" else http_url(self.url)
-        cls = OpenEnvTransport if speaks == "openenv" else transport_class(speaks)
-        self.inner = await cls(url, **options).open()
+        url = websocket_url(http_url(self.url)) if speaks == "native" else http_url(self.url)
+        self.inner = await transport_class(speaks)(url, **options).open()
         self.description = self.inner.description
         return self
 

@@ -1,7 +1,7 @@
 """The life of an episode: no auto-reset, the step limit, and which failures end a session.
 
     episode = Episode()
-    episode.begin(step_limit(options, default=20))   # at reset
+    episode.begin(step_limit(options, default=20), episode_id_of(options))   # at reset
     episode.require_running("session ab12…")         # before a step: NoEpisodeError if none runs
     truncated = episode.count(terminated, truncated)  # after a step: the limit truncates
 """
@@ -52,9 +52,8 @@ class Episode:
         self.limit: int | None = None
         self.episode_id: str | None = None
 
-    def begin(self, limit: int | None, episode_id: str | None = None) -> None:
-        self.live, self.steps, self.limit = True, 0, limit
-        self.episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
+    def begin(self, limit: int | None, episode_id: str) -> None:
+        self.live, self.steps, self.limit, self.episode_id = True, 0, limit, episode_id
 
     def require_running(self, subject: str) -> None:
         if not self.live:

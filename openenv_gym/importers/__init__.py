@@ -25,7 +25,7 @@ from openenv_gym.importers.scan import first_docstring_line, parse, syntax_error
 from openenv_gym.importers.vendor import VendorReport, tree_hash, vendor
 from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifests.home import record_dir
-from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR
+from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR, BaseManifest
 from openenv_gym.manifests.sources import top_level_modules
 
 IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter()]
@@ -102,9 +102,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     importer = {i.kind: i for i in IMPORTERS}
     results = []
     for env_name, found in zip(_names(name, chosen), chosen, strict=True):
-        folder = (output_dir / env_name).resolve()
-        if folder.exists() and not force:
-            raise ImportFailedError(f"{folder} already exists; choose another --name, or pass --force to replace it")
+        folder = _new_folder(output_dir, env_name, force)
         dependencies = importer[found.kind].dependencies(source, found)
         shadowed = _shadowed(source, dependencies)
         if shadowed and not force:
@@ -120,20 +118,31 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                 source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(staged / VENDOR_DIR),
                 imported_from=str(source), folder=folder, **importer[found.kind].manifest_fields(source, found),
                 **({"inline_sync": True} if inline_sync else {}))
-            (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
-                "kind": found.kind}))
+            _write_manifest(staged, manifest)
         record_dir(output_dir)
         results.append(ImportResult(env_name, folder, found, dependencies, report, manifest.gym_id,
                                     importer[found.kind].notes(source, found)))
     return results
 
 
-def _import_awm(source: Path, name: str, output_dir: Path, scenarios: list[str] | None, force: bool) -> ImportResult:
-    """An AWM dataset folder: its worlds (apps, template databases, verifiers) written as one environment."""
-    kind = "awm"
+def _new_folder(output_dir: Path, name: str, force: bool) -> Path:
+    """Where an import named `name` goes; one there already is replaced only with --force."""
     folder = (output_dir / name).resolve()
     if folder.exists() and not force:
         raise ImportFailedError(f"{folder} already exists; choose another --name, or pass --force to replace it")
+    return folder
+
+
+def _write_manifest(staged: Path, manifest: BaseManifest) -> None:
+    """The manifest, written through the schema it is read with (its kind always spelt out)."""
+    (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
+        "kind": manifest.kind}))
+
+
+def _import_awm(source: Path, name: str, output_dir: Path, scenarios: list[str] | None, force: bool) -> ImportResult:
+    """An AWM dataset folder: its worlds (apps, template databases, verifiers) written as one environment."""
+    kind = "awm"
+    folder = _new_folder(output_dir, name, force)
     with staging(folder) as staged:
         imported = import_awm(source, staged, scenarios)
         tasks = sum(len(world["tasks"]) for world in imported.scenarios)
@@ -141,7 +150,7 @@ def _import_awm(source: Path, name: str, output_dir: Path, scenarios: list[str] 
             name=name, kind=kind, description=f"{len(imported.scenarios)} Agent World Model scenarios, {tasks} tasks",
             dependencies=AWM_DEPENDENCIES, source_hash=tree_hash(staged / WORLDS_DIR), imported_from=str(source),
             folder=folder)
-        (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {"kind": kind}))
+        _write_manifest(staged, manifest)
     record_dir(output_dir)
     report = VendorReport(copied=sorted(p.relative_to(folder) for p in (folder / WORLDS_DIR).rglob("*") if p.is_file()))
     notes = [f"{len(imported.scenarios)} scenarios, {tasks} tasks", *imported.problems]

@@ -20,6 +20,12 @@ from openenv_gym.episode.toolcalls import find_tool_call
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 ACTION_BOOKKEEPING = {"metadata", "type"}  # fields of every OpenEnv action, never the one a text goes to
+STATE_COUNTS = ("episode_id", "step_count")  # State fields a session keeps itself; the rest are the env's extras
+
+
+def state_extras(state: Any) -> dict[str, Any]:
+    """An OpenEnv State (as JSON) beyond its episode id and step count: what the environment tells of itself."""
+    return {key: value for key, value in state.items() if key not in STATE_COUNTS} if isinstance(state, dict) else {}
 
 
 def tool_of(tool: dict[str, Any]) -> dict[str, Any]:
