@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ $(CHROMIUM):
 
 test: lint $(CHROMIUM)
 	$(PY) -m pytest
+
+# The README's screenshots (docs/images/), taken by the browser tests.
+screenshots: $(VENV)/.installed $(CHROMIUM)
+	OPENENV_GYM_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/test_web.py -k "guess_episode or chat_env or viewer_opens"
 
 bench: $(VENV)/.installed
 	$(PY) -m pytest benchmarks --benchmark-only -q

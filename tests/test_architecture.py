@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
 GYM_FACE = {"env", "vector", "registry", "spaces", "targets"}
-EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "server", "client", "gym",
+EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "web", "server", "client", "gym",
               "rollout", "integrations", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
@@ -21,7 +21,8 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "protocol": {"errors", "episode"},
     "manifests": {"errors", "protocol"},
     "adapters": {"errors", "episode", "protocol", "manifests"},
-    "server": {"errors", "runtime", "episode", "protocol", "manifests", "adapters"},
+    "web": {"errors"},
+    "server": {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "web"},
     "client": {"errors", "runtime", "episode", "protocol"},
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},

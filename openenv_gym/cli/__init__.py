@@ -1,4 +1,4 @@
-"""The `openenv-gym` command: serve | import | list | bench | rollout | venvs. A thin layer over the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout | venvs | view. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
     from openenv_gym.cli.rollout import add_rollout
     from openenv_gym.cli.venvs import add_venvs
+    from openenv_gym.cli.view import add_view
 
     parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench(commands)
     add_rollout(commands)
     add_venvs(commands)
+    add_view(commands)
     return parser
 
 

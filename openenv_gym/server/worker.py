@@ -29,7 +29,7 @@ from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
 from openenv_gym.server.sender import FrameSender
 from openenv_gym.server.sessions import SessionCounter
-from openenv_gym.server.web import web_pages
+from openenv_gym.web import playground_pages
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class Worker:
         open_routes = {"/healthz": self.health, "/health": self.openenv.health}
         routes = {"/info": lambda: self.native.info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
         process_request = make_process_request(self.config.token, open_routes, routes, catalog,
-                                               web_pages() if self.config.web else None)
+                                               playground_pages() if self.config.web else None)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,

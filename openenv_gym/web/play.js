@@ -142,22 +142,45 @@ function showTools(tools) {
 
 // -- the episode ----------------------------------------------------------------------------------------------
 
+function chatMessages(info) {
+  return info && Array.isArray(info.messages) && info.messages.length ? info.messages : null;
+}
+
+function showObservation(obs, info) {
+  // a chat environment's observation is its messages, shown as a list; any other is text, line breaks kept
+  const messages = chatMessages(info);
+  $("observation").textContent = obs;
+  $("observation").hidden = messages !== null;
+  $("chat").replaceChildren(...(messages ? [messageList(messages)] : []));
+}
+
 function record(entry) {
   play.episode.steps.push(entry);
   const item = document.createElement("li");
+  const stepped = entry.action !== undefined;
+  const messages = entry.info && Array.isArray(entry.info.messages) ? entry.info.messages : null;
   const head = document.createElement("div");
-  head.textContent = entry.action === undefined ? "reset" : `action: ${JSON.stringify(entry.action)}`;
-  const body = document.createElement("pre");
-  body.textContent = entry.obs;
-  item.append(head, body);
-  if (entry.action !== undefined) {
+  head.className = "label";
+  const number = play.episode.steps.length - 1;
+  head.textContent = !stepped ? `reset · seed ${play.episode.seed}`
+    : messages ? `step ${number}` : `step ${number} · action ${JSON.stringify(entry.action)}`;
+  item.append(head);
+  if (messages) {  // a chat environment: this turn's reply, then the environment's answer
+    item.append(messageList(stepped ? [actionMessage(entry.action), ...messages] : messages));
+  }
+  if (!messages || !messages.length) {  // the observation as text (a chat env's when it answered no message)
+    const body = document.createElement("pre");
+    body.textContent = entry.obs;
+    item.append(body);
+  }
+  if (stepped) {
     const outcome = document.createElement("div");
     outcome.textContent = `reward ${entry.reward} · terminated ${entry.terminated} · truncated ${entry.truncated}`;
     item.append(outcome);
   }
   const info = document.createElement("pre");
   info.className = "info";
-  info.textContent = `info ${JSON.stringify(entry.info)}`;
+  info.textContent = `info ${JSON.stringify({ ...entry.info, messages: undefined })}`;
   item.append(info);
   $("history").append(item);
 }
@@ -206,7 +229,7 @@ async function reset() {
     play.live = true;
     play.episode = { env: play.env.name, seed, options: resetOptions() || {}, steps: [] };
     $("history").replaceChildren();
-    $("observation").textContent = answer.obs;
+    showObservation(answer.obs, answer.info);
     $("outcome").textContent = "";
     showTools(answer.info.tools || play.env.tools);
     record({ obs: answer.obs, info: answer.info });
@@ -225,7 +248,7 @@ async function act(action) {
   }
   try {
     const answer = await request({ op: "step", session: play.session, action });
-    $("observation").textContent = answer.obs;
+    showObservation(answer.obs, answer.info);
     const over = answer.terminated || answer.truncated;
     $("outcome").textContent = `reward ${answer.reward}${over ? " · episode over" : ""}`;
     $("outcome").className = over ? "done" : "";
