@@ -44,6 +44,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.verifiers_compare
 	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.awm_compare
+	$(PY) -m benchmarks.web
 	$(PY) -m benchmarks.trl_step
 	$(PY) -m benchmarks.fuzz --frames 10000
 	$(PY) -m benchmarks.abuse

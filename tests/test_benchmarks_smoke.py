@@ -107,3 +107,12 @@ def test_awm_comparison_runs():
     assert figures["hold"] == figures["hold"] | {"sessions": 20, "errors": 0}
     for side in ("ours", "awm_way"):
         assert figures[side]["calls_per_s"] > 0 and figures[side]["reset"]["n"] > 0
+
+
+def test_web_benchmark_runs():
+    result = run_module("benchmarks.web", "--tabs", "2", "--rounds", "1", "--seconds", "0.3", timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "web.json").read_text())
+    assert figures["page"]["first_step_ms"]["p50"] > 0 and figures["page"]["reset_ms"]["p50"] > 0
+    assert len(figures["throughput"]["rounds"]["on"]) == len(figures["throughput"]["rounds"]["off"]) == 1
+    assert figures["throughput"]["ratio"] > 0
