@@ -69,7 +69,12 @@ def call(page, tool: str, **fields: str) -> str:
 
 
 def test_a_guess_episode_played_to_the_end_through_the_forms(browser, guess_url, tmp_path):
-    page = open_page(browser, guess_url)
+    page = browser.new_page(viewport={"width": 1000, "height": 800})
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(http_url(guess_url) + "/web")
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('connected')")
+    assert requested and all(url.startswith(http_url(guess_url) + "/web") for url in requested)  # nothing else
     assert page.inner_text("#env-name") == "guess"
     assert sorted(page.locator("form.tool").evaluate_all("forms => forms.map(f => f.dataset.tool)")) == [
         "divisible_by", "give_up", "guess"]
