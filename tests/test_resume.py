@@ -167,3 +167,24 @@ def test_a_gym_env_steps_through_cuts_as_if_nothing_happened(start_server):
             obs, reward, terminated, truncated, info = env.step(f"m{step}")
             assert (obs, info["step"], truncated) == (f"m{step}", step, False)
         env.close()
+
+
+def test_a_server_that_stops_fails_waiting_requests_at_once_without_resuming():
+    """A stopping server closes with 1001: its sessions are gone, so the client does not wait out the window."""
+    server = LocalServer(str(env_path("faulty")), 1, 1000)  # the default resume window: 60 s
+
+    async def main():
+        conn = await openenv_gym.connect(server.url)
+        session = conn.session()
+        await session.reset()
+        hanging = asyncio.ensure_future(session.step("hang"))
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(server.stop)
+        with pytest.raises(errors.ConnectionLostError, match=r"closed the connection \(1001 \(going away\)\)"):
+            await asyncio.wait_for(hanging, 30)  # well inside the window
+        assert conn.closed and conn.resumed == 0
+
+    try:
+        run(main())
+    finally:
+        server.stop()

@@ -88,13 +88,18 @@ class Resuming:
         try:
             async for frame in self._ws:
                 self._route(orjson.loads(frame))
-        except ConnectionClosed as exc:
-            return f"the connection closed ({exc})", True
+        except ConnectionClosed:
+            pass
         except Exception as exc:  # a frame we cannot read: nothing after it can be trusted
             log.exception("reading from %s failed", self.url)
             await self._ws.close()
             return f"unreadable frame from the server ({exc})", False
-        return "the server closed the connection", True
+        close = self._ws.protocol.close_rcvd
+        if close is None:
+            return "the connection dropped", True
+        # A close frame from the server ends its sessions (a server stopping sends 1001): resuming cannot help,
+        # and waiting out the window would stall every request on it. Only a drop is resumed.
+        return f"the server closed the connection ({close})", False
 
     def _fail_waiting(self, reason: str) -> None:
         """Every request waiting for an answer fails: its session is gone."""
