@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	# the trainer extra needs torch: the CPU build, never PyPI's default CUDA one (scripts/cpu_torch.py)
 	$(PY) -m pip install --quiet $$($(PY) scripts/cpu_torch.py)
-	$(PY) -m pip install --quiet -e ".[dev,trl]"
+	$(PY) -m pip install --quiet -e ".[dev,trl,ray]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -21,14 +21,20 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check openenv_gym servers tests benchmarks examples scripts
 
-# The browser tests run Debian's Chromium (Playwright's own browser download is out of reach here).
+# System packages some tests need: the browser tests run Debian's Chromium (Playwright's own browser download is out
+# of reach here); the DNS test resolves a name to several addresses through nss_wrapper and a hosts file of its own.
 CHROMIUM ?= /usr/bin/chromium
+NSS_WRAPPER ?= /usr/lib/x86_64-linux-gnu/libnss_wrapper.so
+apt_install = command -v apt-get >/dev/null || { echo "the tests need $(2) at $(1): install it"; exit 1; }; \
+	apt-get install -y -q $(2) >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $(2) >/dev/null; }
 
 $(CHROMIUM):
-	@command -v apt-get >/dev/null || { echo "the browser tests need Chromium at $(CHROMIUM): install it"; exit 1; }
-	apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+	@$(call apt_install,$@,chromium)
 
-test: lint $(CHROMIUM)
+$(NSS_WRAPPER):
+	@$(call apt_install,$@,libnss-wrapper)
+
+test: lint $(CHROMIUM) $(NSS_WRAPPER)
 	$(PY) -m pytest
 
 # The README's screenshots (docs/images/), taken by the browser tests.
@@ -45,6 +51,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.awm_compare
 	$(PY) -m benchmarks.web
+	$(PY) -m benchmarks.scaling
 	$(PY) -m benchmarks.trl_step
 	$(PY) -m benchmarks.fuzz --frames 10000
 	$(PY) -m benchmarks.abuse

@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from openenv_gym.client.servers import Servers, one_of, server_source
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport
 from openenv_gym.client.transports import transport_class
@@ -29,7 +30,7 @@ SEED_BOUND = 2**31
 class RemoteEnv(gym.Env[str, Action]):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, env: str | None = None, base_url: str | None = None, *, token: str | None = None,
+    def __init__(self, env: str | None = None, base_url: Servers | None = None, *, token: str | None = None,
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None) -> None:
@@ -37,6 +38,7 @@ class RemoteEnv(gym.Env[str, Action]):
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server.
         base_url: a running server, ws://host:port (ORS: http://host:port); None starts a local server for `env`.
+            Several servers (a list, a dns+ URL, an openenv_gym.ray handle): each new env takes the next one.
         token: bearer token of the server (default $OPENENV_GYM_TOKEN).
         options: reset options used by every reset (those passed to reset() take precedence).
         transport: "native" (openenv_gym servers) or "ors" (an ORS HTTP+SSE server; gym id openenv/ors).
@@ -54,11 +56,11 @@ class RemoteEnv(gym.Env[str, Action]):
             if env is None:
                 raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
             base_url = self._transport_class.local_url(env, env_args=env_args)
-        self.base_url = base_url
+        self.base_url = one_of(server_source(base_url))
         self._options = {"env": env, "token": token, "request_timeout": request_timeout, "env_args": env_args}
         self._transport = self._shared_transport()
         self.description: dict[str, Any] = self._transport.description
-        check_served(env, self.description, base_url)
+        check_served(env, self.description, self.base_url)
         self.observation_space, self.action_space = spaces_for(self.description)
         self._session = self._transport.session()
 

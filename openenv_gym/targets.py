@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from openenv_gym.client.servers import ServerSource, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
@@ -30,7 +31,7 @@ class Target:
     """One environment on one or more servers, and how to reach them."""
 
     env_id: str
-    urls: tuple[str, ...]
+    source: ServerSource  # where the servers are (client/servers.py)
     transport: str = "native"
     env: str | None = None
     token: str | None = None
@@ -38,9 +39,14 @@ class Target:
     env_args: dict[str, Any] | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
 
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The servers' URLs now."""
+        return tuple(self.source.urls())
+
     def vector_client(self, num_envs: int) -> AsyncVectorClient:
         """An AsyncVectorClient of `num_envs` sessions over the target's servers (not yet open)."""
-        return AsyncVectorClient(list(self.urls), num_envs, transport=self.transport, env=self.env, token=self.token,
+        return AsyncVectorClient(self.source, num_envs, transport=self.transport, env=self.env, token=self.token,
                                  request_timeout=self.request_timeout, env_args=self.env_args)
 
     async def open_vector_client(self, num_envs: int) -> AsyncVectorClient:
@@ -48,16 +54,16 @@ class Target:
         client = self.vector_client(num_envs)
         await client.open()
         try:
-            check_served(self.env, client.description, ", ".join(self.urls))
+            check_served(self.env, client.description, ", ".join(client.urls))
         except EnvNotFoundError:
             await client.close()
             raise
         return client
 
     def remote_env(self) -> RemoteEnv:
-        """A RemoteEnv on the first server; envs of one thread share one connection."""
-        return RemoteEnv(self.env, self.urls[0], token=self.token, options=self.options, transport=self.transport,
-                         request_timeout=self.request_timeout, env_args=self.env_args)
+        """A RemoteEnv on one of the servers (each in turn); envs of one thread share one connection per server."""
+        return RemoteEnv(self.env, self.source, token=self.token, options=self.options,
+                         transport=self.transport, request_timeout=self.request_timeout, env_args=self.env_args)
 
 
 def resolve(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> Target:
@@ -76,6 +82,6 @@ def resolve(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> T
             raise ValueError(f"{env_id} drives a running server: pass base_url=")
         base_url = transport_class(transport).local_url(kwargs["env"], workers=workers or os.cpu_count() or 1,
                                                         env_args=kwargs.get("env_args"))
-    urls = (base_url,) if isinstance(base_url, str) else tuple(base_url)
-    return Target(env_id, urls, transport, kwargs.get("env"), kwargs.get("token"), dict(kwargs.get("options") or {}),
+    return Target(env_id, server_source(base_url), transport, kwargs.get("env"), kwargs.get("token"),
+                  dict(kwargs.get("options") or {}),
                   kwargs.get("env_args"), kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT))

@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from openenv_gym.client.results import VectorResult
+from openenv_gym.client.servers import Servers
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.transports import transport_class
@@ -90,7 +91,7 @@ def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
 class RemoteVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, env: str | None = None, num_envs: int = 1, base_url: str | Sequence[str] | None = None, *,
+    def __init__(self, env: str | None = None, num_envs: int = 1, base_url: Servers | None = None, *,
                  token: str | None = None, options: dict[str, Any] | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
@@ -99,8 +100,9 @@ class RemoteVectorEnv(VectorEnv):
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
-        base_url: one server URL or a list of them (sessions are spread over all); None starts a local
-            server for `env` with one worker per core.
+        base_url: one server URL or a list of them (sessions are spread over all), `dns+ws://NAME:PORT` (every
+            address of NAME: a Kubernetes headless Service), or an openenv_gym.ray handle; None starts a local
+            server for `env` with one worker per core. Envs of a lost server move to live ones at their next reset.
         options: reset options used by every reset (those passed to reset() take precedence).
         max_episode_steps: truncate episodes after this many steps (at most: the env's own limit stays).
         transport: "native", or "ors" for ORS HTTP servers (gym id openenv/ors).

@@ -178,13 +178,17 @@ class Connection(Resuming):
 
     def submit_batch(self, messages: list[dict], start: int, sink: BatchSink) -> Batch:
         """Send requests whose ids are start, start+1, ...; their answers go to `sink` by offset."""
-        if self._closed_reason is not None:
-            raise ConnectionLostError(f"{self._closed_reason}; open a new connection")
         batch = Batch(start, messages, sink)
+        if self._closed_reason is not None:  # failed like requests cut off by the close, not raised from a send
+            self._loop.call_soon(batch.fail_unanswered, self._lost())
+            return batch
         self._batches[start] = batch
         insort(self._starts, start)
         self._outbox.put_many(messages)
         return batch
+
+    def _lost(self) -> ConnectionLostError:
+        return ConnectionLostError(f"{self._closed_reason}; the sessions on it are gone; open a new connection")
 
     def forget_batch(self, batch: Batch) -> None:
         """Stop routing answers to `batch` (its caller gave up waiting); late answers are dropped."""
@@ -192,9 +196,10 @@ class Connection(Resuming):
 
     def submit(self, message: dict) -> asyncio.Future:
         """Queue one request and return the future of its raw response."""
-        if self._closed_reason is not None:
-            raise ConnectionLostError(f"{self._closed_reason}; open a new connection")
         future = self._loop.create_future()
+        if self._closed_reason is not None:
+            future.set_exception(self._lost())
+            return future
         rid = message["id"]
         self._pending[rid] = future
         if self._messages is not None:

@@ -39,12 +39,13 @@ def _forward(stream, tail: deque[str]) -> None:
 
 
 class LocalServer:
-    """`openenv-gym serve ENV` on a free loopback port, as a child process that dies with us."""
+    """`openenv-gym serve ENV` as a child process that dies with us: on a free loopback port by default."""
 
-    def __init__(self, env: str, workers: int = 1, max_sessions: int = 100_000, *extra_args: str) -> None:
+    def __init__(self, env: str, workers: int = 1, max_sessions: int = 100_000, *extra_args: str,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         self.env = env
         ready, report = os.pipe()
-        command = [sys.executable, "-m", "openenv_gym", "serve", env, "--host", "127.0.0.1", "--port", "0",
+        command = [sys.executable, "-m", "openenv_gym", "serve", env, "--host", host, "--port", str(port),
                    "--workers", str(workers), "--max-sessions", str(max_sessions), "--exit-with-stdin",
                    "--ready-fd", str(report), *extra_args]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -74,6 +75,12 @@ class LocalServer:
             f"the local server for {self.env!r} did not start (not ready within {START_TIMEOUT:g} s, or exited "
             f"with code {self.process.returncode}). The end of its output:\n{output}\nRun `openenv-gym serve "
             f"{self.env}` to see it all, or pass base_url= to use a running server")
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def alive(self) -> bool:

@@ -42,6 +42,7 @@ class NativeTransport(Transport):
         self.description: dict[str, Any] = {}
         self.connections: list[Connection] = []
         self._slots: list[Connection] = []  # placement order: round robin over workers, then connections
+        self._turn = 0  # the slot the next sessions() starts at
         self._grouped: tuple[Sequence[Any], list[Group]] | None = None
 
     @classmethod
@@ -52,6 +53,7 @@ class NativeTransport(Transport):
     async def _connect(self) -> tuple[Connection, dict]:
         conn = await connect(self.url, token=self.token, open_timeout=self.open_timeout,
                              request_timeout=self.request_timeout)
+        conn.server_gone = self.server_gone
         return conn, await conn.info()
 
     async def open(self) -> NativeTransport:
@@ -100,9 +102,11 @@ class NativeTransport(Transport):
         return Session(self._slots[0])
 
     def sessions(self, count: int) -> list[Session]:
-        """Contiguous blocks, an equal share per connection (consecutive connections alternate workers)."""
+        """Contiguous blocks, an equal share per connection (consecutive connections alternate workers). Each
+        call starts where the last one stopped, so sessions asked for a few at a time spread too."""
         slots = self._slots
-        return [Session(slots[j * len(slots) // count]) for j in range(count)]
+        first, self._turn = self._turn, (self._turn + count) % len(slots)
+        return [Session(slots[(first + j * len(slots) // count) % len(slots)]) for j in range(count)]
 
     async def splits(self) -> list[dict[str, Any]]:
         return await self._slots[0].splits()

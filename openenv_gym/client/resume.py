@@ -22,6 +22,7 @@ from openenv_gym.protocol.outbox import Outbox
 log = logging.getLogger(__name__)
 
 ReopenSocket = Callable[[], Awaitable[ClientConnection]]
+ServerGone = Callable[[], Awaitable[bool]]  # whether the server is gone for good (see Resuming.server_gone)
 RESUME_BACKOFF = (0.05, 2.0)  # seconds between reconnection attempts: the first, and the most
 
 
@@ -32,6 +33,9 @@ class Resuming:
     request_timeout: float | None
     resume: dict[str, Any] | None  # the server's resumable answer: token, window, worker(s)
     resumed: int  # how many times the socket dropped and the sessions were resumed
+    # Asked when a reconnection fails: True ends the resume at once (the source of the servers no longer lists this
+    # one: a Ray actor that was replaced, a pod that was deleted), rather than after the whole window.
+    server_gone: ServerGone | None = None
     _ws: ClientConnection
     _reopen: ReopenSocket | None
     _loop: asyncio.AbstractEventLoop
@@ -71,12 +75,12 @@ class Resuming:
                 if not resumable or self._closing or self.resume is None or self._reopen is None:
                     break
                 try:
-                    resumed = await self._resume(reason)
+                    given_up = await self._resume(reason)
                 except Exception:
                     log.exception("resuming the connection to %s failed", self.url)
-                    resumed = False
-                if not resumed:
-                    reason += f"; it could not be resumed within {self.resume['window']:g} s"
+                    given_up = "resuming it failed"
+                if given_up is not None:
+                    reason += f"; {given_up}"
                     break
         finally:
             self._closed_reason = reason
@@ -116,11 +120,13 @@ class Resuming:
                     f"{reason} while this request waited for its answer; its session is gone, reset to start "
                     "a new one"))
 
-    async def _resume(self, reason: str) -> bool:
-        """Reconnect and resume; True when reading goes on (resumed, or on a fresh socket whose sessions
-        were lost), False when the server stayed out of reach for the whole resume window."""
+    async def _resume(self, reason: str) -> str | None:
+        """Reconnect and resume; None when reading goes on (resumed, or on a fresh socket whose sessions were
+        lost), else why it was given up (the server stayed out of reach for the whole window, or is gone)."""
         assert self.resume is not None and self._reopen is not None
-        deadline = self._loop.time() + self.resume["window"]
+        window = self.resume["window"]
+        out_of_reach = f"it could not be resumed within {window:g} s"
+        deadline = self._loop.time() + window
         delay, wrong_worker = RESUME_BACKOFF[0], 0
 
         async def back_off() -> None:
@@ -132,13 +138,15 @@ class Resuming:
             try:
                 ws = await self._reopen()
             except UnauthorizedError:
-                return False
+                return out_of_reach
             except (OSError, TimeoutError, OpenEnvGymError):
+                if self.server_gone is not None and await self.server_gone():
+                    return "the server is gone (its source no longer lists it)"
                 await back_off()
                 continue
             if self._closing:
                 await ws.close()
-                return False
+                return out_of_reach
             try:
                 answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
             except (ConnectionClosed, OSError, TimeoutError):
@@ -147,18 +155,18 @@ class Resuming:
                 continue
             if "error" in answer:  # the server no longer holds the sessions (its worker restarted, say)
                 self._fresh_socket(ws, f"{reason}, and {answer['error']['message']}")
-                return True
+                return None
             if answer.get("resumed"):
                 self._ws = ws
                 self.resumed += 1
                 self._send_again()
-                return True
+                return None
             wrong_worker += 1  # the kernel gave this socket to another worker process: connect again
             if wrong_worker > 8 * self.resume.get("workers", 1) + 8:  # that worker never came back
                 self._fresh_socket(ws, f"{reason}, and its worker process did not come back")
-                return True
+                return None
             await ws.close()
-        return False
+        return out_of_reach
 
     async def _ask(self, ws: ClientConnection, request: dict) -> dict:
         """One request on a socket of our own, before it carries anything else."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -107,6 +107,9 @@ class Transport(ABC):
 
     url: str
     description: dict[str, Any]  # the environment's description, known once open
+    # Whether the server is gone for good, for transports whose connections wait for a dropped server to come back
+    # (the native one's resume); set before open by whoever knows (the vector client asks its server source).
+    server_gone: Callable[[], Awaitable[bool]] | None = None
 
     @classmethod
     def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:

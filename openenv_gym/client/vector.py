@@ -6,29 +6,41 @@
         client.send(actions, ids=[3, 7])                        # EnvPool style:
         first = await client.recv(min_results=1)                # whoever answers first
 
-Sessions are spread over the URLs (an equal share each), and over each server as its transport places them
+Sessions are spread over the servers (an equal share each), and over each server as its transport places them
 (the native one: evenly over the worker processes, one batch frame per connection). Every answer, of a
 reset or a step, as it arrives or all at once, takes one path: the transport hands it over as columns
 (`Answers`), and `_collect` turns what was taken into a VectorResult. A session error is reported for that
-env only (`result.errors`); a full server (`capacity`) on reset moves the env to another URL.
+env only (`result.errors`); a full server (`capacity`) on reset moves the env to another server.
+
+Servers come and go (servers.py): when one is lost, its envs report the error once, and at their next reset they
+move to the live servers (info["moved"] says from where to where); the source of the servers is asked again,
+and servers that joined (a restarted Ray actor, a new pod) take envs from crowded ones as those reset.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+import math
+from collections.abc import Coroutine, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from openenv_gym.client.results import VectorResult, joined, merged
+from openenv_gym.client.servers import FixedServers, Servers, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome, no_episode
-from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError
+from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError, ServerUnreachableError
 
+log = logging.getLogger(__name__)
+
+# Seconds between askings of the server source: while a server it lists is out of reach, and otherwise (a source
+# whose servers change: a DNS name, a Ray handle; a fixed list is asked only after a loss).
+REFRESH_RETRY, REFRESH_EVERY = 1.0, 10.0
 Ids = Sequence[int] | np.ndarray | None
 _STEP, _RESET = 0, 1
 Chunk = tuple[int, list[int], Answers]  # (kind, the envs answered, their answers)
@@ -36,16 +48,16 @@ Group = tuple[Transport, list[int], list[TransportSession]]  # a transport, envs
 
 
 class AsyncVectorClient:
-    def __init__(self, urls: str | Sequence[str], num_envs: int, *, transport: str = "native",
+    def __init__(self, urls: Servers, num_envs: int, *, transport: str = "native",
                  env: str | None = None, token: str | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
                  env_args: dict[str, Any] | None = None) -> None:
-        """transport: "native" (openenv_gym servers) or "ors" (ORS servers; `env` names the environment)."""
+        """urls: a server URL, a list of them, `dns+ws://NAME:PORT` (every address of NAME), or an object
+        with `urls()` (see servers.py). transport: "native" (openenv_gym servers) or "ors" (ORS servers;
+        `env` names the environment)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        self.urls = [urls] if isinstance(urls, str) else list(urls)
-        if not self.urls:
-            raise ValueError("AsyncVectorClient needs at least one server URL")
+        self.source = server_source(urls)
         self.num_envs = num_envs
         self.request_timeout = request_timeout
         self._transport_class = transport_class(transport)
@@ -53,14 +65,21 @@ class AsyncVectorClient:
                          "open_timeout": open_timeout, "connections_per_worker": connections_per_worker,
                          "env_args": env_args}
         self.description: dict[str, Any] = {}
-        self.transports: list[Transport] = []
+        self.transports: list[Transport] = []  # every server ever opened; lost ones stay, out of `_live`
         self.sessions: list[TransportSession] = []
         self.transport_of: list[int] = []  # env -> index into transports
         self.live = np.zeros(num_envs, dtype=bool)  # an episode is running
         self.in_flight = np.zeros(num_envs, dtype=bool)
         self._all_ids = list(range(num_envs))
         self._all_array = np.arange(num_envs, dtype=np.int64)
-        self._placement: list[Group] = []
+        self._placement: list[Group] | None = None  # every env grouped by transport, made when needed
+        self._serving: list[int] = []  # the transports whose server serves
+        self._load: list[int] = []  # envs placed on each transport
+        self._unbalanced = False  # envs sit on a lost server, or more than their share on one
+        self._refreshing: asyncio.Task | None = None
+        self._next_refresh = math.inf  # when to ask the source again (loop time)
+        self._moved: dict[int, dict[str, str]] = {}  # env -> {"from", "to"}, told at its reset's answer
+        self._chores: set[asyncio.Task] = set()  # closing what is no longer used: left sessions, refused servers
         self._ready: list[Chunk] = []
         self._ready_count = 0
         self._pending: list[Pending] = []  # batches in flight, for gather() to abandon when time is up
@@ -68,41 +87,181 @@ class AsyncVectorClient:
         self._waiter: asyncio.Future | None = None
         self._want = 0
 
+    @property
+    def urls(self) -> list[str]:
+        """The URLs of the servers in use."""
+        return [self.transports[u].url for u in self._serving]
+
     # -- opening and placement ---------------------------------------------------------------------
 
     async def open(self) -> AsyncVectorClient:
-        for url in self.urls:
-            self.transports.append(await self._transport_class(url, **self._options).open())
+        urls = list(dict.fromkeys(await asyncio.to_thread(self.source.urls)))
+        if not urls:
+            raise ServerUnreachableError(f"{self.source!r} lists no server; start one, or wait until one is ready")
+        opened = await asyncio.gather(*(self._open_transport(url) for url in urls), return_exceptions=True)
+        failures = [t for t in opened if isinstance(t, BaseException)]
+        if failures:
+            await asyncio.gather(*(t.close() for t in opened if isinstance(t, Transport)), return_exceptions=True)
+            raise failures[0]
+        self.transports = list(opened)  # type: ignore[arg-type]
+        self._serving = list(range(len(urls)))
         self.description = self.transports[0].description
         sessions: list[TransportSession] = []
-        for u, transport in enumerate(self.transports):  # contiguous blocks: an equal share per URL
-            share = (u + 1) * self.num_envs // len(self.urls) - u * self.num_envs // len(self.urls)
+        for u, transport in enumerate(self.transports):  # contiguous blocks: an equal share per server
+            share = (u + 1) * self.num_envs // len(urls) - u * self.num_envs // len(urls)
             sessions += transport.sessions(share)
             self.transport_of += [u] * share
-        self._place(sessions)
+            self._load.append(share)
+        self._adopt(sessions)
+        self._asked(missing=False)
         return self
 
-    def _place(self, sessions: list[TransportSession]) -> None:
+    async def _open_transport(self, url: str) -> Transport:
+        transport = self._transport_class(url, **self._options)
+        if not isinstance(self.source, FixedServers):
+            transport.server_gone = partial(self._unlisted, url)
+        return await transport.open()
+
+    async def _unlisted(self, url: str) -> bool:
+        """Whether the source no longer lists `url`: its server is gone (a replaced Ray actor, a deleted pod), so a
+        dropped connection to it need not wait out the resume window."""
+        try:
+            return url not in await asyncio.to_thread(self.source.urls)
+        except Exception:  # the source cannot tell now: keep trying to resume
+            return False
+
+    def _adopt(self, sessions: list[TransportSession]) -> None:
         """Adopt a new list of sessions (never changed in place: transports may remember a list they saw)."""
         self.sessions = sessions
-        by_transport: dict[int, tuple[list[int], list[TransportSession]]] = {}
-        for env, (u, session) in enumerate(zip(self.transport_of, sessions, strict=True)):
-            envs, group = by_transport.setdefault(u, ([], []))
-            envs.append(env)
-            group.append(session)
-        self._placement = [(self.transports[u], envs, group) for u, (envs, group) in by_transport.items()]
+        self._placement = None
+
+    def _all_groups(self) -> list[Group]:
+        if self._placement is None:
+            by_transport: dict[int, tuple[list[int], list[TransportSession]]] = {}
+            for env, (u, session) in enumerate(zip(self.transport_of, self.sessions, strict=True)):
+                envs, group = by_transport.setdefault(u, ([], []))
+                envs.append(env)
+                group.append(session)
+            self._placement = [(self.transports[u], envs, group) for u, (envs, group) in by_transport.items()]
+        return self._placement
+
+    def _relocate(self, moves: dict[int, list[int]]) -> None:
+        """Give each env of moves[u] a new session on transport u; the old ones on servers that serve end."""
+        sessions = list(self.sessions)
+        left = []
+        for u, envs in moves.items():
+            for env, session in zip(envs, self.transports[u].sessions(len(envs)), strict=True):
+                old = self.transport_of[env]
+                if not self.transports[old].closed:
+                    left.append(sessions[env])
+                self._load[old] -= 1
+                self._load[u] += 1
+                self.transport_of[env] = u
+                sessions[env] = session
+        self._adopt(sessions)
+        if left:
+            self._chore(_close_all(left))
 
     def _move(self, envs: list[int]) -> None:
-        """Place sessions that found their server full on the next URL's server."""
-        sessions = list(self.sessions)
+        """Place sessions that found their server full on the next server."""
+        moves: dict[int, list[int]] = {}
         for env in envs:
-            self.transport_of[env] = (self.transport_of[env] + 1) % len(self.transports)
-            sessions[env] = self.transports[self.transport_of[env]].sessions(1)[0]
-        self._place(sessions)
+            current = self.transport_of[env]
+            later = [u for u in self._serving if u > current]
+            moves.setdefault((later or self._serving)[0], []).append(env)
+        self._relocate(moves)
+
+    # -- servers lost and found ---------------------------------------------------------------------
+
+    def _watch_servers(self) -> None:
+        """At each reset: notice lost servers (their envs move at this reset, see _rebalance), and ask the
+        source for its servers when it is time."""
+        lost = [u for u in self._serving if self.transports[u].closed]
+        if lost:
+            self._serving = [u for u in self._serving if u not in lost]
+            log.warning("lost the server(s) %s; their envs move to the other servers at their next reset",
+                        ", ".join(self.transports[u].url for u in lost))
+            self._unbalanced = True
+            self._next_refresh = 0.0
+        if self._refreshing is None and asyncio.get_running_loop().time() >= self._next_refresh:
+            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
+
+    def _asked(self, missing: bool) -> None:
+        """When to ask the source next, having asked it now."""
+        changing = not isinstance(self.source, FixedServers)
+        wait = REFRESH_RETRY if missing else REFRESH_EVERY if changing else math.inf
+        self._next_refresh = asyncio.get_running_loop().time() + wait
+
+    async def _refresh(self) -> None:
+        """Ask the source for its servers; open those not in use (a restarted one, a new one)."""
+        missing = True
+        try:
+            urls = await asyncio.to_thread(self.source.urls)
+            serving = set(self.urls)
+            new = [url for url in dict.fromkeys(urls) if url not in serving]
+            opened = await asyncio.gather(*(self._open_transport(url) for url in new), return_exceptions=True)
+            missing = False
+            for url, transport in zip(new, opened, strict=True):
+                if isinstance(transport, BaseException):
+                    missing = True
+                    log.info("server %s is not reachable yet: %s", url, transport)
+                elif self._join(transport):
+                    log.warning("server %s joined; envs move to it as they reset", url)
+        except Exception as exc:  # the source failed: ask again soon
+            log.warning("asking %r for its servers failed: %s", self.source, exc)
+        finally:
+            self._refreshing = None
+            self._asked(missing)
+
+    def _join(self, transport: Transport) -> bool:
+        if not self.transports:  # closed meanwhile
+            self._chore(transport.close())
+            return False
+        name, served = self.description.get("name"), transport.description.get("name")
+        if served != name:
+            log.warning("server %s serves %r, not %r: not used", transport.url, served, name)
+            self._chore(transport.close())
+            return False
+        self.transports.append(transport)
+        self._serving.append(len(self.transports) - 1)
+        self._load.append(0)
+        self._unbalanced = True
+        return True
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._chores.add(task)  # held: the loop keeps only a weak reference
+        task.add_done_callback(self._chores.discard)
+
+    def _rebalance(self, envs: list[int]) -> None:
+        """Move resetting envs off lost servers, and off servers holding more than their share onto the least
+        loaded one (a server that joined). An env's session only ever moves at its reset."""
+        if not self._serving:
+            return  # nowhere to go: the resets fail, and say why
+        serving = set(self._serving)
+        share = -(-self.num_envs // len(serving))  # ceil
+        planned = list(self._load)
+        moves: dict[int, list[int]] = {}
+        for env in envs:
+            old = self.transport_of[env]
+            if old in serving and planned[old] <= share:
+                continue
+            new = min(self._serving, key=planned.__getitem__)
+            if old in serving and planned[new] + 1 >= planned[old]:
+                continue  # no better place
+            planned[old] -= 1
+            planned[new] += 1
+            moves.setdefault(new, []).append(env)
+            if old not in serving:
+                self._moved[env] = {"from": self.transports[old].url, "to": self.transports[new].url}
+        self._relocate(moves)
+        self._unbalanced = any(load > share if u in serving else load > 0 for u, load in enumerate(self._load))
 
     async def close(self) -> None:
         """Close every connection; the servers end their sessions."""
-        transports, self.transports = self.transports, []
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        transports, self.transports, self._serving = self.transports, [], []
         await asyncio.gather(*(t.close() for t in transports), return_exceptions=True)
         self.live[:] = False
 
@@ -131,7 +290,7 @@ class AsyncVectorClient:
 
     def _groups(self, envs: list[int]) -> list[Group]:
         if envs is self._all_ids:
-            return self._placement
+            return self._all_groups()
         if len(self.transports) == 1:
             return [(self.transports[0], envs, [self.sessions[env] for env in envs])]
         by_transport: dict[int, tuple[list[int], list[TransportSession]]] = {}
@@ -182,6 +341,9 @@ class AsyncVectorClient:
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
         self.live[envs] = False
+        self._watch_servers()
+        if self._unbalanced:
+            self._rebalance(envs)
         self._send(_RESET, envs, seeds, options)
 
     # -- receiving: one path for every answer ----------------------------------------------------------
@@ -192,6 +354,10 @@ class AsyncVectorClient:
             answered = envs[offsets.start:offsets.stop]
         else:
             answered = [envs[o] for o in offsets]
+        if self._moved and kind == _RESET:
+            for j, env in enumerate(answered):
+                if env in self._moved:
+                    answers.infos[j] = answers.infos[j] | {"moved": self._moved.pop(env)}
         self._ready.append((kind, answered, answers))
         self._ready_count += len(answered)
         if self._waiter is not None and self._ready_count >= self._want and not self._waiter.done():
@@ -278,7 +444,7 @@ class AsyncVectorClient:
         self.send_reset(envs, seed, options)
         result = await self.gather(envs)
         position = {env: k for k, env in enumerate(envs)}
-        for _ in range(len(self.urls) - 1):
+        for _ in range(len(self._serving) - 1):
             full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
             if not full:
                 break
@@ -337,6 +503,10 @@ class AsyncVectorClient:
             self._prune_at = 2 * len(self._pending) + 64
         result = VectorResult(ids, obs, np.array(rewards, dtype=np.float64), term, trunc, infos, errors)
         return result if order is None or envs == order else joined([result], order)
+
+
+async def _close_all(sessions: list[TransportSession]) -> None:
+    await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
 
 
 def _slice(answers: Answers, start: int, stop: int) -> Answers:

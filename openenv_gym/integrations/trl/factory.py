@@ -35,14 +35,14 @@ def _episode_over(env: OpenEnvGymEnv) -> str:
 
 class EnvClass(type):
     """The type of the classes environment_factory makes. They are made at run time, so they pickle by recipe
-    (the env id and the servers it resolved to), which TRL's AsyncGRPOTrainer needs for its spawned worker."""
+    (the env id and the source of its servers), which TRL's AsyncGRPOTrainer needs for its spawned worker."""
 
 
 def _pickled(cls: EnvClass) -> str | tuple:
     if "target" not in vars(cls):
         return cls.__qualname__  # the base class: by name, as usual
     target: Target = cls.target
-    settings = {"base_url": list(target.urls), "transport": target.transport, "env": target.env,
+    settings = {"base_url": target.source, "transport": target.transport, "env": target.env,
                 "token": target.token, "options": target.options, "env_args": target.env_args,
                 "request_timeout": target.request_timeout}
     return _rebuilt, (target.env_id, settings)
