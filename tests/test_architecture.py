@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
 GYM_FACE = {"env", "vector", "registry", "spaces", "targets"}
 EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "web", "server", "client", "gym",
-              "rollout", "integrations", "importers", "cli", "package"}
+              "rollout", "integrations", "ray", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
     "runtime": set(),
@@ -27,6 +27,7 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
     "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
+    "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
     "importers": {"errors", "manifests"},
     "cli": EVERY_ROOM,
     "package": EVERY_ROOM,  # the public API: lazy names of every room

@@ -32,6 +32,15 @@ def test_capacity_benchmark_runs():
     assert figures["cpu_scaling"]["ratio"] > 0
 
 
+def test_scaling_benchmark_runs():
+    result = run_module("benchmarks.scaling", "--rounds", "1", "--seconds", "0.3", "--cpu-sessions", "16",
+                        "--sessions", "200", "--steps", "2", "--recovery-envs", "32", timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "scaling.json").read_text())
+    assert figures["scaling"]["ratio"] > 0 and figures["session_costs"]["errors"] == 0
+    assert figures["recovery"]["training_loop_exceptions"] == 0 and "all_stepping_s" in figures["recovery"]
+
+
 def test_throughput_comparison_runs_without_openenv(tmp_path):
     result = run_module("benchmarks.throughput", "--sessions", "16", "--seconds", "0.2", "--skip-openenv",
                         "--out", str(tmp_path), timeout=180)

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from openenv_gym.cli.ray_serve import add_ray_options, serve_on_ray
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.server.config import Limits, ServeConfig
 
@@ -37,7 +38,8 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help=f"address to bind (default {ServeConfig.host}: this machine only)")
     serve.add_argument("--port", type=int, default=ServeConfig.port,
                        help=f"port (0 picks a free one; default {ServeConfig.port})")
-    serve.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: one per core)")
+    serve.add_argument("--workers", type=positive_int, default=None,
+                       help="worker processes (default: one per core; with --ray, per server, default 1)")
     serve.add_argument("--max-sessions", type=positive_int, default=Limits.max_sessions,
                        help=f"sessions the whole server holds at once (default {Limits.max_sessions})")
     serve.add_argument("--token", default=os.environ.get("OPENENV_GYM_TOKEN"),
@@ -71,6 +73,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
     serve.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    add_ray_options(serve)
     serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--settings", type=_json_object, default=None, help=argparse.SUPPRESS)  # serve() re-run
@@ -83,6 +86,11 @@ def _run_serve(args: argparse.Namespace) -> None:
     if args.settings is not None:  # serve() runs itself in an environment's venv this way
         serve(**args.settings)
         return
+    if args.ray:
+        serve_on_ray(args)
+        return
+    if args.num_servers != 1 or args.ray_address is not None:
+        sys.exit("openenv-gym serve: --num-servers and --ray-address go with --ray")
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
           max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout, resume_window=args.resume_window,

@@ -1,4 +1,4 @@
-"""`openenv-gym venvs list | clean [--all]`: the virtual environments of imported environments."""
+"""`openenv-gym venvs list | clean [--all] | build ENV`: the virtual environments of imported environments."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ def add_venvs(commands: argparse._SubParsersAction) -> None:
     clean = actions.add_parser("clean", help="remove venvs no registered environment uses, and failed builds")
     clean.add_argument("--all", action="store_true", help="remove every venv (they are rebuilt on next use)")
     clean.set_defaults(run=_run_clean)
+    build = actions.add_parser("build", help="build an environment's venv now, not at its first serve (container "
+                                             "images, CI)")
+    build.add_argument("env", help="an environment name, gym id or folder")
+    build.set_defaults(run=_run_build)
 
 
 def _mib(size: int) -> str:
@@ -43,3 +47,15 @@ def _run_clean(args: argparse.Namespace) -> None:
         users = f", used by {', '.join(entry['envs'])}" if entry["envs"] else ""
         print(f"removed {entry['name']} ({_mib(entry['bytes'])}{users})")
     print(f"removed {len(removed)} virtual environments, {_mib(sum(entry['bytes'] for entry in removed))}")
+
+
+def _run_build(args: argparse.Namespace) -> None:
+    from openenv_gym.manifests import find_manifest
+    from openenv_gym.manifests.venvs import ensure_venv, needs_venv, venv_path
+
+    manifest = find_manifest(args.env)
+    if not needs_venv(manifest):
+        print(f"{manifest.name} needs no venv of its own: it runs with openenv-gym's own dependencies")
+        return
+    ensure_venv(manifest)
+    print(f"the venv of {manifest.name} is ready: {venv_path(manifest)}")

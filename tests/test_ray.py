@@ -1,0 +1,142 @@
+"""Env servers on a real local Ray cluster: a head and a second node process, one CPU each, on loopback
+(benchmarks/ray_cluster.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import ROOT, health, wait_until
+from episode_files import VariedPolicy
+
+import openenv_gym
+import openenv_gym.ray as on_ray
+from benchmarks.ray_cluster import local_cluster, ray
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # the scripted policy of the rollout test must import in Ray's worker processes too
+    with local_cluster(pythonpath=[str(ROOT / "tests"), str(ROOT)]) as nodes:
+        yield nodes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie has exited
+
+
+def test_two_server_actors_on_two_nodes_serve_4096_sessions_without_an_error(cluster):
+    with on_ray.serve("echo", num_servers=2) as servers:
+        where = servers.where()
+        assert len({w["node_id"] for w in where}) == 2  # spread: one server per node
+        urls = servers.urls()
+        assert urls == [w["url"] for w in where] and all(url.startswith("ws://127.0.0.1:") for url in urls)
+        envs = gym.make_vec("openenv/echo", num_envs=4096, base_url=servers)
+        envs.reset(seed=0)
+        for step in range(3):
+            actions = [f"{step}-{i}" for i in range(4096)]
+            obs, rewards, terminated, truncated, infos = envs.step(actions)
+            assert list(obs) == actions and "_error" not in infos
+        assert [health(url)["sessions"] for url in servers.urls()] == [2048, 2048]
+        envs.close()
+
+
+def test_a_killed_actor_costs_only_its_sessions_one_step_and_ray_restarts_it(cluster):
+    with on_ray.serve("echo", num_servers=2) as servers:
+        first, second = servers.where()
+        envs = gym.make_vec("openenv/echo", num_envs=64, base_url=servers)
+        envs.reset(seed=0, options={"max_steps": 4})  # episodes end now and then: envs move only at resets
+        ray.kill(servers.actors[1], no_restart=False)
+        failed = np.zeros(64, dtype=bool)
+        moved_from, steps = set(), 0
+        while steps < 200:  # bounded: recovery takes a few steps, each fast
+            obs, rewards, terminated, truncated, infos = envs.step([f"s{steps}"] * 64)
+            steps += 1
+            if "_error" in infos:
+                assert set(infos["error"]["code"][infos["_error"]]) == {"ConnectionLostError"}
+                failed |= infos["_error"]
+            if "_moved" in infos:
+                moved_from |= set(infos["moved"]["from"][infos["_moved"]])
+            if failed.any() and "_error" not in infos and len(servers.urls()) == 2 and \
+                    servers.urls()[1] != second["url"] and health(servers.urls()[1])["sessions"] > 0:
+                break
+        assert failed.tolist() == [False] * 32 + [True] * 32  # only the killed server's envs saw an error
+        assert moved_from == {second["url"]}
+        restarted = servers.where()[1]
+        assert restarted["actor_pid"] != second["actor_pid"] and restarted["url"] != second["url"]
+        assert not _alive(second["server_pid"])  # the old server went with its actor
+        obs, *_, infos = envs.step(["last"] * 64)
+        assert "_error" not in infos
+        assert sum(health(url)["sessions"] for url in servers.urls()) == 64  # every env has a live session
+        envs.close()
+        assert first["url"] in servers.urls()
+
+
+def test_shutdown_leaves_no_actor_and_no_process(cluster):
+    servers = on_ray.serve("echo", num_servers=2)
+    where = servers.where()
+    actors = list(servers.actors)
+    servers.shutdown()
+    for w in where:
+        assert wait_until(lambda w=w: not _alive(w["server_pid"]) and not _alive(w["actor_pid"]), timeout=30)
+    for actor in actors:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.url.remote(), timeout=30)
+    assert wait_until(lambda: ray.available_resources().get("CPU") == 2.0, timeout=30)  # every CPU given back
+    assert servers.urls() == [] and len(servers) == 0
+    servers.shutdown()  # twice is harmless
+
+
+def test_a_server_that_cannot_start_says_why_and_leaves_nothing(cluster):
+    with pytest.raises(openenv_gym.ServerStartError, match="no environment named 'no-such-env'"):
+        on_ray.serve("no-such-env", num_servers=1)
+    assert wait_until(lambda: ray.available_resources().get("CPU") == 2.0, timeout=30)
+
+
+def test_rollouts_as_ray_tasks_play_every_episode_once(cluster):
+    with on_ray.serve("guess", num_servers=1) as servers:
+        episodes = list(on_ray.rollouts("openenv/guess", VariedPolicy(), base_url=servers, num_workers=2,
+                                        num_envs=8, episodes=40, seed=100, max_turns=8, num_cpus=0.25))
+    assert sorted(e.seed for e in episodes) == list(range(100, 140))  # each once, seeds as one stream's
+    assert {e.env_index for e in episodes} <= set(range(8))
+    played = [e for e in episodes if e.error is None]
+    assert played and all(e.steps >= 1 and e.messages for e in played)
+
+
+def test_the_cli_serves_on_ray_until_interrupted(cluster):
+    environment = os.environ | {"RAY_ADDRESS": cluster.address}
+    process = subprocess.Popen([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--num-servers", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        header = process.stdout.readline()
+        assert "serving echo on 2 Ray actors" in header, process.stderr.read() if process.poll() else header
+        urls = [process.stdout.readline().strip() for _ in range(2)]
+        env = gym.make("openenv/echo", base_url=urls[1])
+        env.reset(seed=0)
+        assert env.step("hello")[0] == "hello"
+        env.close()
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+        assert "stopped every server" in out and process.returncode == 0
+        assert wait_until(lambda: ray.available_resources().get("CPU") == 2.0, timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_cli_refuses_ray_flags_that_make_no_sense():
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--port", "9000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "--host and --port do not go with --ray" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--num-servers", "3"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "go with --ray" in done.stderr
