@@ -120,6 +120,7 @@ def test_server_sources_are_named_by_base_url():
     assert server_source("ws://h:1") == FixedServers(("ws://h:1",))
     assert server_source(["ws://h:1", "ws://h:2"]) == FixedServers(("ws://h:1", "ws://h:2"))
     assert server_source("dns+ws://envs.default.svc:8000") == DnsServers("ws://envs.default.svc:8000")
+    assert server_source(["dns+ws://envs.default.svc:8000"]) == DnsServers("ws://envs.default.svc:8000")
     listed = Listed("ws://h:1")
     assert server_source(listed) is listed
     for bad in ([], [1], ["dns+ws://a:1", "ws://b:1"]):

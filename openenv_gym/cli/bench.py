@@ -41,7 +41,9 @@ def add_bench(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="steps/s, step latency and server memory of an environment",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("env_id", help="a gym id (openenv/echo, openenv/ors-myenv, ...) or an environment name")
-    bench.add_argument("--base-url", nargs="+", help="running servers to use (default: start a local one)")
+    bench.add_argument("--base-url", nargs="+",
+                       help="running servers to use, or one dns+ws://NAME:PORT for every address of NAME (default: "
+                            "start a local one)")
     bench.add_argument("--env", help="the environment's name on the servers, for ids that drive any server "
                                      "(openenv/ors)")
     bench.add_argument("--num-envs", type=positive_int, nargs="+", default=[64, 1024],

@@ -33,7 +33,9 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--episodes", type=positive_int, required=True, help="how many episodes to play")
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes played at once (default 64)")
     parser.add_argument("--out", type=Path, help="write one JSON line per episode here (default: nowhere)")
-    parser.add_argument("--env-url", nargs="+", help="running env servers (default: start a local one)")
+    parser.add_argument("--env-url", nargs="+",
+                        help="running env servers, or one dns+ws://NAME:PORT for every address of NAME (default: start "
+                             "a local one)")
     parser.add_argument("--env", help="the environment's name on the env servers, for openenv/ors")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode, +1 for each next (default 0)")
     parser.add_argument("--split", help="play the tasks of this split in order (index 0, 1, ...)")

@@ -20,34 +20,28 @@ and servers that joined (a restarted Ray actor, a new pod) take envs from crowde
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from openenv_gym.client.fleet import Fleet, Group
 from openenv_gym.client.results import VectorResult, joined, merged
-from openenv_gym.client.servers import FixedServers, Servers, server_source
+from openenv_gym.client.servers import Servers, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome, no_episode
 from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError, ServerUnreachableError
 
-log = logging.getLogger(__name__)
-
-# Seconds between askings of the server source: while a server it lists is out of reach, and otherwise (a source
-# whose servers change: a DNS name, a Ray handle; a fixed list is asked only after a loss).
-REFRESH_RETRY, REFRESH_EVERY = 1.0, 10.0
 Ids = Sequence[int] | np.ndarray | None
 _STEP, _RESET = 0, 1
 Chunk = tuple[int, list[int], Answers]  # (kind, the envs answered, their answers)
-Group = tuple[Transport, list[int], list[TransportSession]]  # a transport, envs on it, their sessions
 
 
-class AsyncVectorClient:
+class AsyncVectorClient(Fleet):
     def __init__(self, urls: Servers, num_envs: int, *, transport: str = "native",
                  env: str | None = None, token: str | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
@@ -65,21 +59,22 @@ class AsyncVectorClient:
                          "open_timeout": open_timeout, "connections_per_worker": connections_per_worker,
                          "env_args": env_args}
         self.description: dict[str, Any] = {}
-        self.transports: list[Transport] = []  # every server ever opened; lost ones stay, out of `_live`
-        self.sessions: list[TransportSession] = []
-        self.transport_of: list[int] = []  # env -> index into transports
         self.live = np.zeros(num_envs, dtype=bool)  # an episode is running
         self.in_flight = np.zeros(num_envs, dtype=bool)
         self._all_ids = list(range(num_envs))
         self._all_array = np.arange(num_envs, dtype=np.int64)
-        self._placement: list[Group] | None = None  # every env grouped by transport, made when needed
-        self._serving: list[int] = []  # the transports whose server serves
-        self._load: list[int] = []  # envs placed on each transport
-        self._unbalanced = False  # envs sit on a lost server, or more than their share on one
+        # the placement (fleet.py says what each is)
+        self.transports: list[Transport] = []
+        self.sessions: list[TransportSession] = []
+        self.transport_of: list[int] = []
+        self._placement: list[Group] | None = None
+        self._serving: list[int] = []
+        self._load: list[int] = []
+        self._unbalanced = False
         self._refreshing: asyncio.Task | None = None
-        self._next_refresh = math.inf  # when to ask the source again (loop time)
-        self._moved: dict[int, dict[str, str]] = {}  # env -> {"from", "to"}, told at its reset's answer
-        self._chores: set[asyncio.Task] = set()  # closing what is no longer used: left sessions, refused servers
+        self._next_refresh = math.inf
+        self._moved: dict[int, dict[str, str]] = {}
+        self._chores: set[asyncio.Task] = set()
         self._ready: list[Chunk] = []
         self._ready_count = 0
         self._pending: list[Pending] = []  # batches in flight, for gather() to abandon when time is up
@@ -87,12 +82,7 @@ class AsyncVectorClient:
         self._waiter: asyncio.Future | None = None
         self._want = 0
 
-    @property
-    def urls(self) -> list[str]:
-        """The URLs of the servers in use."""
-        return [self.transports[u].url for u in self._serving]
-
-    # -- opening and placement ---------------------------------------------------------------------
+    # -- opening ------------------------------------------------------------------------------------
 
     async def open(self) -> AsyncVectorClient:
         urls = list(dict.fromkeys(await asyncio.to_thread(self.source.urls)))
@@ -115,147 +105,6 @@ class AsyncVectorClient:
         self._adopt(sessions)
         self._asked(missing=False)
         return self
-
-    async def _open_transport(self, url: str) -> Transport:
-        transport = self._transport_class(url, **self._options)
-        if not isinstance(self.source, FixedServers):
-            transport.server_gone = partial(self._unlisted, url)
-        return await transport.open()
-
-    async def _unlisted(self, url: str) -> bool:
-        """Whether the source no longer lists `url`: its server is gone (a replaced Ray actor, a deleted pod), so a
-        dropped connection to it need not wait out the resume window."""
-        try:
-            return url not in await asyncio.to_thread(self.source.urls)
-        except Exception:  # the source cannot tell now: keep trying to resume
-            return False
-
-    def _adopt(self, sessions: list[TransportSession]) -> None:
-        """Adopt a new list of sessions (never changed in place: transports may remember a list they saw)."""
-        self.sessions = sessions
-        self._placement = None
-
-    def _all_groups(self) -> list[Group]:
-        if self._placement is None:
-            by_transport: dict[int, tuple[list[int], list[TransportSession]]] = {}
-            for env, (u, session) in enumerate(zip(self.transport_of, self.sessions, strict=True)):
-                envs, group = by_transport.setdefault(u, ([], []))
-                envs.append(env)
-                group.append(session)
-            self._placement = [(self.transports[u], envs, group) for u, (envs, group) in by_transport.items()]
-        return self._placement
-
-    def _relocate(self, moves: dict[int, list[int]]) -> None:
-        """Give each env of moves[u] a new session on transport u; the old ones on servers that serve end."""
-        sessions = list(self.sessions)
-        left = []
-        for u, envs in moves.items():
-            for env, session in zip(envs, self.transports[u].sessions(len(envs)), strict=True):
-                old = self.transport_of[env]
-                if not self.transports[old].closed:
-                    left.append(sessions[env])
-                self._load[old] -= 1
-                self._load[u] += 1
-                self.transport_of[env] = u
-                sessions[env] = session
-        self._adopt(sessions)
-        if left:
-            self._chore(_close_all(left))
-
-    def _move(self, envs: list[int]) -> None:
-        """Place sessions that found their server full on the next server."""
-        moves: dict[int, list[int]] = {}
-        for env in envs:
-            current = self.transport_of[env]
-            later = [u for u in self._serving if u > current]
-            moves.setdefault((later or self._serving)[0], []).append(env)
-        self._relocate(moves)
-
-    # -- servers lost and found ---------------------------------------------------------------------
-
-    def _watch_servers(self) -> None:
-        """At each reset: notice lost servers (their envs move at this reset, see _rebalance), and ask the
-        source for its servers when it is time."""
-        lost = [u for u in self._serving if self.transports[u].closed]
-        if lost:
-            self._serving = [u for u in self._serving if u not in lost]
-            log.warning("lost the server(s) %s; their envs move to the other servers at their next reset",
-                        ", ".join(self.transports[u].url for u in lost))
-            self._unbalanced = True
-            self._next_refresh = 0.0
-        if self._refreshing is None and asyncio.get_running_loop().time() >= self._next_refresh:
-            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
-
-    def _asked(self, missing: bool) -> None:
-        """When to ask the source next, having asked it now."""
-        changing = not isinstance(self.source, FixedServers)
-        wait = REFRESH_RETRY if missing else REFRESH_EVERY if changing else math.inf
-        self._next_refresh = asyncio.get_running_loop().time() + wait
-
-    async def _refresh(self) -> None:
-        """Ask the source for its servers; open those not in use (a restarted one, a new one)."""
-        missing = True
-        try:
-            urls = await asyncio.to_thread(self.source.urls)
-            serving = set(self.urls)
-            new = [url for url in dict.fromkeys(urls) if url not in serving]
-            opened = await asyncio.gather(*(self._open_transport(url) for url in new), return_exceptions=True)
-            missing = False
-            for url, transport in zip(new, opened, strict=True):
-                if isinstance(transport, BaseException):
-                    missing = True
-                    log.info("server %s is not reachable yet: %s", url, transport)
-                elif self._join(transport):
-                    log.warning("server %s joined; envs move to it as they reset", url)
-        except Exception as exc:  # the source failed: ask again soon
-            log.warning("asking %r for its servers failed: %s", self.source, exc)
-        finally:
-            self._refreshing = None
-            self._asked(missing)
-
-    def _join(self, transport: Transport) -> bool:
-        if not self.transports:  # closed meanwhile
-            self._chore(transport.close())
-            return False
-        name, served = self.description.get("name"), transport.description.get("name")
-        if served != name:
-            log.warning("server %s serves %r, not %r: not used", transport.url, served, name)
-            self._chore(transport.close())
-            return False
-        self.transports.append(transport)
-        self._serving.append(len(self.transports) - 1)
-        self._load.append(0)
-        self._unbalanced = True
-        return True
-
-    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._chores.add(task)  # held: the loop keeps only a weak reference
-        task.add_done_callback(self._chores.discard)
-
-    def _rebalance(self, envs: list[int]) -> None:
-        """Move resetting envs off lost servers, and off servers holding more than their share onto the least
-        loaded one (a server that joined). An env's session only ever moves at its reset."""
-        if not self._serving:
-            return  # nowhere to go: the resets fail, and say why
-        serving = set(self._serving)
-        share = -(-self.num_envs // len(serving))  # ceil
-        planned = list(self._load)
-        moves: dict[int, list[int]] = {}
-        for env in envs:
-            old = self.transport_of[env]
-            if old in serving and planned[old] <= share:
-                continue
-            new = min(self._serving, key=planned.__getitem__)
-            if old in serving and planned[new] + 1 >= planned[old]:
-                continue  # no better place
-            planned[old] -= 1
-            planned[new] += 1
-            moves.setdefault(new, []).append(env)
-            if old not in serving:
-                self._moved[env] = {"from": self.transports[old].url, "to": self.transports[new].url}
-        self._relocate(moves)
-        self._unbalanced = any(load > share if u in serving else load > 0 for u, load in enumerate(self._load))
 
     async def close(self) -> None:
         """Close every connection; the servers end their sessions."""
@@ -503,10 +352,6 @@ class AsyncVectorClient:
             self._prune_at = 2 * len(self._pending) + 64
         result = VectorResult(ids, obs, np.array(rewards, dtype=np.float64), term, trunc, infos, errors)
         return result if order is None or envs == order else joined([result], order)
-
-
-async def _close_all(sessions: list[TransportSession]) -> None:
-    await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
 
 
 def _slice(answers: Answers, start: int, stop: int) -> Answers:
