@@ -4,6 +4,7 @@ OpenAI-compatible HTTP server with a scripted policy (tests/openai_server.py).""
 import asyncio
 import contextlib
 import json
+import pickle
 import subprocess
 import sys
 
@@ -47,6 +48,23 @@ def test_openai_policy_plays_guess_to_the_end(guess_url, model_server):
     request = model_server.bodies[-1]
     assert request["tools"][0]["function"]["name"] in {"guess", "divisible_by", "give_up"}
     assert request["logprobs"] is True and request["return_token_ids"] is True
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_an_openai_policy_used_already_pickles_for_another_process(guess_url, model_server):
+    async def main():
+        policy = OpenAIPolicy(model_server.url, "scripted", max_concurrency=2)
+        try:
+            await play(guess_url, policy, num_envs=2, episodes=2, seed=0)
+            copy = pickle.loads(pickle.dumps(policy))  # what Ray does to send it to a worker
+            try:
+                return await play(guess_url, copy, num_envs=2, episodes=2, seed=0)
+            finally:
+                await copy.aclose()
+        finally:
+            await policy.aclose()
+
+    assert [e.error for e in run(main())] == [None, None]
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
 
