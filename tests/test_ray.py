@@ -47,6 +47,12 @@ def test_two_server_actors_on_two_nodes_serve_4096_sessions_without_an_error(clu
             assert list(obs) == actions and "_error" not in infos
         assert [health(url)["sessions"] for url in servers.urls()] == [2048, 2048]
         envs.close()
+        singles = [gym.make("openenv/echo", base_url=servers) for _ in range(2)]  # single envs take turns
+        assert sorted(env.unwrapped.base_url for env in singles) == sorted(urls)
+        for env in singles:
+            env.reset(seed=0)
+            assert env.step("one")[0] == "one"
+            env.close()
 
 
 def test_a_killed_actor_costs_only_its_sessions_one_step_and_ray_restarts_it(cluster):
