@@ -1,4 +1,5 @@
-"""What the reliability benchmarks read of a server process, and where they keep their results."""
+"""What the benchmarks read of a process (memory, descriptors, CPU time) and of loopback, and where they keep
+their results."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int:
@@ -19,6 +21,20 @@ def rss_bytes(pid: int) -> int:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of one process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def loopback_bytes() -> int:
+    for line in Path("/proc/net/dev").read_text().splitlines():
+        name, _, counters = line.partition(":")
+        if name.strip() == "lo":
+            return int(counters.split()[0])
+    raise OSError("no loopback interface in /proc/net/dev")
 
 
 def save_result(name: str, result: dict) -> None:

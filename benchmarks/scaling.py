@@ -24,28 +24,13 @@ import uvloop
 
 import openenv_gym.ray as on_ray
 from benchmarks.capacity import steps_per_second
-from benchmarks.measures import save_result
+from benchmarks.measures import cpu_seconds, loopback_bytes, save_result
 from benchmarks.ray_cluster import local_cluster, ray
 from openenv_gym.cli.procinfo import tree_rss
 from openenv_gym.client.vector import AsyncVectorClient
 
 HERE = Path(__file__).parent
 CPU_ENV = str(HERE / "envs" / "cpu")
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of one process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def loopback_bytes() -> int:
-    for line in Path("/proc/net/dev").read_text().splitlines():
-        name, _, counters = line.partition(":")
-        if name.strip() == "lo":
-            return int(counters.split()[0])
-    raise OSError("no loopback interface in /proc/net/dev")
 
 
 def cpu_throughput(num_servers: int, sessions: int, seconds: float) -> float:

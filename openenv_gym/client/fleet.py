@@ -109,9 +109,17 @@ class Fleet:
 
     # -- servers lost and found -----------------------------------------------------------------------
 
-    def _watch_servers(self) -> None:
-        """At each reset: notice lost servers (their envs move at this reset, see _rebalance), and ask the
-        source for its servers when it is time."""
+    def _watch_servers(self, envs: list[int]) -> None:
+        """At a reset of `envs`: notice lost servers (their envs move at this reset, see _rebalance), and ask the
+        source for its servers when it is time. Only the servers of the resetting envs are looked at first: a
+        single env's reset must not cost a look at every connection of every server."""
+        if any(self.transports[u].closed for u in {self.transport_of[env] for env in envs}):
+            self._forget_lost()
+        loop = asyncio.get_running_loop()
+        if self._refreshing is None and loop.time() >= self._next_refresh:
+            self._refreshing = loop.create_task(self._refresh())
+
+    def _forget_lost(self) -> None:
         lost = [u for u in self._serving if self.transports[u].closed]
         if lost:
             self._serving = [u for u in self._serving if u not in lost]
@@ -119,8 +127,6 @@ class Fleet:
                         ", ".join(self.transports[u].url for u in lost))
             self._unbalanced = True
             self._next_refresh = 0.0
-        if self._refreshing is None and asyncio.get_running_loop().time() >= self._next_refresh:
-            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
 
     def _asked(self, missing: bool) -> None:
         """When to ask the source next, having asked it now."""

@@ -190,7 +190,7 @@ class AsyncVectorClient(Fleet):
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
         self.live[envs] = False
-        self._watch_servers()
+        self._watch_servers(envs)
         if self._unbalanced:
             self._rebalance(envs)
         self._send(_RESET, envs, seeds, options)

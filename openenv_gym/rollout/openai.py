@@ -60,13 +60,12 @@ class OpenAIPolicy:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self._limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
-        self._max_concurrency = max_concurrency
         self._gate = asyncio.Semaphore(max_concurrency)
         self._http: httpx.AsyncClient | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy for another process (a Ray worker, say): it makes its own HTTP client and concurrency gate."""
-        return self.__dict__ | {"_http": None, "_gate": asyncio.Semaphore(self._max_concurrency)}
+        return self.__dict__ | {"_http": None, "_gate": asyncio.Semaphore(self._limits.max_connections)}
 
     async def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         body = self.body | {"messages": messages} | ({"tools": tools} if tools else {})
