@@ -5,9 +5,8 @@ docs/scaling.md). Run: make bench, or python -m benchmarks.scaling.
   on fresh actors (goal >= 1.7x);
 - what one session costs, with echo on 2 actors: client and server CPU per 1,000 session-steps, bytes on the wire
   per session-step, client and server memory per session;
-- recovery: an actor killed while a Gymnasium vector env steps: the time until every session steps again (goal:
-  within 10 s), the training loop's exceptions (goal: none), and the time until Ray's restarted actor takes its
-  share of the sessions again.
+
+Killed servers, on Ray and off, are benchmarks.recovery's.
 """
 
 from __future__ import annotations
@@ -18,14 +17,12 @@ import statistics
 import time
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import uvloop
 
 import openenv_gym.ray as on_ray
 from benchmarks.capacity import steps_per_second
 from benchmarks.measures import cpu_seconds, loopback_bytes, save_result
-from benchmarks.ray_cluster import local_cluster, ray
+from benchmarks.ray_cluster import local_cluster
 from openenv_gym.cli.procinfo import tree_rss
 from openenv_gym.client.vector import AsyncVectorClient
 
@@ -107,46 +104,6 @@ def session_costs(sessions: int, steps: int) -> dict:
         return uvloop.run(measure())
 
 
-def recovery(num_envs: int, deadline: float) -> dict:
-    """Kill one of two actors while a vector env steps; time what follows, from the kill."""
-    with on_ray.serve("echo", num_servers=2) as servers:
-        lost = servers.where()[1]
-        envs = gym.make_vec("openenv/echo", num_envs=num_envs, base_url=servers)
-        client = envs.unwrapped.client
-        envs.reset(seed=0, options={"max_steps": 25})  # episodes end now and then: envs move at their resets
-        resetting = np.zeros(num_envs, dtype=bool)
-        for _ in range(5):
-            *_, terminated, truncated, _ = envs.step(["warm"] * num_envs)
-            resetting = terminated | truncated
-        times: dict[str, float] = {}
-        exceptions, failed, steps = 0, 0, 0
-        killed = time.perf_counter()
-        ray.kill(servers.actors[1], no_restart=False)
-        while time.perf_counter() - killed < deadline and "rebalanced_s" not in times:
-            actions = [f"s{steps}"] * num_envs
-            try:
-                obs, _, terminated, truncated, infos = envs.step(actions)
-            except Exception:  # the loop goes on, as a trainer's would; counted, since the goal is none
-                exceptions += 1
-                continue
-            steps += 1
-            now = time.perf_counter() - killed
-            errors = infos.get("_error", np.zeros(num_envs, dtype=bool))
-            failed += int(errors.sum())
-            if errors.any():
-                times.setdefault("first_error_s", now)
-            elif "first_error_s" in times and not resetting.any() and list(obs) == actions:
-                times.setdefault("all_stepping_s", now)
-            if "restarted_s" not in times and lost["url"] not in client.urls and len(client.urls) == 2:
-                times["restarted_s"] = now  # Ray's new actor serves, and the client uses it
-            if "restarted_s" in times and max(client._load) - min(client._load[u] for u in client._serving) <= 1:
-                times["rebalanced_s"] = now
-            resetting = terminated | truncated
-        envs.close()
-    return {"envs": num_envs, "killed_server": lost["url"], "failed_env_steps": failed,
-            "training_loop_exceptions": exceptions, "steps": steps, **times}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="alternating 1-actor / 2-actor rounds (median)")
@@ -154,8 +111,6 @@ def main() -> None:
     parser.add_argument("--cpu-sessions", type=int, default=256)
     parser.add_argument("--sessions", type=int, default=20_000, help="echo sessions for the per-session costs")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--recovery-envs", type=int, default=1024)
-    parser.add_argument("--deadline", type=float, default=60.0, help="give up on the recovery after this long")
     args = parser.parse_args()
 
     with local_cluster():
@@ -172,13 +127,6 @@ def main() -> None:
             print(f"  {way.replace('_', '-'):11} client CPU {w['client_cpu_ms_per_1000']:.2f} ms, server CPU "
                   f"{w['server_cpu_ms_per_1000']:.2f} ms, {w['wire_bytes_per_session_step']:.0f} wire bytes per "
                   f"session-step, {w['session_steps_per_s']:,.0f} session-steps/s")
-        results["recovery"] = r = recovery(args.recovery_envs, args.deadline)
-        seconds = {key: f"{r[key]:.2f} s" if key in r else "never" for key in
-                   ("all_stepping_s", "restarted_s", "rebalanced_s")}
-        print(f"an actor killed under {r['envs']} envs: {r['failed_env_steps']} env steps reported the loss, "
-              f"every session stepped again after {seconds['all_stepping_s']}, {r['training_loop_exceptions']} "
-              f"training-loop exceptions; Ray's restarted actor served again after {seconds['restarted_s']} and had "
-              f"its share after {seconds['rebalanced_s']}")
     save_result("scaling", results)
 
 

@@ -10,10 +10,12 @@ exception. All I/O goes through the transport (client/transport.py).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import gymnasium as gym
 
+from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW, delay, given_up, retried
 from openenv_gym.client.servers import Servers, one_of, server_source
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport
@@ -33,7 +35,8 @@ class RemoteEnv(gym.Env[str, Action]):
     def __init__(self, env: str | None = None, base_url: Servers | None = None, *, token: str | None = None,
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
-                 env_args: dict[str, Any] | None = None) -> None:
+                 env_args: dict[str, Any] | None = None,
+                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server.
@@ -44,6 +47,8 @@ class RemoteEnv(gym.Env[str, Action]):
         transport: "native" (openenv_gym servers) or "ors" (an ORS HTTP+SSE server; gym id openenv/ors).
         env_args: verifiers environments: arguments of load_environment() (over the manifest's). The local
             server is built with them; a running server must have been started with them.
+        reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again, on the next
+            server when there are several (0: never).
         """
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
@@ -56,8 +61,10 @@ class RemoteEnv(gym.Env[str, Action]):
             if env is None:
                 raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
             base_url = self._transport_class.local_url(env, env_args=env_args)
-        self.base_url = one_of(server_source(base_url))
+        self._source = server_source(base_url)
+        self.base_url = one_of(self._source)
         self._options = {"env": env, "token": token, "request_timeout": request_timeout, "env_args": env_args}
+        self.reset_retry_window = reset_retry_window
         self._transport = self._shared_transport()
         self.description: dict[str, Any] = self._transport.description
         check_served(env, self.description, self.base_url)
@@ -66,17 +73,40 @@ class RemoteEnv(gym.Env[str, Action]):
 
     def _shared_transport(self) -> Transport:
         """This runner's transport to the server, shared with other envs; reopened if it was closed."""
-        return self._runner.transport(self._transport_class, self.base_url, **self._options)
+        return self._runner.run(self._runner.open_transport(self._transport_class, self.base_url, self._options))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
         server_seed = seed if seed is not None else int(self.np_random.integers(SEED_BOUND))
-        if self._transport.closed:  # the server went away (and may be back): a new session on a new transport
-            self._transport = self._shared_transport()
-            self._session = self._transport.session()
-        obs, info = self._runner.run(self._session.reset(server_seed, self.default_options | (options or {})))
+        obs, info = self._runner.run(self._reset(server_seed, self.default_options | (options or {})))
         self._last_obs = obs
         return obs, info
+
+    async def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict]:
+        """Reset; one that failed for its server (lost, full) is tried again, on the next server of the source
+        when there are several, with backoff, for reset_retry_window seconds (client/retries.py)."""
+        began = asyncio.get_running_loop().time()
+        failed = 0
+        while True:
+            try:
+                if failed or self._transport.closed:  # the server went away (and may be back), or was full
+                    await self._reconnect()
+                obs, info = await self._session.reset(seed, options)
+            except Exception as exc:
+                spent = asyncio.get_running_loop().time() - began
+                if not retried(exc) or spent >= self.reset_retry_window:
+                    raise (given_up(exc, failed + 1, spent, [self.base_url]) if failed else exc) from None
+                failed += 1
+                await asyncio.sleep(delay(failed))
+                continue
+            return obs, (info | {"retries": failed} if failed else info)
+
+    async def _reconnect(self) -> None:
+        """A new session on the next server of the source (the same one if it lists one), over this runner's
+        transport to it."""
+        self.base_url = await asyncio.to_thread(one_of, self._source)
+        self._transport = await self._runner.open_transport(self._transport_class, self.base_url, self._options)
+        self._session = self._transport.session()
 
     def step(self, action: Action) -> StepTuple:
         try:

@@ -11,8 +11,8 @@ from enum import StrEnum
 __all__ = [
     "BadFrameError", "BadRequestError", "CapacityError", "ConnectionLostError", "EnvError", "EnvNotFoundError",
     "ErrorCode", "InvalidActionError", "ModelServerError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError",
-    "RequestTimeoutError", "ResumeFailedError", "ServerStartError", "ServerUnreachableError", "StepTimeoutError",
-    "TooLargeError", "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
+    "RequestTimeoutError", "ResumeFailedError", "ServerRefusedError", "ServerStartError", "ServerUnreachableError",
+    "StepTimeoutError", "TooLargeError", "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
 ]
 
 
@@ -102,6 +102,10 @@ class ConnectionLostError(OpenEnvGymError):
 
 class ServerUnreachableError(OpenEnvGymError, ConnectionError):
     """No WebSocket connection could be opened to the server."""
+
+
+class ServerRefusedError(ServerUnreachableError):
+    """The server's address refused the connection: no process listens there, so no session of it lives on."""
 
 
 class RequestTimeoutError(OpenEnvGymError, TimeoutError):

@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from openenv_gym.client.results import VectorResult
+from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW
 from openenv_gym.client.servers import Servers
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
@@ -76,6 +77,13 @@ def _same_keys_columns(infos: Sequence[dict[str, Any]], keys: Any, envs: Sequenc
         return None
 
 
+def _truncate_failed(result: VectorResult) -> None:
+    """An env whose reset failed reports truncated, as one whose step failed does: its episode is not running, and
+    a training loop that stops at truncation starts it again (at the next step, with autoreset)."""
+    if result.errors:
+        result.truncated[list(result.errors)] = True
+
+
 def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
     if not isinstance(mask, np.ndarray):
         raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask)}")
@@ -96,7 +104,8 @@ class RemoteVectorEnv(VectorEnv):
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
-                 env_args: dict[str, Any] | None = None) -> None:
+                 env_args: dict[str, Any] | None = None,
+                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -107,6 +116,9 @@ class RemoteVectorEnv(VectorEnv):
         max_episode_steps: truncate episodes after this many steps (at most: the env's own limit stays).
         transport: "native", or "ors" for ORS HTTP servers (gym id openenv/ors).
         env_args: verifiers environments: arguments of load_environment() (see RemoteEnv).
+        reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again on live ones.
+            An autoreset that still fails reports truncated with info["error"] and is tried again at the next
+            step: a lost server never raises from step(). Only reset() raises, when no server could take the env.
         """
         cls = transport_class(transport)
         if base_url is None:
@@ -124,7 +136,7 @@ class RemoteVectorEnv(VectorEnv):
         self._runner = current_runner()
         self.client = AsyncVectorClient(base_url, num_envs, transport=transport, env=env, token=token,
                                         request_timeout=request_timeout, connections_per_worker=connections_per_worker,
-                                        env_args=env_args)
+                                        env_args=env_args, reset_retry_window=reset_retry_window)
         self._runner.run(self.client.open())
         try:
             check_served(env, self.client.description, ", ".join(self.client.urls))
@@ -193,16 +205,20 @@ class RemoteVectorEnv(VectorEnv):
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
         client = self.client
-        if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
-            # envs whose episode ended last step are reset now, their actions ignored
-            resetting = np.flatnonzero(self._autoreset).tolist()
-            stepping = np.flatnonzero(~self._autoreset).tolist()
+        waiting = self._autoreset
+        if waiting.any():
+            # envs whose episode ended last step (or whose reset then failed) are reset now, their actions ignored
+            resetting = np.flatnonzero(waiting).tolist()
+            stepping = np.flatnonzero(~waiting).tolist()
             result = await client.step_and_reset([actions[i] for i in stepping], stepping, resetting,
                                                  self._seeds(None, resetting), self._reset_options())
+            _truncate_failed(result)
+        else:
+            result = await client.step(actions)
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             return result, {}
-        result = await client.step(actions)
-        done = np.flatnonzero(result.terminated | result.truncated).tolist()
-        if self.autoreset_mode is not AutoresetMode.SAME_STEP or not done:
+        done = np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist()
+        if not done:
             return result, {}
         # SAME_STEP: reset finished envs now; their last observation and info go to final_obs/final_info
         mask = np.zeros(self.num_envs, dtype=np.bool_)
@@ -212,7 +228,8 @@ class RemoteVectorEnv(VectorEnv):
             final_obs[env] = result.obs[env]
         extra = {"final_obs": final_obs, "_final_obs": mask, "_final_info": mask.copy(),
                  "final_info": batch_infos([result.infos[i] for i in done], done, self.num_envs)}
-        restarted = await client.reset(done, self._seeds(None, done), self._reset_options())
+        client.send_reset(done, self._seeds(None, done), self._reset_options())
+        restarted = await client.gather(done)  # a reset that failed is reported, and tried again at the next step
         for k, env in enumerate(done):
             result.obs[env], result.infos[env] = restarted.obs[k], restarted.infos[k]
         return result, extra
@@ -222,7 +239,8 @@ class RemoteVectorEnv(VectorEnv):
             raise ValueError(f"step needs {self.num_envs} actions, got {len(actions)}")
         result, extra = self._runner.run(self._step(actions))
         self._obs = result.obs  # every env answered, in env order
-        self._autoreset = result.terminated | result.truncated
+        if self.autoreset_mode is not AutoresetMode.DISABLED:
+            self._autoreset = ~self.client.live  # ended, failed, or not restarted: reset at the next step
         infos = batch_infos(result.infos, self._all_envs, self.num_envs) | extra
         return tuple(self._obs), result.rewards, result.terminated, result.truncated, infos
 

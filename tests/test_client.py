@@ -73,8 +73,26 @@ def test_unreachable_server_is_a_clear_error():
     async def main():
         await openenv_gym.connect("ws://127.0.0.1:9")
 
-    with pytest.raises(errors.ServerUnreachableError, match="is the server running"):
+    with pytest.raises(errors.ServerRefusedError, match="is the server running"):  # nothing listens on port 9
         run(main())
+
+
+def test_a_server_that_accepts_then_hangs_up_is_unreachable_but_not_refused():
+    """Only a refused connection means nothing listens; one cut during the handshake may be a server going down,
+    or a proxy in the way, so it is not taken for a refusal."""
+
+    async def main():
+        async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            with pytest.raises(errors.ServerUnreachableError) as caught:
+                await openenv_gym.connect(f"ws://127.0.0.1:{port}")
+            assert not isinstance(caught.value, errors.ServerRefusedError)
+
+    run(main())
 
 
 def test_http_urls_are_accepted(echo_url):

@@ -15,6 +15,7 @@ from episode_files import VariedPolicy
 
 import openenv_gym
 import openenv_gym.ray as on_ray
+from benchmarks import recovery
 from benchmarks.ray_cluster import local_cluster, ray
 
 
@@ -84,6 +85,15 @@ def test_a_killed_actor_costs_only_its_sessions_one_step_and_ray_restarts_it(clu
         assert sum(health(url)["sessions"] for url in servers.urls()) == 64  # every env has a live session
         envs.close()
         assert first["url"] in servers.urls()
+
+
+@pytest.mark.timeout(600)
+def test_actors_killed_again_and_again_under_load_never_raise_from_step(cluster):
+    """20 rounds, every core busy at each kill: one of two server actors killed mid-step, restarted by Ray."""
+    rounds = recovery.on_ray(rounds=20, num_envs=64, deadline=60)
+    assert [r["exceptions"] for r in rounds] == [[]] * 20
+    assert all(r["seconds"] is not None and r["lost_env_steps"] + r["retries"] > 0 for r in rounds)
+    assert all(r["back_with_sessions_s"] is not None for r in rounds)  # the victim took envs again every time
 
 
 def test_shutdown_leaves_no_actor_and_no_process(cluster):

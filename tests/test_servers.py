@@ -9,12 +9,15 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import gymnasium as gym
 import pytest
 from conftest import health, run, wait_until
 
 import openenv_gym
+from benchmarks import recovery
+from benchmarks.tcp_proxy import CuttingProxy
 from openenv_gym import errors
 from openenv_gym.client.local import LocalServer
 from openenv_gym.client.servers import DnsServers, FixedServers, server_source
@@ -94,26 +97,102 @@ def test_a_server_that_joins_takes_its_share_of_envs_as_they_reset():
         run(main())
 
 
-def test_a_server_killed_outright_is_given_up_once_its_source_stops_listing_it():
-    """No close frame: the connection would try to resume for the server's whole window (60 s by default), but
-    the source, asked at each failed reconnection, says the server is gone."""
+def test_a_server_killed_outright_is_given_up_at_once_since_its_address_refuses():
+    """No close frame, and a plain list of URLs: the connection tries to resume, but nothing listens at the
+    address any more, so the sessions are lost at once instead of after the resume window (60 s by default)."""
     with servers(2) as (a, b):
-        source = Listed(a.url, b.url)
 
         async def main():
-            async with openenv_gym.AsyncVectorClient(source, 8) as client:
+            async with openenv_gym.AsyncVectorClient([a.url, b.url], 8) as client:
                 await client.reset(options={"max_steps": 10**6})
                 b.process.kill()
                 b.process.wait()
-                source.now = [a.url]
+                loop = asyncio.get_running_loop()
+                began = loop.time()
                 result = await client.step(["x"] * 8)
+                assert loop.time() - began < 10
                 assert sorted(result.errors) == [4, 5, 6, 7]
-                assert all("the server is gone (its source no longer lists it)" in str(error)
-                           for error in result.errors.values())
+                assert all("refused the reconnection" in str(error) for error in result.errors.values())
                 result = await client.reset([4, 5, 6, 7])
                 assert result.errors == {} and client.urls == [a.url]
+                assert all(info["moved"] == {"from": b.url, "to": a.url} for info in result.infos)
 
         run(main())
+
+
+def test_a_server_out_of_reach_is_given_up_once_its_source_stops_listing_it():
+    """A server whose address does not refuse but never answers (a pod deleted behind a proxy): the connection
+    would try to resume for the whole window, but the source, asked at each failed reconnection, says it is gone."""
+    with servers(2) as (a, b):
+
+        async def main():
+            async with CuttingProxy(urlsplit(b.url).port) as proxy:
+                source = Listed(a.url, proxy.url)
+                async with openenv_gym.AsyncVectorClient(source, 8) as client:
+                    await client.reset(options={"max_steps": 10**6})
+                    proxy.refusing = True  # connections are accepted, then cut: no refusal to go by
+                    proxy.cut()
+                    source.now = [a.url]
+                    result = await client.step(["x"] * 8)
+                    assert sorted(result.errors) == [4, 5, 6, 7]
+                    assert all("the server is gone (its source no longer lists it)" in str(error)
+                               for error in result.errors.values())
+                    result = await client.reset([4, 5, 6, 7])
+                    assert result.errors == {} and client.urls == [a.url]
+
+        run(main())
+
+
+def test_a_vector_env_whose_servers_are_all_gone_reports_it_each_step_and_never_raises():
+    """While no server is live, the autoreset of the lost envs fails within its window and the step says so
+    (truncated, info["error"]); when a server is back at the address, the envs start there. Only the user's own
+    reset() raises, saying that no server serves."""
+    with servers(1) as (a,):
+        port = urlsplit(a.url).port
+        envs = gym.make_vec("openenv/echo", num_envs=4, base_url=[a.url], reset_retry_window=0.5)
+        envs.reset(seed=0, options={"max_steps": 10**6})
+        a.process.kill()
+        a.process.wait()
+        for _ in range(3):  # the loss, then two autoresets that find no server
+            obs, rewards, terminated, truncated, infos = envs.step(["x"] * 4)
+            assert truncated.all() and infos["_error"].all()
+            assert set(infos["error"]["code"]) <= {"ConnectionLostError", "ServerRefusedError"}
+        assert "no server serves now" in infos["error"]["message"][0]
+        with pytest.raises(errors.ConnectionLostError, match="reset of env 0 failed: no server serves now"):
+            envs.reset(seed=0)
+        with LocalServer("echo", 1, 1000, port=port) as back:  # the server is back where it was
+            for _ in range(50):  # bounded: the client asks for the server again about once a second
+                obs, rewards, terminated, truncated, infos = envs.step(["y"] * 4)
+                if "_error" not in infos:
+                    break
+            assert not truncated.any() and health(back.url)["sessions"] == 4
+            assert list(envs.step(["z"] * 4)[0]) == ["z"] * 4
+            envs.close()
+
+
+def test_a_single_env_resets_on_the_next_server_when_its_own_is_gone():
+    with servers(2) as (a, b):
+        env = gym.make("openenv/echo", base_url=[a.url, b.url])
+        env.reset(seed=0)
+        mine = a if env.unwrapped.base_url == a.url else b
+        other = b if mine is a else a
+        mine.process.kill()
+        mine.process.wait()
+        with contextlib.suppress(errors.ConnectionLostError):
+            env.step("lost")  # the step in flight is lost with its server
+        obs, info = env.reset(seed=1)
+        assert env.unwrapped.base_url == other.url and health(other.url)["sessions"] == 1
+        assert env.step("here")[0] == "here"
+        env.close()
+
+
+@pytest.mark.timeout(600)
+def test_servers_killed_by_pid_again_and_again_under_load_never_raise_from_step():
+    """20 rounds, every core busy at each kill: one of two plain servers killed mid-step, started again on its port."""
+    rounds = recovery.plain(rounds=20, num_envs=64, deadline=60)
+    assert [r["exceptions"] for r in rounds] == [[]] * 20
+    assert all(r["seconds"] is not None and r["lost_env_steps"] + r["retries"] > 0 for r in rounds)
+    assert all(r["back_with_sessions_s"] is not None for r in rounds)  # the victim took envs again every time
 
 
 def test_server_sources_are_named_by_base_url():

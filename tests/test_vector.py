@@ -140,9 +140,29 @@ def test_capacity_moves_sessions_to_another_server(start_server):
             result = await client.reset()
             assert not result.errors and health(small)["sessions"] == 2 and health(big)["sessions"] == 4
             assert (await client.step(["x"] * 6)).obs == ["x"] * 6
-        async with AsyncVectorClient(small, 3) as client:
-            with pytest.raises(errors.CapacityError, match="every server is full"):
+        async with AsyncVectorClient(small, 3, reset_retry_window=1.0) as client:
+            with pytest.raises(errors.CapacityError, match=r"every server is full"):
                 await client.reset()
+            assert health(small)["sessions"] == 2  # the two that fit still run
+
+    run(main())
+
+
+def test_a_reset_refused_for_capacity_is_tried_again_until_room_frees_up(start_server):
+    """A session that cannot start yet is not dropped: it is tried again, with backoff, and says how often."""
+    url = start_server("echo", max_sessions=2)
+
+    async def main():
+        async with AsyncVectorClient(url, 2) as holder, AsyncVectorClient(url, 2) as client:
+            first = await holder.reset()
+            client.send_reset()
+            await asyncio.sleep(0.5)  # a few tries fail meanwhile
+            assert client.in_flight.all() and not client.live.any()
+            await holder.close()  # room frees up
+            result = await client.gather([0, 1])
+            assert result.errors == {} and result.obs == first.obs
+            assert all(info["retries"] >= 2 for info in result.infos)
+            assert (await client.step(["x", "y"])).obs == ["x", "y"]
 
     run(main())
 

@@ -19,9 +19,10 @@ from openenv_gym.client.transport import Transport, TransportSession
 
 log = logging.getLogger(__name__)
 
-# Seconds between askings of the server source: while a server it lists is out of reach, and otherwise (a source
-# whose servers change: a DNS name, a Ray handle; a fixed list is asked only after a loss).
-REFRESH_RETRY, REFRESH_EVERY = 1.0, 10.0
+# Seconds between askings of the server source: while a server it lists is out of reach, or a lost one may be
+# replaced soon (for REPLACE_WAIT seconds after a loss, until a server joins: a Ray actor restarting elsewhere), and
+# otherwise (a source whose servers change: a DNS name, a Ray handle; a fixed list is asked only after a loss).
+REFRESH_RETRY, REFRESH_EVERY, REPLACE_WAIT = 1.0, 10.0, 60.0
 Group = tuple[Transport, list[int], list[TransportSession]]  # a transport, envs on it, their sessions
 
 
@@ -42,6 +43,7 @@ class Fleet:
     _unbalanced: bool  # envs sit on a lost server, or more than their share on one
     _refreshing: asyncio.Task | None
     _next_refresh: float  # when to ask the source again (loop time)
+    _replacing_until: float  # after a loss, until when (loop time) a replacement is looked for every REFRESH_RETRY
     _moved: dict[int, dict[str, str]]  # env -> {"from", "to"}, told at its reset's answer
     _chores: set[asyncio.Task]  # closing what is no longer used: left sessions, refused servers
 
@@ -127,12 +129,14 @@ class Fleet:
                         ", ".join(self.transports[u].url for u in lost))
             self._unbalanced = True
             self._next_refresh = 0.0
+            self._replacing_until = asyncio.get_running_loop().time() + REPLACE_WAIT
 
     def _asked(self, missing: bool) -> None:
         """When to ask the source next, having asked it now."""
+        now = asyncio.get_running_loop().time()
         changing = not isinstance(self.source, FixedServers)
-        wait = REFRESH_RETRY if missing else REFRESH_EVERY if changing else math.inf
-        self._next_refresh = asyncio.get_running_loop().time() + wait
+        wait = REFRESH_RETRY if missing or now < self._replacing_until else REFRESH_EVERY if changing else math.inf
+        self._next_refresh = now + wait
 
     async def _refresh(self) -> None:
         """Ask the source for its servers; open those not in use (a restarted one, a new one)."""
@@ -168,6 +172,7 @@ class Fleet:
         self._serving.append(len(self.transports) - 1)
         self._load.append(0)
         self._unbalanced = True
+        self._replacing_until = 0.0
         return True
 
     def _chore(self, work: Coroutine[Any, Any, None]) -> None:

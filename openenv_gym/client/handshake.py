@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from functools import partial
 
@@ -16,7 +17,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
 from openenv_gym.client.connection import Connection
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
-from openenv_gym.errors import ConnectionLostError, ServerUnreachableError, UnauthorizedError
+from openenv_gym.errors import ConnectionLostError, ServerRefusedError, ServerUnreachableError, UnauthorizedError
 from openenv_gym.protocol import native as p
 
 
@@ -56,9 +57,20 @@ async def _open_socket(url: str, token: str | None, open_timeout: float) -> Clie
     except InvalidURI as exc:
         raise ServerUnreachableError(f"{url!r} is not a WebSocket URL ({exc}); use ws://host:port") from None
     except (OSError, TimeoutError, InvalidHandshake) as exc:  # InvalidHandshake: say, closed mid-handshake
-        raise ServerUnreachableError(
+        unreachable = ServerRefusedError if _refused(exc) else ServerUnreachableError
+        raise unreachable(
             f"cannot connect to {url}: {exc}; is the server running? start one with "
             "`openenv-gym serve ENV --port PORT`") from None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether every address of the server refused the connection (asyncio folds the errors of a name with
+    several addresses into one OSError whose message lists them)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    message = str(exc)
+    return (isinstance(exc, OSError) and message.startswith("Multiple exceptions: ")
+            and message.count("[Errno") == message.count(f"[Errno {errno.ECONNREFUSED}]"))
 
 
 class _Connecting:

@@ -9,6 +9,8 @@ import numpy as np
 
 from openenv_gym.errors import OpenEnvGymError
 
+STEP, RESET = 0, 1  # what an answer answers
+
 
 @dataclass
 class VectorResult:
@@ -39,13 +41,3 @@ def joined(parts: list[VectorResult], envs: list[int]) -> VectorResult:
                         np.concatenate([part.terminated for part in parts])[index],
                         np.concatenate([part.truncated for part in parts])[index], [infos[k] for k in index], errors)
 
-
-def merged(first: VectorResult, retried: VectorResult, position: dict[int, int]) -> VectorResult:
-    """`first` with the envs of `retried` replaced by their new answers (`position`: env -> index in first)."""
-    for j, env in enumerate(retried.ids.tolist()):
-        k = position[env]
-        first.obs[k], first.infos[k] = retried.obs[j], retried.infos[j]
-        first.errors.pop(env, None)
-        if env in retried.errors:
-            first.errors[env] = retried.errors[env]
-    return first

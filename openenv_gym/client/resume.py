@@ -1,6 +1,10 @@
 """How a native connection outlives its socket: the reader loop, and on a drop, reconnecting with backoff,
 resuming the sessions with the server's token and sending again what was not answered (the server applies each
-request once). Only past the resume window, or when the server lost the sessions, do the waiting requests fail."""
+request once). Only past the resume window, or when the server lost the sessions, do the waiting requests fail.
+
+Resuming is for a socket that dropped while its server lives on and holds the sessions (a flaky network, a
+proxy that cut it). A server that refuses the reconnection, or that no longer knows the token, has lost them:
+the waiting requests fail at once, not after the window."""
 
 from __future__ import annotations
 
@@ -15,7 +19,13 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.client.batches import Batch
-from openenv_gym.errors import ConnectionLostError, OpenEnvGymError, UnauthorizedError, UnknownOpError
+from openenv_gym.errors import (
+    ConnectionLostError,
+    OpenEnvGymError,
+    ServerRefusedError,
+    UnauthorizedError,
+    UnknownOpError,
+)
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
 
@@ -128,45 +138,58 @@ class Resuming:
         out_of_reach = f"it could not be resumed within {window:g} s"
         deadline = self._loop.time() + window
         delay, wrong_worker = RESUME_BACKOFF[0], 0
+        # The source of the servers, asked whether this one is gone: in the background, as it may take seconds (a
+        # Ray handle waits for restarting actors), while reconnecting goes on (a dying server refuses soon after).
+        asking: asyncio.Future[bool] | None = None
 
         async def back_off() -> None:
             nonlocal delay
             await asyncio.sleep(min(delay, max(0.0, deadline - self._loop.time())))
             delay = min(2 * delay, RESUME_BACKOFF[1])
 
-        while not self._closing and self._loop.time() < deadline:
-            try:
-                ws = await self._reopen()
-            except UnauthorizedError:
-                return out_of_reach
-            except (OSError, TimeoutError, OpenEnvGymError):
-                if self.server_gone is not None and await self.server_gone():
-                    return "the server is gone (its source no longer lists it)"
-                await back_off()
-                continue
-            if self._closing:
+        try:
+            while not self._closing and self._loop.time() < deadline:
+                try:
+                    ws = await self._reopen()
+                except UnauthorizedError:
+                    return out_of_reach
+                except ServerRefusedError:  # nothing listens there any more: the sessions died with the process
+                    return "the server refused the reconnection (its process is gone, and its sessions with it)"
+                except (OSError, TimeoutError, OpenEnvGymError):
+                    if asking is not None and asking.done():
+                        if asking.result():
+                            return "the server is gone (its source no longer lists it)"
+                        asking = None
+                    if asking is None and self.server_gone is not None:
+                        asking = asyncio.ensure_future(self.server_gone())
+                    await back_off()
+                    continue
+                if self._closing:
+                    await ws.close()
+                    return out_of_reach
+                try:
+                    answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
+                except (ConnectionClosed, OSError, TimeoutError):
+                    await ws.close()
+                    await back_off()
+                    continue
+                if "error" in answer:  # the server no longer holds the sessions (its worker restarted, say)
+                    self._fresh_socket(ws, f"{reason}, and {answer['error']['message']}")
+                    return None
+                if answer.get("resumed"):
+                    self._ws = ws
+                    self.resumed += 1
+                    self._send_again()
+                    return None
+                wrong_worker += 1  # the kernel gave this socket to another worker process: connect again
+                if wrong_worker > 8 * self.resume.get("workers", 1) + 8:  # that worker never came back
+                    self._fresh_socket(ws, f"{reason}, and its worker process did not come back")
+                    return None
                 await ws.close()
-                return out_of_reach
-            try:
-                answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
-            except (ConnectionClosed, OSError, TimeoutError):
-                await ws.close()
-                await back_off()
-                continue
-            if "error" in answer:  # the server no longer holds the sessions (its worker restarted, say)
-                self._fresh_socket(ws, f"{reason}, and {answer['error']['message']}")
-                return None
-            if answer.get("resumed"):
-                self._ws = ws
-                self.resumed += 1
-                self._send_again()
-                return None
-            wrong_worker += 1  # the kernel gave this socket to another worker process: connect again
-            if wrong_worker > 8 * self.resume.get("workers", 1) + 8:  # that worker never came back
-                self._fresh_socket(ws, f"{reason}, and its worker process did not come back")
-                return None
-            await ws.close()
-        return out_of_reach
+            return out_of_reach
+        finally:
+            if asking is not None:
+                asking.cancel()
 
     async def _ask(self, ws: ClientConnection, request: dict) -> dict:
         """One request on a socket of our own, before it carries anything else."""

@@ -33,17 +33,14 @@ class Runner:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         raise NotImplementedError
 
-    async def _transport(self, cls: type[Transport], url: str, options: dict[str, Any]) -> Transport:
+    async def open_transport(self, cls: type[Transport], url: str, options: dict[str, Any]) -> Transport:
+        """The shared, open transport of this runner to `url` (opened, or reopened, on demand), from its loop."""
         key = (cls, url, json.dumps(options, sort_keys=True, default=str))
         transport = self._transports.get(key)
         if transport is None or transport.closed:
             transport = await cls(url, **options).open()
             self._transports[key] = transport
         return transport
-
-    def transport(self, cls: type[Transport], url: str, **options: Any) -> Transport:
-        """The shared, open transport of this runner to `url` (opened, or reopened, on demand)."""
-        return self.run(self._transport(cls, url, options))
 
     async def _close_transports(self) -> None:
         transports, self._transports = list(self._transports.values()), {}

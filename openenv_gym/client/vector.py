@@ -14,7 +14,9 @@ env only (`result.errors`); a full server (`capacity`) on reset moves the env to
 
 Servers come and go (servers.py): when one is lost, its envs report the error once, and at their next reset they
 move to the live servers (info["moved"] says from where to where); the source of the servers is asked again,
-and servers that joined (a restarted Ray actor, a new pod) take envs from crowded ones as those reset.
+and servers that joined (a restarted Ray actor, a new pod) take envs from crowded ones as those reset. A reset
+that fails for where it ran (a lost server, a full one) is tried again on a live server, with backoff, for
+`reset_retry_window` seconds (retries.py; info["retries"] counts the tries that failed).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from openenv_gym.client.fleet import Fleet, Group
-from openenv_gym.client.results import VectorResult, joined, merged
+from openenv_gym.client.results import RESET, STEP, VectorResult, joined
+from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW, ResetRetries, Try
 from openenv_gym.client.servers import Servers, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
@@ -37,23 +40,25 @@ from openenv_gym.episode.state import failure_outcome, no_episode
 from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError, ServerUnreachableError
 
 Ids = Sequence[int] | np.ndarray | None
-_STEP, _RESET = 0, 1
 Chunk = tuple[int, list[int], Answers]  # (kind, the envs answered, their answers)
 
 
-class AsyncVectorClient(Fleet):
+class AsyncVectorClient(Fleet, ResetRetries):
     def __init__(self, urls: Servers, num_envs: int, *, transport: str = "native",
                  env: str | None = None, token: str | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
-                 env_args: dict[str, Any] | None = None) -> None:
+                 env_args: dict[str, Any] | None = None,
+                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
         """urls: a server URL, a list of them, `dns+ws://NAME:PORT` (every address of NAME), or an object
         with `urls()` (see servers.py). transport: "native" (openenv_gym servers) or "ors" (ORS servers;
-        `env` names the environment)."""
+        `env` names the environment). reset_retry_window: seconds a reset that failed for its server (lost,
+        full) is tried again on live ones before its failure is reported (0: never)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.source = server_source(urls)
         self.num_envs = num_envs
         self.request_timeout = request_timeout
+        self.reset_retry_window = reset_retry_window
         self._transport_class = transport_class(transport)
         self._options = {"env": env, "token": token, "request_timeout": request_timeout,
                          "open_timeout": open_timeout, "connections_per_worker": connections_per_worker,
@@ -73,11 +78,12 @@ class AsyncVectorClient(Fleet):
         self._unbalanced = False
         self._refreshing: asyncio.Task | None = None
         self._next_refresh = math.inf
+        self._replacing_until = 0.0
         self._moved: dict[int, dict[str, str]] = {}
         self._chores: set[asyncio.Task] = set()
         self._ready: list[Chunk] = []
         self._ready_count = 0
-        self._pending: list[Pending] = []  # batches in flight, for gather() to abandon when time is up
+        self._pending: list[Pending] = []  # batches in flight and resets to try again, for gather() to abandon
         self._prune_at = 64
         self._waiter: asyncio.Future | None = None
         self._want = 0
@@ -110,6 +116,7 @@ class AsyncVectorClient(Fleet):
         """Close every connection; the servers end their sessions."""
         if self._refreshing is not None:
             self._refreshing.cancel()
+        self._cancel_retries()
         transports, self.transports, self._serving = self.transports, [], []
         await asyncio.gather(*(t.close() for t in transports), return_exceptions=True)
         self.live[:] = False
@@ -157,9 +164,9 @@ class AsyncVectorClient(Fleet):
             raise no_episode(f"envs {ended[:5]}", "reset them before stepping")
         return actions
 
-    def _send(self, kind: int, envs: list[int], values: Sequence[Any], options: dict | None = None,
-              together: bool = False) -> None:
-        """One batch per transport: `values` (actions or seeds) follow the order of `envs`."""
+    def _send(self, envs: list[int], values: Sequence[Any], together: bool = False, reset: Try | None = None) -> None:
+        """One batch per transport of steps, or of resets (`reset`): `values` (actions or seeds) follow the order
+        of `envs`."""
         groups = self._groups(envs)
         for transport, group_envs, group in groups:
             if len(groups) == 1:
@@ -167,17 +174,18 @@ class AsyncVectorClient(Fleet):
             else:
                 value_of = dict(zip(envs, values, strict=True))
                 group_values = [value_of[env] for env in group_envs]
-            reply = partial(self._arrived, kind, group_envs)
-            if kind == _STEP:
+            if reset is None:
+                reply = partial(self._arrived, STEP, group_envs)
                 self._pending.append(transport.send_steps(group, group_values, reply, together))
             else:
-                self._pending.append(transport.send_resets(group, group_values, options, reply))
+                reply = partial(self._reset_arrived, group_envs, group_values, reset)
+                self._pending.append(transport.send_resets(group, group_values, reset.options, reply))
         self.in_flight[envs] = True
 
     def send(self, actions: Sequence[Action], ids: Ids = None) -> None:
         """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`."""
         envs = self._ids(ids)
-        self._send(_STEP, envs, self._checked_actions(actions, envs))
+        self._send(envs, self._checked_actions(actions, envs))
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                    options: dict | None = None) -> None:
@@ -190,10 +198,7 @@ class AsyncVectorClient(Fleet):
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
         self.live[envs] = False
-        self._watch_servers(envs)
-        if self._unbalanced:
-            self._rebalance(envs)
-        self._send(_RESET, envs, seeds, options)
+        self._reset_on_live_servers(envs, seeds, Try(options, asyncio.get_running_loop().time()))
 
     # -- receiving: one path for every answer ----------------------------------------------------------
 
@@ -203,7 +208,7 @@ class AsyncVectorClient(Fleet):
             answered = envs[offsets.start:offsets.stop]
         else:
             answered = [envs[o] for o in offsets]
-        if self._moved and kind == _RESET:
+        if self._moved and kind == RESET:
             for j, env in enumerate(answered):
                 if env in self._moved:
                     answers.infos[j] = answers.infos[j] | {"moved": self._moved.pop(env)}
@@ -271,7 +276,7 @@ class AsyncVectorClient(Fleet):
         connection, answered in columns). Use send/recv to get fast sessions' answers before slow ones'."""
         self._idle_check("step")
         envs = self._ids(ids)
-        self._send(_STEP, envs, self._checked_actions(actions, envs), together=True)
+        self._send(envs, self._checked_actions(actions, envs), together=True)
         return await self.gather(envs)
 
     async def step_and_reset(self, actions: Sequence[Action], stepping: list[int], resetting: list[int],
@@ -282,27 +287,17 @@ class AsyncVectorClient(Fleet):
         self._checked_actions(actions, stepping)
         self.send_reset(resetting, seeds, options)
         if stepping:
-            self._send(_STEP, stepping, actions, together=True)
+            self._send(stepping, actions, together=True)
         return await self.gather(sorted(stepping + resetting))
 
     async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                     options: dict | None = None) -> VectorResult:
-        """Reset envs `ids` (default all); envs refused for capacity move to another URL if there is one."""
+        """Reset envs `ids` (default all); envs refused for capacity move to another server if there is one, and
+        CapacityError is raised if some found no room within the retry window."""
         self._idle_check("reset")
         envs = self._ids(ids)
         self.send_reset(envs, seed, options)
         result = await self.gather(envs)
-        position = {env: k for k, env in enumerate(envs)}
-        for _ in range(len(self._serving) - 1):
-            full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
-            if not full:
-                break
-            self._move(full)
-            seeds = None if seed is None else [
-                int(seed) + position[env] if isinstance(seed, int | np.integer) else seed[position[env]]
-                for env in full]
-            self.send_reset(full, seeds, options)
-            result = merged(result, await self.gather(full), position)
         full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
         if full:
             raise CapacityError(
@@ -339,7 +334,7 @@ class AsyncVectorClient(Fleet):
         alive = ~(term | trunc)
         errors: dict[int, OpenEnvGymError] = {}
         for k, kind, error in failures:
-            obs[k], infos[k], trunc[k], alive[k] = failure_outcome(error, stepped=kind == _STEP)
+            obs[k], infos[k], trunc[k], alive[k] = failure_outcome(error, stepped=kind == STEP)
             if not alive[k]:
                 errors[envs[k]] = error  # type: ignore[assignment]
         ids = self._all_array if envs == self._all_ids else np.asarray(envs, dtype=np.int64)

@@ -6,6 +6,9 @@ With one worker everything runs in this process (the quickest start, used by the
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import logging
 import multiprocessing
 import os
@@ -20,9 +23,19 @@ from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.server.worker import Worker, listen_socket
 
 log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _stop_with_parent() -> None:
+    """Ask Linux for SIGTERM when the supervisor dies (killed outright, say), so the worker stops at once and its
+    clients learn it from a close frame, rather than at the next check of its parent (worker.py's housekeeping)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready, private_fds: tuple[int, ...]) -> None:
+    _stop_with_parent()
     for fd in private_fds:  # forked with the supervisor's: a pipe held here would never tell its reader we ended
         os.close(fd)
     counter = SessionCounter(config.limits.max_sessions, slots, index, lock)
