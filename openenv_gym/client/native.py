@@ -146,8 +146,7 @@ class NativeTransport(Transport):
             return self._submit_steps(sessions, actions, reply)
 
         def requests(start: int, offsets: Sequence[int]) -> list[dict]:
-            return [{"id": start + k, "op": p.OP_STEP, "session": sessions[o].id, "action": actions[o]}
-                    for k, o in enumerate(offsets)]
+            return [p.step_request(start + k, sessions[o].id, actions[o]) for k, o in enumerate(offsets)]
 
         return self._submit(sessions, requests, reply, resets=False)
 

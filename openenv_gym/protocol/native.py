@@ -101,7 +101,9 @@ def reset_request(rid: RequestId, session: str | None = None, seed: int | None =
 
 
 def step_request(rid: RequestId, session: str | None, action: Action) -> dict:
-    return _without_none({"id": rid, "op": OP_STEP, "session": session}) | {"action": action}
+    """One dict and nothing more: the one-env-at-a-time path builds one per step. A session of None (never reset)
+    is sent as null, which the server refuses with a bad_request saying so."""
+    return {"id": rid, "op": OP_STEP, "session": session, "action": action}
 
 
 def steps_request(rid: RequestId, sessions: list[str | None], actions: list[Action]) -> dict:
