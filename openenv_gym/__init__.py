@@ -21,9 +21,9 @@ from openenv_gym.registry import register_all
 __version__ = "0.1.0"
 
 _LAZY = {
-    "connect": "openenv_gym.client.handshake",
-    "Connection": "openenv_gym.client.connection",
-    "Session": "openenv_gym.client.session",
+    "connect": "openenv_gym.client.native.handshake",
+    "Connection": "openenv_gym.client.native.connection",
+    "Session": "openenv_gym.client.native.session",
     "AsyncVectorClient": "openenv_gym.client.vector",
     "RemoteEnv": "openenv_gym.env",
     "RemoteVectorEnv": "openenv_gym.vector",
@@ -52,9 +52,9 @@ __all__ = [
 if TYPE_CHECKING:
     from openenv_gym.adapters.environment import Environment
     from openenv_gym.adapters.tools import ToolEnvironment, tool
-    from openenv_gym.client.connection import Connection
-    from openenv_gym.client.handshake import connect
-    from openenv_gym.client.session import Session
+    from openenv_gym.client.native.connection import Connection
+    from openenv_gym.client.native.handshake import connect
+    from openenv_gym.client.native.session import Session
     from openenv_gym.client.vector import AsyncVectorClient
     from openenv_gym.env import RemoteEnv
     from openenv_gym.episode.results import ResetResult, StepResult, invalid_action

@@ -26,7 +26,7 @@ from jsonschema.exceptions import best_match
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from openenv_gym.client.handshake import websocket_url
+from openenv_gym.client.native.handshake import websocket_url
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport, TransportSession
 from openenv_gym.episode.results import Action, invalid_action
 from openenv_gym.episode.state import Episode, episode_id_of, step_limit

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from openenv_gym.client.handshake import websocket_url
+from openenv_gym.client.native.handshake import websocket_url
 from openenv_gym.client.openenv import http_url
 from openenv_gym.client.transport import Pending, Reply, Transport, TransportSession
 from openenv_gym.episode.results import Action

@@ -8,7 +8,8 @@ import importlib
 
 from openenv_gym.client.transport import Transport
 
-TRANSPORTS = {"native": "openenv_gym.client.native:NativeTransport", "ors": "openenv_gym.client.ors:OrsTransport",
+TRANSPORTS = {"native": "openenv_gym.client.native.transport:NativeTransport",
+              "ors": "openenv_gym.client.ors:OrsTransport",
               "openenv": "openenv_gym.client.openenv:OpenEnvTransport",
               "auto": "openenv_gym.client.probe:ProbedTransport"}
 

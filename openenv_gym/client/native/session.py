@@ -12,7 +12,7 @@ from openenv_gym.errors import ConnectionLostError, UnknownSessionError
 from openenv_gym.protocol import native as p
 
 if TYPE_CHECKING:
-    from openenv_gym.client.connection import Connection
+    from openenv_gym.client.native.connection import Connection
 
 
 class Session(TransportSession):

@@ -18,7 +18,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from openenv_gym.client.batches import Batch
+from openenv_gym.client.native.batches import Batch
 from openenv_gym.errors import (
     ConnectionLostError,
     OpenEnvGymError,

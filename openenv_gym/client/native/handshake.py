@@ -15,7 +15,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
-from openenv_gym.client.connection import Connection
+from openenv_gym.client.native.connection import Connection
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.errors import ConnectionLostError, ServerRefusedError, ServerUnreachableError, UnauthorizedError
 from openenv_gym.protocol import native as p

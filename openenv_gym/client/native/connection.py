@@ -21,9 +21,9 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from openenv_gym.client.batches import Batch, BatchSink
-from openenv_gym.client.resume import ReopenSocket, Resuming
-from openenv_gym.client.session import Session
+from openenv_gym.client.native.batches import Batch, BatchSink
+from openenv_gym.client.native.resume import ReopenSocket, Resuming
+from openenv_gym.client.native.session import Session
 from openenv_gym.errors import ConnectionLostError, InvalidActionError, RequestTimeoutError, error_from_wire
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox

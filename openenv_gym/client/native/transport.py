@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from openenv_gym.client.connection import Connection
-from openenv_gym.client.handshake import connect
 from openenv_gym.client.local import check_env_args, local_server_url
-from openenv_gym.client.session import Session
+from openenv_gym.client.native.connection import Connection
+from openenv_gym.client.native.handshake import connect
+from openenv_gym.client.native.session import Session
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Reply, Transport
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import ends_session
