@@ -16,15 +16,15 @@ from typing import Any
 import gymnasium as gym
 
 from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW, delay, given_up, retried
-from openenv_gym.client.servers import Servers, one_of, server_source
+from openenv_gym.client.servers import Servers, one_of
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport
 from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome
 from openenv_gym.errors import InvalidActionError
-from openenv_gym.registry import check_served
 from openenv_gym.spaces import spaces_for
+from openenv_gym.targets import Target
 
 SEED_BOUND = 2**31
 
@@ -35,8 +35,8 @@ class RemoteEnv(gym.Env[str, Action]):
     def __init__(self, env: str | None = None, base_url: Servers | None = None, *, token: str | None = None,
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
-                 env_args: dict[str, Any] | None = None,
-                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
+                 env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
+                 target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server.
@@ -49,31 +49,29 @@ class RemoteEnv(gym.Env[str, Action]):
             server is built with them; a running server must have been started with them.
         reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again, on the next
             server when there are several (0: never).
+        target: all of the above at once (targets.resolve's), instead of them.
         """
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
+        self.target = target or Target.of(env, base_url, transport=transport, token=token, options=options,
+                                          env_args=env_args, request_timeout=request_timeout,
+                                          reset_retry_window=reset_retry_window)
         self.render_mode = render_mode
-        self.default_options = dict(options or {})
+        self.default_options = self.target.options
         self._last_obs = ""
         self._runner = current_runner()
-        self._transport_class = transport_class(transport)
-        if base_url is None:
-            if env is None:
-                raise ValueError("RemoteEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = self._transport_class.local_url(env, env_args=env_args)
-        self._source = server_source(base_url)
-        self.base_url = one_of(self._source)
-        self._options = {"env": env, "token": token, "request_timeout": request_timeout, "env_args": env_args}
-        self.reset_retry_window = reset_retry_window
+        self._transport_class = transport_class(self.target.transport)
+        self.base_url = one_of(self.target.source)
         self._transport = self._shared_transport()
         self.description: dict[str, Any] = self._transport.description
-        check_served(env, self.description, self.base_url)
+        self.target.check(self.description, self.base_url)
         self.observation_space, self.action_space = spaces_for(self.description)
         self._session = self._transport.session()
 
     def _shared_transport(self) -> Transport:
         """This runner's transport to the server, shared with other envs; reopened if it was closed."""
-        return self._runner.run(self._runner.open_transport(self._transport_class, self.base_url, self._options))
+        return self._runner.run(self._runner.open_transport(self._transport_class, self.base_url,
+                                                            self.target.transport_options))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
@@ -94,7 +92,7 @@ class RemoteEnv(gym.Env[str, Action]):
                 obs, info = await self._session.reset(seed, options)
             except Exception as exc:
                 spent = asyncio.get_running_loop().time() - began
-                if not retried(exc) or spent >= self.reset_retry_window:
+                if not retried(exc) or spent >= self.target.reset_retry_window:
                     raise (given_up(exc, failed + 1, spent, [self.base_url]) if failed else exc) from None
                 failed += 1
                 await asyncio.sleep(delay(failed))
@@ -104,8 +102,9 @@ class RemoteEnv(gym.Env[str, Action]):
     async def _reconnect(self) -> None:
         """A new session on the next server of the source (the same one if it lists one), over this runner's
         transport to it."""
-        self.base_url = await asyncio.to_thread(one_of, self._source)
-        self._transport = await self._runner.open_transport(self._transport_class, self.base_url, self._options)
+        self.base_url = await asyncio.to_thread(one_of, self.target.source)
+        self._transport = await self._runner.open_transport(self._transport_class, self.base_url,
+                                                            self.target.transport_options)
         self._session = self._transport.session()
 
     def step(self, action: Action) -> StepTuple:

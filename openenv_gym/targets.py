@@ -1,9 +1,12 @@
-"""A Gymnasium id (and the keyword arguments gym.make would take) as one server to drive, for code that drives
-sessions itself rather than through gym.make: the rollout stream and the trainer integrations.
+"""Where an environment is served: a gym id, or gym.make's arguments, as the servers to drive and how to reach
+them. The one place a `base_url` becomes servers (or, without one, the embedded default's local server is started)
+and a server is checked to serve the environment named; RemoteEnv, RemoteVectorEnv, the rollout stream and the
+trainer integrations all go through it.
 
     target = resolve("openenv/guess")                          # starts the local server, as gym.make_vec would
     target = resolve("openenv/ors", base_url="http://127.0.0.1:8080", env="counter")
     async with target.vector_client(num_envs=64) as client: ...
+    env = RemoteEnv(target=target)
 """
 
 from __future__ import annotations
@@ -14,56 +17,80 @@ from typing import Any
 
 import gymnasium as gym
 
-from openenv_gym.client.servers import ServerSource, server_source
+from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW
+from openenv_gym.client.servers import Servers, ServerSource, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
-from openenv_gym.env import RemoteEnv
 from openenv_gym.errors import EnvNotFoundError
 from openenv_gym.registry import check_served
 
 # The keyword arguments of gym.make / gym.make_vec for openenv ids that a Target keeps.
-TARGET_KWARGS = ("env", "base_url", "token", "options", "transport", "env_args", "request_timeout")
+TARGET_KWARGS = ("env", "base_url", "token", "options", "transport", "env_args", "request_timeout",
+                 "reset_retry_window")
 
 
 @dataclass(frozen=True)
 class Target:
     """One environment on one or more servers, and how to reach them."""
 
-    env_id: str
+    env_id: str | None
     source: ServerSource  # where the servers are (client/servers.py)
     transport: str = "native"
-    env: str | None = None
+    env: str | None = None  # the environment's name or folder (a name on the server, for ORS)
     token: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # reset options of every episode
     env_args: dict[str, Any] | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+    reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW
+
+    @classmethod
+    def of(cls, env: str | None = None, base_url: Servers | None = None, *, workers: int = 1,
+           env_id: str | None = None, transport: str = "native", token: str | None = None,
+           options: dict[str, Any] | None = None, env_args: dict[str, Any] | None = None,
+           request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+           reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> Target:
+        """The target of gym.make's arguments. Without base_url, the local server of `env` is started (or the one
+        this process started is reused) with `workers` processes."""
+        if base_url is None:
+            if env is None:
+                raise ValueError(f"{env_id or 'this environment'} needs env= (to start a local server) or base_url= "
+                                 "(to use a running one)")
+            base_url = transport_class(transport).local_url(env, workers=workers, env_args=env_args)
+        return cls(env_id, server_source(base_url), transport, env, token, dict(options or {}), env_args,
+                   request_timeout, reset_retry_window)
 
     @property
     def urls(self) -> tuple[str, ...]:
         """The servers' URLs now."""
         return tuple(self.source.urls())
 
-    def vector_client(self, num_envs: int) -> AsyncVectorClient:
-        """An AsyncVectorClient of `num_envs` sessions over the target's servers (not yet open)."""
-        return AsyncVectorClient(self.source, num_envs, transport=self.transport, env=self.env, token=self.token,
-                                 request_timeout=self.request_timeout, env_args=self.env_args)
+    @property
+    def transport_options(self) -> dict[str, Any]:
+        """What a transport of this target is made with (besides its URL)."""
+        return {"env": self.env, "token": self.token, "request_timeout": self.request_timeout,
+                "env_args": self.env_args}
 
-    async def open_vector_client(self, num_envs: int) -> AsyncVectorClient:
+    def check(self, description: dict[str, Any], where: str) -> None:
+        """Refuse a server that serves another environment than the one named (EnvNotFoundError)."""
+        check_served(self.env, description, where)
+
+    def vector_client(self, num_envs: int, connections_per_worker: int = 2) -> AsyncVectorClient:
+        """An AsyncVectorClient of `num_envs` sessions over the target's servers (not yet open)."""
+        return AsyncVectorClient(self.source, num_envs, transport=self.transport,
+                                 connections_per_worker=connections_per_worker,
+                                 reset_retry_window=self.reset_retry_window, **self.transport_options)
+
+    async def open_vector_client(self, num_envs: int, connections_per_worker: int = 2) -> AsyncVectorClient:
         """vector_client(num_envs), opened, and checked to reach the env the id names (closed if not)."""
-        client = self.vector_client(num_envs)
+        client = self.vector_client(num_envs, connections_per_worker)
         await client.open()
         try:
-            check_served(self.env, client.description, ", ".join(client.urls))
+            self.check(client.description, ", ".join(client.urls))
         except EnvNotFoundError:
             await client.close()
             raise
         return client
-
-    def remote_env(self) -> RemoteEnv:
-        """A RemoteEnv on one of the servers (each in turn); envs of one thread share one connection per server."""
-        return RemoteEnv(self.env, self.source, token=self.token, options=self.options,
-                         transport=self.transport, request_timeout=self.request_timeout, env_args=self.env_args)
 
 
 def resolve(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> Target:
@@ -75,13 +102,6 @@ def resolve(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> T
         raise TypeError(f"unexpected arguments for {env_id}: {', '.join(unknown)}; "
                         f"known: {', '.join(TARGET_KWARGS)}")
     kwargs = dict(spec.kwargs) | {key: value for key, value in make_kwargs.items() if value is not None}
-    transport = kwargs.get("transport", "native")
-    base_url = kwargs.get("base_url")
-    if base_url is None:
-        if kwargs.get("env") is None:
-            raise ValueError(f"{env_id} drives a running server: pass base_url=")
-        base_url = transport_class(transport).local_url(kwargs["env"], workers=workers or os.cpu_count() or 1,
-                                                        env_args=kwargs.get("env_args"))
-    return Target(env_id, server_source(base_url), transport, kwargs.get("env"), kwargs.get("token"),
-                  dict(kwargs.get("options") or {}),
-                  kwargs.get("env_args"), kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT))
+    if kwargs.get("base_url") is None and kwargs.get("env") is None:
+        raise ValueError(f"{env_id} drives a running server: pass base_url=")
+    return Target.of(workers=workers or os.cpu_count() or 1, env_id=env_id, **kwargs)

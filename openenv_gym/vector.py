@@ -25,13 +25,10 @@ from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW
 from openenv_gym.client.servers import Servers
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
-from openenv_gym.client.transports import transport_class
-from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.episode.state import MAX_STEPS_OPTION
-from openenv_gym.errors import EnvNotFoundError
-from openenv_gym.registry import check_served
 from openenv_gym.spaces import spaces_for
+from openenv_gym.targets import Target
 
 
 def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
@@ -104,8 +101,8 @@ class RemoteVectorEnv(VectorEnv):
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
-                 env_args: dict[str, Any] | None = None,
-                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
+                 env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
+                 target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -119,30 +116,22 @@ class RemoteVectorEnv(VectorEnv):
         reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again on live ones.
             An autoreset that still fails reports truncated with info["error"] and is tried again at the next
             step: a lost server never raises from step(). Only reset() raises, when no server could take the env.
+        target: env, base_url, token, options, transport, env_args, request_timeout and reset_retry_window at
+            once (targets.resolve's), instead of them.
         """
-        cls = transport_class(transport)
-        if base_url is None:
-            if env is None:
-                raise ValueError("RemoteVectorEnv needs env= (to start a local server) or base_url= (to use one)")
-            base_url = cls.local_url(env, workers=os.cpu_count() or 1, env_args=env_args)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
+        self.target = target or Target.of(env, base_url, workers=os.cpu_count() or 1, transport=transport,
+                                          token=token, options=options, env_args=env_args,
+                                          request_timeout=request_timeout, reset_retry_window=reset_retry_window)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
         self.num_envs = num_envs
-        self.default_options = dict(options or {})
+        self.default_options = self.target.options
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
-        self.client = AsyncVectorClient(base_url, num_envs, transport=transport, env=env, token=token,
-                                        request_timeout=request_timeout, connections_per_worker=connections_per_worker,
-                                        env_args=env_args, reset_retry_window=reset_retry_window)
-        self._runner.run(self.client.open())
-        try:
-            check_served(env, self.client.description, ", ".join(self.client.urls))
-        except EnvNotFoundError:
-            self._runner.run(self.client.close())
-            raise
+        self.client = self._runner.run(self.target.open_vector_client(num_envs, connections_per_worker))
         self.single_env_max_steps: int | None = self.client.description.get("max_steps")
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -44,7 +44,7 @@ def _pickled(cls: EnvClass) -> str | tuple:
     target: Target = cls.target
     settings = {"base_url": target.source, "transport": target.transport, "env": target.env,
                 "token": target.token, "options": target.options, "env_args": target.env_args,
-                "request_timeout": target.request_timeout}
+                "request_timeout": target.request_timeout, "reset_retry_window": target.reset_retry_window}
     return _rebuilt, (target.env_id, settings)
 
 
@@ -76,7 +76,7 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         lifecycle.attach_to_caller()
         seed, options = task_of_row(row)
         if self._env is None:
-            self._env = self.target.remote_env()
+            self._env = RemoteEnv(target=self.target)
         self._rewards, self._error = [], None
         obs, self._info = self._env.reset(seed=seed, options=options)
         self._done = False
@@ -122,7 +122,7 @@ def environment_factory(env_id: str, *, workers: int | None = None, **make_kwarg
     local server is started now, with `workers` processes (default one per core).
     """
     target = resolve(env_id, workers=workers, **make_kwargs)
-    probe = target.remote_env()
+    probe = RemoteEnv(target=target)
     description = probe.description
     probe.close()
     specs = (description.get("tools") or []) if description.get("action") == "tools" else [SEND_MESSAGE]
