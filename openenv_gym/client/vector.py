@@ -9,7 +9,7 @@
 Sessions are spread over the servers (an equal share each), and over each server as its transport places them
 (the native one: evenly over the worker processes, one batch frame per connection). Every answer, of a
 reset or a step, as it arrives or all at once, takes one path: the transport hands it over as columns
-(`Answers`), and `_collect` turns what was taken into a VectorResult. A session error is reported for that
+(`Answers`), and `_collect` turns what was taken into a VectorResult (arrivals.py). A session error is reported for that
 env only (`result.errors`); a full server (`capacity`) on reset moves the env to another server.
 
 Servers come and go (servers.py): when one is lost, its envs report the error once, and at their next reset they
@@ -29,21 +29,21 @@ from typing import Any
 
 import numpy as np
 
+from openenv_gym.client.arrivals import Arrivals, Chunk
 from openenv_gym.client.fleet import Fleet, Group
-from openenv_gym.client.results import RESET, STEP, VectorResult, joined
+from openenv_gym.client.results import STEP, VectorResult
 from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW, ResetRetries, Try
 from openenv_gym.client.servers import Servers, server_source
-from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Transport, TransportSession
+from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
 from openenv_gym.episode.results import Action
-from openenv_gym.episode.state import failure_outcome, no_episode
-from openenv_gym.errors import CapacityError, OpenEnvGymError, RequestTimeoutError, ServerUnreachableError
+from openenv_gym.episode.state import no_episode
+from openenv_gym.errors import CapacityError, RequestTimeoutError, ServerUnreachableError
 
 Ids = Sequence[int] | np.ndarray | None
-Chunk = tuple[int, list[int], Answers]  # (kind, the envs answered, their answers)
 
 
-class AsyncVectorClient(Fleet, ResetRetries):
+class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
     def __init__(self, urls: Servers, num_envs: int, *, transport: str = "native",
                  env: str | None = None, token: str | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
@@ -200,54 +200,7 @@ class AsyncVectorClient(Fleet, ResetRetries):
         self.live[envs] = False
         self._reset_on_live_servers(envs, seeds, Try(options, asyncio.get_running_loop().time()))
 
-    # -- receiving: one path for every answer ----------------------------------------------------------
-
-    def _arrived(self, kind: int, envs: list[int], answers: Answers) -> None:
-        offsets = answers.offsets
-        if type(offsets) is range and offsets.step == 1:
-            answered = envs[offsets.start:offsets.stop]
-        else:
-            answered = [envs[o] for o in offsets]
-        if self._moved and kind == RESET:
-            for j, env in enumerate(answered):
-                if env in self._moved:
-                    answers.infos[j] = answers.infos[j] | {"moved": self._moved.pop(env)}
-        self._ready.append((kind, answered, answers))
-        self._ready_count += len(answered)
-        if self._waiter is not None and self._ready_count >= self._want and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def _wait_for(self, count: int, timeout: float | None) -> bool:
-        """Wait until `count` answers are ready; False if `timeout` passed first."""
-        if self._ready_count >= count:
-            return True
-        self._want = count
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._waiter
-        except TimeoutError:
-            return False
-        finally:
-            self._waiter = None
-        return True
-
-    def _take(self, count: int | None = None) -> list[Chunk]:
-        """Up to `count` of the answers that arrived (all by default), oldest first."""
-        if count is None or count >= self._ready_count:
-            taken, self._ready, self._ready_count = self._ready, [], 0
-            return taken
-        taken = []
-        while count > 0:
-            kind, envs, answers = self._ready[0]
-            if len(envs) <= count:
-                taken.append(self._ready.pop(0))
-            else:  # split the chunk
-                taken.append((kind, envs[:count], _slice(answers, 0, count)))
-                self._ready[0] = (kind, envs[count:], _slice(answers, count, len(envs)))
-            self._ready_count -= len(taken[-1][1])
-            count -= len(taken[-1][1])
-        return taken
+    # -- receiving: one path for every answer (arrivals.py) --------------------------------------------
 
     async def recv(self, min_results: int = 1, max_results: int | None = None,
                    timeout: float | None = None) -> VectorResult:
@@ -304,52 +257,3 @@ class AsyncVectorClient(Fleet, ResetRetries):
                 f"{len(full)} of {len(envs)} sessions could not be placed: every server is full "
                 f"({', '.join(self.urls)}); raise --max-sessions, add a server URL, or use fewer envs")
         return result
-
-    def _collect(self, chunks: list[Chunk], order: list[int] | None) -> VectorResult:
-        """Turn answers into a VectorResult: in arrival order, or ordered like `order` (exactly the answered envs).
-
-        Plain lists in the loop and numpy conversions at the end: element-wise numpy writes cost
-        about 100 ns each, several per env.
-        """
-        if order is not None and len(chunks) > 1:
-            chunks.sort(key=lambda chunk: chunk[1][0])  # lock-step batches are contiguous blocks of envs
-        envs: list[int] = []
-        obs: list[str] = []
-        rewards: list[float] = []
-        terminated: list[bool] = []
-        truncated: list[bool] = []
-        infos: list[dict] = []
-        failures: list[tuple[int, int, Exception]] = []
-        for kind, answered, answers in chunks:
-            if answers.errors is not None:
-                failures += [(len(envs) + j, kind, e) for j, e in enumerate(answers.errors) if e is not None]
-            envs += answered
-            obs += answers.obs
-            rewards += answers.rewards
-            terminated += answers.terminated
-            truncated += answers.truncated
-            infos += answers.infos
-        term = np.array(terminated, dtype=bool)
-        trunc = np.array(truncated, dtype=bool)
-        alive = ~(term | trunc)
-        errors: dict[int, OpenEnvGymError] = {}
-        for k, kind, error in failures:
-            obs[k], infos[k], trunc[k], alive[k] = failure_outcome(error, stepped=kind == STEP)
-            if not alive[k]:
-                errors[envs[k]] = error  # type: ignore[assignment]
-        ids = self._all_array if envs == self._all_ids else np.asarray(envs, dtype=np.int64)
-        self.in_flight[ids] = False
-        self.live[ids] = alive
-        if not self.in_flight.any():  # let answers go at once: kept, they would weigh on the garbage collector
-            self._pending.clear()
-        elif len(self._pending) > self._prune_at:  # EnvPool-style sends leave one per call: drop the done now and then
-            self._pending = [pending for pending in self._pending if not pending.done]
-            self._prune_at = 2 * len(self._pending) + 64
-        result = VectorResult(ids, obs, np.array(rewards, dtype=np.float64), term, trunc, infos, errors)
-        return result if order is None or envs == order else joined([result], order)
-
-
-def _slice(answers: Answers, start: int, stop: int) -> Answers:
-    return Answers(answers.offsets[start:stop], answers.obs[start:stop], answers.rewards[start:stop],
-                   answers.terminated[start:stop], answers.truncated[start:stop], answers.infos[start:stop],
-                   None if answers.errors is None else answers.errors[start:stop])
