@@ -17,7 +17,15 @@ from openenv.core.mcp_client import MCPToolClient
 
 
 def _text(observation) -> str:
-    return observation["text"] if isinstance(observation, dict) else str(observation)
+    """What an observation says: its text field (an environment of openenv_gym's own), or the text of an MCP tool
+    call's result (an OpenEnv MCP environment's CallToolObservation)."""
+    if not isinstance(observation, dict):
+        return str(observation)
+    if "text" in observation:
+        return observation["text"]
+    result = observation.get("result") or {}
+    texts = [item.get("text", "") for item in result.get("content") or ()] if isinstance(result, dict) else []
+    return "\n".join(texts) or json.dumps(observation, sort_keys=True)
 
 
 async def generic(url: str) -> dict:
@@ -39,9 +47,9 @@ async def generic(url: str) -> dict:
         try:
             await env.step({"type": "call_tool", "tool_name": 5})
             out["bad_action"] = "accepted"
-        except RuntimeError as exc:
-            out["bad_action"] = str(exc)
-        after = await env.step({"message": "guess(number=50)"})  # the same socket and session go on
+        except RuntimeError as exc:  # "Server error: <the server's own words> (code: CODE)": the code
+            out["bad_action"] = str(exc).rsplit("(code: ", 1)[-1].rstrip(")")
+        after = await env.step({"type": "call_tool", "tool_name": "guess", "arguments": {"number": 50}})  # goes on
         out["after_bad"] = _text(after.observation)
     return out
 

@@ -161,18 +161,23 @@ def test_remote_object_actions_are_checked_against_the_schema(openenv_python):
         env.close()
 
 
-def test_openenvs_own_clients_play_against_our_server(openenv_python, guess_url, our_guess):
-    for url in (http_url(guess_url), http_url(our_guess)):  # a shipped env, and an imported OpenEnv env
-        done = subprocess.run([str(openenv_python), str(ROOT / "tests" / "openenv_clients.py"), url],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+def _openenv_clients(python: Path, url: str) -> dict:
+    done = subprocess.run([str(python), str(ROOT / "tests" / "openenv_clients.py"), url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_openenvs_own_clients_play_against_our_server(openenv_python, guess_url, our_guess, their_guess):
+    theirs = _openenv_clients(openenv_python, their_guess)
+    assert _openenv_clients(openenv_python, http_url(our_guess)) == theirs  # the imported env: OpenEnv's answers
+    for result in (theirs, _openenv_clients(openenv_python, http_url(guess_url))):  # and the shipped env plays too
         generic, mcp = result["generic"], result["mcp"]
         assert generic["reset"].startswith(("I am thinking", "Find the number"))
         assert generic["turns"][-1][1] > 0 and generic["turns"][-1][2] is True
         assert "correct" in generic["turns"][-1][0]
         assert generic["state"]["episode_id"] == "ep-7" and generic["state"]["step_count"] == len(generic["turns"])
-        assert "VALIDATION_ERROR" in generic["bad_action"]
+        assert generic["bad_action"] == "VALIDATION_ERROR"
         assert "50" in generic["after_bad"]
         assert {"guess"} <= set(mcp["tools"])
         assert "correct" in mcp["answers"][-1]
@@ -239,9 +244,10 @@ def test_import_finds_the_action_model_or_says_what_to_add(tmp_path):
         import_environment(ROOT / "tests" / "ors_envs" / "answer", "x", tmp_path / "out2", inline_sync=True)
 
 
-def test_openenv_http_routes_answer_on_our_imported_server(our_guess):
+def test_openenv_http_routes_answer_on_our_imported_server(our_guess, their_guess):
     schema = httpx.get(http_url(our_guess) + "/schema", timeout=5).json()
-    assert schema["action"]["oneOf"][0]["properties"]["tool_name"]["enum"] == ["guess", "hint"]
+    assert schema == httpx.get(their_guess + "/schema", timeout=5).json()  # the env's own models, as OpenEnv shows
+    assert schema["action"]["title"] == "CallToolAction"
     assert httpx.get(http_url(our_guess) + "/health", timeout=5).json() == {"status": "healthy"}
 
 

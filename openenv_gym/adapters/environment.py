@@ -45,6 +45,12 @@ class Environment:
     async def close(self) -> None:
         """Release what the instance holds. Called once when its session ends."""
 
+    def refusal(self, action: Action) -> str | None:
+        """Why this environment refuses `action` before stepping, for front ends whose protocol refuses such
+        actions (OpenEnv's validates them against the environment's Action model); None: it takes it, or answers
+        it with an invalid-action observation when it steps. Called on the event loop: keep it cheap."""
+        return None
+
     def extras(self) -> dict[str, Any]:
         """What `state()` tells of the episode beyond its id and step count (a JSON object; empty: nothing).
         Called on the event loop: keep it cheap."""

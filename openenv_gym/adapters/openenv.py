@@ -4,9 +4,11 @@ process, many sessions per worker, in a venv with the `openenv` package.
 reset:  the instance is made at the session's first reset (in a thread: constructors may be heavy); an
         MCPEnvironment's MCP session is opened once, as OpenEnv's server does. `reset(seed, episode_id, **options)`
         gets the options its signature takes.
-step:   the action becomes the env's Action (protocol/openenv.py: tool calls for MCP envs, objects, or text for
-        a one-text-field model), validated by the Action model; a refused action is an invalid-action
-        observation. `step_async` runs on the event loop when the env overrides it, else `step` in a thread.
+step:   the action becomes the env's Action (protocol/openenv_payloads.py: tool calls for MCP envs, objects, or
+        text for a one-text-field model), validated by the Action model; a refused action is an invalid-action
+        observation (on the OpenEnv front end, `refusal` makes it OpenEnv's VALIDATION_ERROR instead).
+        `step_async` runs on the event loop when the env overrides it, else `step` in a thread.
+describe: the Action model's schema, and those of the Observation and State models, as OpenEnv's /schema shows.
 state:  the env's `state` beyond episode_id and step_count is the session's extras.
 An env that does not declare SUPPORTS_CONCURRENT_SESSIONS = True gets one session per worker process: its
 instances may share state, and OpenEnv itself serves such an env one session at a time.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import typing
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -30,7 +33,7 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.errors import CapacityError
 from openenv_gym.manifests.schema import ManifestError, OpenEnvManifest
-from openenv_gym.protocol.openenv import (
+from openenv_gym.protocol.openenv_payloads import (
     reset_from_payload,
     state_extras,
     step_from_payload,
@@ -71,11 +74,40 @@ def _accepted(method: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in kwargs.items() if key in parameters}
 
 
+def _generic_models(env_class: type) -> tuple[type | None, type | None]:
+    """(Observation, State) that the class's base Environment[Action, Observation, State] names, if it does."""
+    from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
+
+    for klass in env_class.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, OpenEnvEnvironment):
+                named = [arg if isinstance(arg, type) else None for arg in typing.get_args(base)] + [None] * 3
+                return named[1], named[2]
+    return None, None
+
+
+def _models(env_class: type, manifest: OpenEnvManifest) -> dict[str, type]:
+    """The models OpenEnv's server of the env publishes at /schema besides the Action: those the import found in
+    create_app(...), else those the env class's generic base names, else OpenEnv's base Observation and State; the
+    reset observation is the observation unless named (create_app's defaults)."""
+    from openenv.core.env_server.types import Observation, State
+
+    observation, state = _generic_models(env_class)
+    models = {"observation": _load_attribute(manifest.observation) if manifest.observation else observation,
+              "state": _load_attribute(manifest.state) if manifest.state else state}
+    models = {"observation": models["observation"] or Observation, "state": models["state"] or State}
+    models["reset_observation"] = (_load_attribute(manifest.reset_observation) if manifest.reset_observation
+                                   else models["observation"])  # as create_app defaults it
+    return models
+
+
 class OpenEnvFactory:
     def __init__(self, env_class: type, action_class: type, manifest: OpenEnvManifest) -> None:
         from openenv.core.env_server.serialization import deserialize_action
 
         self.env_class, self.action_class, self.manifest = env_class, action_class, manifest
+        self.models = _models(env_class, manifest)
         self.deserialize = deserialize_action
         self.async_reset, self.async_step = _overrides(env_class, "reset_async"), _overrides(env_class, "step_async")
         self.concurrent = bool(getattr(env_class, "SUPPORTS_CONCURRENT_SESSIONS", False))
@@ -116,7 +148,16 @@ class OpenEnvFactory:
         return {"name": self.manifest.name, "description": self.manifest.description or doc,
                 "action": "tools" if self.tools is not None else "text", "tools": self.tools or [],
                 "max_steps": self.manifest.max_steps, "source": "openenv", "class": self.env_class.__name__,
-                "action_schema": self.schema, "concurrent_sessions": self.concurrent}
+                "action_schema": self.schema, "concurrent_sessions": self.concurrent,
+                **{f"{name}_schema": model.model_json_schema() for name, model in self.models.items()}}
+
+    def typed(self, wire: dict[str, Any]) -> Any:
+        """The env's Action for an OpenEnv action; ValueError, saying why, if its Action model refuses it."""
+        try:
+            return self.deserialize(wire, self.action_class)
+        except ValidationError as exc:
+            raise ValueError(f"the action does not fit {self.action_class.__name__}: {exc.error_count()} error(s): "
+                             f"{exc.errors(include_url=False)[:3]}") from None
 
     async def call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """A sync env method: in a thread (the env's one thread if it asks for one), or inline if the import
@@ -130,6 +171,7 @@ class OpenEnvFactory:
 class OpenEnvSession(Environment):
     def __init__(self, factory: OpenEnvFactory) -> None:
         self.factory = factory
+        self.checked: tuple[Any, Any] | None = None  # (an action refusal() let through, the env's Action of it)
         self.env: Any = None
         self.holder: asyncio.Task | None = None  # holds an MCP environment's MCP session open
         self.release = asyncio.Event()
@@ -165,16 +207,33 @@ class OpenEnvSession(Environment):
             observation = await self.factory.call(env.reset, **_accepted(env.reset, kwargs))
         return reset_from_payload(payload(observation))
 
+    def refusal(self, action: Any) -> str | None:
+        """Why the Action model refuses an action object (text is read when it steps), as OpenEnv's server checks
+        it before stepping. What it lets through is kept for the step that follows, not validated twice."""
+        if type(action) is not dict:
+            return None
+        wire = self.factory.to_wire(action)
+        if type(wire) is str:
+            return None  # not the Action model's matter: the step answers it
+        try:
+            self.checked = (action, self.factory.typed(wire))
+        except ValueError as exc:
+            return str(exc)
+        return None
+
     async def step(self, action: Any) -> StepResult:
         factory = self.factory
-        wire = await read_action(factory.to_wire, action)
-        if type(wire) is str:
-            return invalid_action(wire)
-        try:
-            typed = factory.deserialize(wire, factory.action_class)
-        except ValidationError as exc:
-            return invalid_action(f"the action does not fit {factory.action_class.__name__}: "
-                                  f"{exc.error_count()} error(s): {exc.errors(include_url=False)[:3]}")
+        checked, self.checked = self.checked, None
+        if checked is not None and checked[0] is action:
+            typed = checked[1]
+        else:
+            wire = await read_action(factory.to_wire, action)
+            if type(wire) is str:
+                return invalid_action(wire)
+            try:
+                typed = factory.typed(wire)
+            except ValueError as exc:
+                return invalid_action(str(exc))
         if factory.async_step:
             observation = await self.env.step_async(typed)
         elif factory.manifest.inline_sync:  # the per-step path: no coroutine of call() in between

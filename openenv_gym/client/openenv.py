@@ -31,7 +31,6 @@ from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Tra
 from openenv_gym.episode.results import Action, invalid_action
 from openenv_gym.episode.state import Episode, episode_id_of, step_limit
 from openenv_gym.errors import (
-    BadRequestError,
     CapacityError,
     ConnectionLostError,
     EnvError,
@@ -40,6 +39,14 @@ from openenv_gym.errors import (
     ServerUnreachableError,
 )
 from openenv_gym.protocol.openenv import (
+    close_message,
+    frame_data,
+    list_tools_message,
+    reset_message,
+    state_message,
+    step_message,
+)
+from openenv_gym.protocol.openenv_payloads import (
     is_tool_schema,
     reset_from_payload,
     state_extras,
@@ -110,7 +117,7 @@ class OpenEnvTransport(Transport):
         """The tools, from a `list_tools` step on a socket of its own (OpenEnv answers it without a reset)."""
         socket = OpenEnvSession(self)
         try:
-            listed = await socket.ask({"type": "step", "data": {"type": "list_tools"}})
+            listed = await socket.ask(list_tools_message())
         finally:
             await socket.close()
         return [tool_of(t) for t in (listed.get("observation") or {}).get("tools") or ()]
@@ -190,29 +197,21 @@ class OpenEnvSession(TransportSession):
                 await self._drop()
                 raise EnvError(f"the OpenEnv server at {self.transport.ws_url} sent an answer that is not a JSON "
                                f"object ({exc}); its session is dropped") from None
-        if answer.get("type") != "error":
-            return answer.get("data") or {}
-        data = answer.get("data") or {}
-        message = f"the OpenEnv server answered {data.get('code')}: {data.get('message')}"
-        if data.get("code") == "CAPACITY_REACHED":
+        try:
+            return frame_data(answer)
+        except CapacityError:
             await self._drop()  # the server closes the socket after this frame
-            raise CapacityError(message)
-        raise self._error(data.get("code"), message)
-
-    def _error(self, code: str | None, message: str) -> OpenEnvGymError:
-        if code in ("VALIDATION_ERROR", "INVALID_JSON", "UNKNOWN_TYPE"):
-            return BadRequestError(message)
-        self.episode.live = False  # the environment raised: OpenEnv keeps the socket, the episode is over
-        return EnvError(message)
+            raise
+        except EnvError:
+            self.episode.live = False  # the environment raised: our rule ends the episode (OpenEnv's keeps it)
+            raise
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         options = dict(options or {})
         limit = step_limit(options, self.transport.max_steps)
         episode_id = episode_id_of(options)
         data = {k: v for k, v in options.items() if k not in RESERVED_OPTIONS} | {"episode_id": episode_id}
-        if seed is not None:
-            data["seed"] = seed
-        result = reset_from_payload(await self.ask({"type": "reset", "data": data}))
+        result = reset_from_payload(await self.ask(reset_message(seed, data)))
         self.id = self.id or str(uuid.uuid4())
         self.episode.begin(limit, episode_id)
         return result.obs, result.info
@@ -221,14 +220,14 @@ class OpenEnvSession(TransportSession):
         self.episode.require_running("the session on the OpenEnv server")
         wire = self.transport.check(action)
         result = invalid_action(wire) if isinstance(wire, str) else step_from_payload(
-            await self.ask({"type": "step", "data": wire}))
+            await self.ask(step_message(wire)))
         truncated = self.episode.count(result.terminated, result.truncated)
         return result.obs, result.reward, result.terminated, truncated, result.info
 
     async def state(self) -> dict[str, Any]:
         if self.ws is None or self.episode.episode_id is None:
             return Episode().state(None)
-        theirs = await self.ask({"type": "state"})
+        theirs = await self.ask(state_message())
         extras = state_extras(theirs)
         state = self.episode.state(self.id) | {"episode_id": theirs.get("episode_id", self.episode.episode_id)}
         return state | ({"extras": extras} if extras else {})
@@ -245,5 +244,5 @@ class OpenEnvSession(TransportSession):
         """Close the socket; OpenEnv's server ends the session with it. Idempotent."""
         if self.ws is not None:
             with contextlib.suppress(ConnectionClosed):
-                await self.ws.send(orjson.dumps({"type": "close"}).decode())
+                await self.ws.send(orjson.dumps(close_message()).decode())
         await self._drop()

@@ -106,7 +106,7 @@ class OpenEnvImporter:
         return notes
 
     def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
-        return {"action": action_class(source, detected)}
+        return {"action": action_class(source, detected), **app_models(source)}
 
 
 def _class_node(detected: Detected) -> ast.ClassDef | None:
@@ -115,16 +115,42 @@ def _class_node(detected: Detected) -> ast.ClassDef | None:
         if tree else None
 
 
-def action_class(source: Path, detected: Detected) -> str:
-    """"module:Class" of the environment's Action model, as the vendored folder imports it."""
+def _app_call(source: Path) -> tuple[Path, ast.Module, ast.Call] | None:
+    """server/app.py's create_app(...) call, with its file and tree."""
     app = source / "server" / "app.py"
     tree = parse(app) if app.is_file() else None
     for node in ast.walk(tree) if tree else ():
         if isinstance(node, ast.Call) and _base_name(node.func) in APP_FACTORIES:
-            argument = node.args[1] if len(node.args) > 1 else next(
-                (k.value for k in node.keywords if k.arg == "action_cls"), None)
-            if isinstance(argument, ast.Name):
-                return _resolve(source, app, tree, argument.id)
+            return app, tree, node  # type: ignore[return-value]
+    return None
+
+
+def _app_argument(found: tuple[Path, ast.Module, ast.Call] | None, source: Path, position: int | None,
+                  keyword: str) -> str | None:
+    """"module:Class" of a model the create_app(...) call `found` is given (at `position`, or as `keyword`)."""
+    if found is None:
+        return None
+    app, tree, call = found
+    argument = call.args[position] if position is not None and len(call.args) > position else next(
+        (k.value for k in call.keywords if k.arg == keyword), None)
+    return _resolve(source, app, tree, argument.id) if isinstance(argument, ast.Name) else None
+
+
+def app_models(source: Path) -> dict[str, str]:
+    """The models besides the Action that OpenEnv's server of the project publishes at /schema, as create_app(...)
+    names them: the Observation (its third argument), and the State and reset observation when given."""
+    found = _app_call(source)
+    models = {"observation": _app_argument(found, source, 2, "observation_cls"),
+              "state": _app_argument(found, source, None, "state_cls"),
+              "reset_observation": _app_argument(found, source, None, "reset_observation_cls")}
+    return {field: model for field, model in models.items() if model is not None}
+
+
+def action_class(source: Path, detected: Detected) -> str:
+    """"module:Class" of the environment's Action model, as the vendored folder imports it."""
+    named = _app_argument(_app_call(source), source, 1, "action_cls")
+    if named is not None:
+        return named
     node = _class_node(detected)
     for method in node.body if node else ():
         if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and method.name == "step":

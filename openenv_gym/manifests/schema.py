@@ -81,11 +81,19 @@ class VerifiersManifest(ImportedManifest):
     env_args: dict[str, Any] = {}  # arguments of load_environment()
 
 
+MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"
+
+
 class OpenEnvManifest(ImportedManifest):
     """An OpenEnv environment project (entry: module:EnvironmentClass, action: module:ActionClass)."""
 
     kind: Literal["openenv"]
-    action: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # the Action model its server validates with
+    action: str = Field(pattern=MODEL)  # the Action model its server validates with
+    # the other models its server publishes at /schema (None: the environment class's own generic arguments, or
+    # OpenEnv's base models)
+    observation: str | None = Field(default=None, pattern=MODEL)
+    state: str | None = Field(default=None, pattern=MODEL)
+    reset_observation: str | None = Field(default=None, pattern=MODEL)
     max_steps: PositiveInt | None = None  # OpenEnv episodes end when the env says done; a limit is optional
     # Its sync reset/step are quick and never block: run them on the event loop (as async overrides would run),
     # not in a thread. A thread hop per call costs more than a quick env's step; a blocking one would stall

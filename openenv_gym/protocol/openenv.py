@@ -1,12 +1,15 @@
-"""OpenEnv's wire shapes (openenv 0.10.0), sans I/O, shared by the transport that drives OpenEnv servers
-(client/openenv.py) and the adapter that serves imported OpenEnv environments (adapters/openenv.py), so one
-environment plays the same steps either way.
+"""OpenEnv's `/ws` protocol (openenv 0.10.0), sans I/O, both directions: the messages a client sends and the
+server reads, the frames the server answers with and the client reads, and OpenEnv's error codes as ours. What
+the messages carry (actions, observation payloads, tools, state, schemas) is protocol/openenv_payloads.py's;
+MCP's JSON-RPC shapes are protocol/mcp.py's. Client (client/openenv.py) and server (server/openenv_ws.py) build
+and read every message here, so they cannot disagree.
 
-An OpenEnv observation payload is `{"observation": {...}, "reward": r | None, "done": bool, "metadata"?: {...}}`.
-Its text is the observation's `text` field; for an MCP tool call, the text of the tool's result (or "Error: ..."
-when the call failed); else the observation as JSON. The whole observation is in info["observation"].
-Actions: MCP environments take tool calls (`{"type": "call_tool", "tool_name", "arguments"}`); others take an
-object of their Action model, or text when that model has a single text field.
+    {"type": "reset", "data": {"seed": 3, "episode_id": "e1", <reset options>}}  -> {"type": "observation", ...}
+    {"type": "step", "data": <action>}                                          -> {"type": "observation", ...}
+    {"type": "state"}                                                           -> {"type": "state", ...}
+    {"type": "mcp", "data": <JSON-RPC request>}                                 -> {"type": "mcp", ...}
+    {"type": "close"}                                                           -> the socket closes (1000)
+    errors: {"type": "error", "data": {"message", "code"}}
 """
 
 from __future__ import annotations
@@ -15,103 +18,148 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.results import ResetResult, StepResult, reward_of
-from openenv_gym.episode.toolcalls import find_tool_call
+from openenv_gym.episode.results import Action
+from openenv_gym.errors import BadRequestError, CapacityError, EnvError, InvalidActionError, ProtocolError
+from openenv_gym.protocol.openenv_payloads import CALL_TOOL, LIST_TOOLS
 
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
-ACTION_BOOKKEEPING = {"metadata", "type"}  # fields of every OpenEnv action, never the one a text goes to
-STATE_COUNTS = ("episode_id", "step_count")  # State fields a session keeps itself; the rest are the env's extras
-
-
-def state_extras(state: Any) -> dict[str, Any]:
-    """An OpenEnv State (as JSON) beyond its episode id and step count: what the environment tells of itself."""
-    return {key: value for key, value in state.items() if key not in STATE_COUNTS} if isinstance(state, dict) else {}
-
-
-def tool_of(tool: dict[str, Any]) -> dict[str, Any]:
-    """An OpenEnv / MCP Tool ({name, description, input_schema or inputSchema}) as a tool of ours."""
-    schema = tool.get("input_schema") or tool.get("inputSchema") or EMPTY_SCHEMA
-    return {"name": tool["name"], "description": tool.get("description") or "", "parameters": schema}
+RESET, STEP, STATE, MCP, CLOSE = "reset", "step", "state", "mcp", "close"  # what a client sends
+OBSERVATION, ERROR = "observation", "error"  # what a server answers, besides STATE and MCP frames
+INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR = "INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR"
+EXECUTION_ERROR, CAPACITY_REACHED, SESSION_ERROR = "EXECUTION_ERROR", "CAPACITY_REACHED", "SESSION_ERROR"
+CLIENT_MISTAKES = frozenset({INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR})  # codes of what the client sent wrong
+RESET_KEYS = ("seed",)  # given to reset as such; every other key of its data (episode_id too) is a reset option
 
 
-def is_tool_schema(action_schema: dict[str, Any]) -> bool:
-    """Whether an environment's action schema (from /schema) is MCP's CallToolAction: a tool-calling env."""
-    properties = action_schema.get("properties") or {}
-    return "tool_name" in properties and "arguments" in properties
+# -- messages: built by a client, read by the server -------------------------------------------------------
+
+class WireError(Exception):
+    """What an OpenEnv server answers with an error frame: {"type": "error", "data": {"message", "code"}}."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def frame(self) -> dict[str, Any]:
+        return error_frame(self.code, str(self))
 
 
-def text_field(action_schema: dict[str, Any]) -> str | None:
-    """The field a text action fills: the action model's one required string field (or its one string field)."""
-    properties = {name: spec for name, spec in (action_schema.get("properties") or {}).items()
-                  if name not in ACTION_BOOKKEEPING}
-    strings = [name for name, spec in properties.items() if isinstance(spec, dict) and spec.get("type") == "string"]
-    required = [name for name in action_schema.get("required") or () if name in properties]
-    if len(required) == 1 and required[0] in strings:
-        return required[0]
-    return strings[0] if len(strings) == 1 and not required else None
+def reset_message(seed: int | None, options: dict[str, Any]) -> dict[str, Any]:
+    return {"type": RESET, "data": options | ({"seed": seed} if seed is not None else {})}
 
 
-def wire_action(action: Any, tools: list[dict] | None, text_to: str | None) -> dict[str, Any] | str:
-    """The OpenEnv action an action of ours makes, or why it makes none (an invalid-action message).
-    tools: a tool-calling env's tools (None: the env takes objects); text_to: the field text goes to."""
-    if tools is not None:
-        if isinstance(action, dict) and action.get("type") == "call_tool":  # OpenEnv's own CallToolAction shape
-            action = {"name": action.get("tool_name"), "arguments": action.get("arguments") or {}}
-        call = find_tool_call(action, [t["name"] for t in tools])
-        if isinstance(call, str):
-            return call
-        return {"type": "call_tool", "tool_name": call["name"], "arguments": call["arguments"]}
-    if isinstance(action, dict):
-        return action
-    if text_to is None:
-        return "this environment takes an action object (see its action schema in info or /schema), not text"
-    return {text_to: action}
+def step_message(action: dict[str, Any]) -> dict[str, Any]:
+    return {"type": STEP, "data": action}
 
 
-def observation_text(observation: dict[str, Any]) -> str:
-    text = observation.get("text")
-    if isinstance(text, str):
-        return text
-    error = observation.get("error")
-    if isinstance(error, dict) and error.get("message"):
-        return f"Error: {error['message']}"
-    if "tool_name" in observation:
-        return _result_text(observation.get("result"))
-    return orjson.dumps({k: v for k, v in observation.items() if k != "metadata"},
-                        option=orjson.OPT_SORT_KEYS).decode()
+def list_tools_message() -> dict[str, Any]:
+    """A step that lists an MCP environment's tools (OpenEnv answers it without a reset)."""
+    return step_message({"type": LIST_TOOLS})
 
 
-def _result_text(result: Any) -> str:
-    """The text of an MCP tool result: its text content, else its data, else its JSON."""
-    if isinstance(result, str):
-        return result
-    if isinstance(result, dict):
-        content = result.get("content")
-        if isinstance(content, list):
-            texts = [item["text"] for item in content if isinstance(item, dict) and isinstance(item.get("text"), str)]
-            if texts:
-                return "\n".join(texts)
-        if isinstance(result.get("data"), str):
-            return result["data"]
-    return orjson.dumps(result, option=orjson.OPT_SORT_KEYS).decode()
+def state_message() -> dict[str, Any]:
+    return {"type": STATE}
 
 
-def _info(payload: dict[str, Any]) -> dict[str, Any]:
-    observation = payload.get("observation") or {}
-    info: dict[str, Any] = {"observation": observation}
-    metadata = payload.get("metadata") or observation.get("metadata")
-    if metadata:
-        info["metadata"] = metadata
-    return info
+def close_message() -> dict[str, Any]:
+    return {"type": CLOSE}
 
 
-def reset_from_payload(payload: dict[str, Any]) -> ResetResult:
-    return ResetResult(observation_text(payload.get("observation") or {}), _info(payload))
+def mcp_message(request: dict[str, Any]) -> dict[str, Any]:
+    return {"type": MCP, "data": request}
 
 
-def step_from_payload(payload: dict[str, Any]) -> StepResult:
-    """An observation payload as a step: `done` terminates (OpenEnv has no truncation; the step limit is ours)."""
-    info = _info(payload)
-    reward = reward_of(payload.get("reward"), info)
-    return StepResult(observation_text(payload.get("observation") or {}), reward, bool(payload.get("done")), False,
-                      info)
+def read_message(raw: str | bytes) -> dict[str, Any]:
+    """A client's message; WireError if it cannot be one."""
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(INVALID_JSON, f"Invalid JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise WireError(VALIDATION_ERROR, "Invalid message: an object with a string 'type' is expected")
+    if message["type"] not in (RESET, STEP, STATE, MCP, CLOSE):
+        raise WireError(UNKNOWN_TYPE, f"Unknown message type: {message['type']}")
+    return message
+
+
+def reset_arguments(message: dict[str, Any]) -> tuple[int | None, dict[str, Any] | None]:
+    """(seed, reset options) of a reset message; WireError if they do not fit."""
+    data = message.get("data") or {}
+    if not isinstance(data, dict):
+        raise WireError(VALIDATION_ERROR, "reset 'data' must be an object")
+    seed = data.get("seed")
+    if seed is not None and (type(seed) is not int or seed < 0):
+        raise WireError(VALIDATION_ERROR, "seed must be a non-negative integer")
+    return seed, {key: value for key, value in data.items() if key not in RESET_KEYS} or None
+
+
+def step_data(message: dict[str, Any]) -> dict[str, Any]:
+    """The action data of a step message; WireError if it has none."""
+    data = message.get("data")
+    if not isinstance(data, dict):
+        raise WireError(VALIDATION_ERROR, "step 'data' must be an object: the action")
+    return data
+
+
+def action_of(data: dict[str, Any]) -> Action:
+    """Our action for an OpenEnv action (the inverse of wire_action): a tool call, text (`{"message": ...}` or
+    `{"text": ...}`), or the object as it is. WireError if a call_tool action is malformed."""
+    data = {key: value for key, value in data.items() if key != "metadata"}
+    if data.get("type") == CALL_TOOL:
+        arguments = data.get("arguments", {})
+        if not isinstance(data.get("tool_name"), str):
+            raise WireError(VALIDATION_ERROR, "a call_tool action needs 'tool_name' (a string)")
+        if not isinstance(arguments, dict):
+            raise WireError(VALIDATION_ERROR, "a call_tool action's 'arguments' must be an object")
+        return {"name": data["tool_name"], "arguments": arguments}
+    for key in ("message", "text"):
+        if set(data) == {key} and isinstance(data[key], str):
+            return data[key]
+    return data
+
+
+def is_list_tools(data: dict[str, Any]) -> bool:
+    return data.get("type") == LIST_TOOLS
+
+
+# -- frames: built by the server, read by a client ---------------------------------------------------------
+
+def observation_frame(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"type": OBSERVATION, "data": payload}
+
+
+def state_frame(state: dict[str, Any]) -> dict[str, Any]:
+    return {"type": STATE, "data": state}
+
+
+def mcp_frame(response: dict[str, Any]) -> dict[str, Any]:
+    return {"type": MCP, "data": response}
+
+
+def error_frame(code: str, message: str) -> dict[str, Any]:
+    return {"type": ERROR, "data": {"message": message, "code": code}}
+
+
+def code_of(error: ProtocolError) -> str:
+    """OpenEnv's code for one of our errors: what the client sent was wrong, or what the environment did."""
+    if isinstance(error, CapacityError):
+        return CAPACITY_REACHED
+    if isinstance(error, BadRequestError | InvalidActionError):
+        return VALIDATION_ERROR
+    return EXECUTION_ERROR
+
+
+def error_of(code: Any, message: str) -> ProtocolError:
+    """One of our errors for OpenEnv's code (the inverse of code_of)."""
+    if code == CAPACITY_REACHED:
+        return CapacityError(message)
+    if code in CLIENT_MISTAKES:
+        return BadRequestError(message)
+    return EnvError(message)
+
+
+def frame_data(frame: dict[str, Any]) -> dict[str, Any]:
+    """The data of an answer frame; an error frame raises its error (error_of)."""
+    data = frame.get("data") or {}
+    if frame.get("type") != ERROR:
+        return data
+    raise error_of(data.get("code"), f"the OpenEnv server answered {data.get('code')}: {data.get('message')}")

@@ -110,6 +110,14 @@ class SessionCore:
         """Step many sessions at once; `reply(columns)` when every entry is answered (see batch.py)."""
         step_many(self, owner, session_ids, actions, reply)
 
+    def refusal(self, owner: Owner, session_id: Any, action: Any) -> str | None:
+        """Why the session's environment refuses `action` before any step (an OpenEnv environment's Action model
+        does), or None. Front ends whose protocol refuses such actions rather than answering them with an
+        invalid-action observation ask this first."""
+        session = owner.sessions.get(session_id) if type(session_id) is str else None
+        refuse = getattr(session.env, "refusal", None) if session is not None else None
+        return None if refuse is None else refuse(action)
+
     def state(self, owner: Owner, session_id: Any) -> dict[str, Any]:
         """What is known of a session: its episode's id, whether it runs, its steps so far and its step limit,
         and the environment's own extras (Environment.extras), if it tells any."""
@@ -254,8 +262,13 @@ class SessionCore:
         done(exc if exc is not None else task.result())
 
     def _failed(self, session: Session, exc: BaseException) -> EnvError:
+        """The error of an environment that raised (or returned what it must not): its session ends, unless its
+        owner's protocol keeps it (then its episode goes on, uncounted)."""
         log.error("environment error in session %s", short(session.id), exc_info=exc)
-        return self._ended(session, f"the environment raised {type(exc).__name__}: {exc}")
+        what = f"the environment raised {type(exc).__name__}: {exc}"
+        if not session.owner.failures_end_sessions:
+            return EnvError(f"{what}; the session and its episode go on")
+        return self._ended(session, what)
 
     def _ended(self, session: Session, what: str) -> EnvError:
         """End a session whose environment failed; the error that says so."""
@@ -302,11 +315,11 @@ class SessionCore:
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:
                 self.end(session)
-        elif isinstance(value, BaseException):
-            value = self._failed(session, value)
         else:
-            value = self._failed(session, TypeError(
+            value = self._failed(session, value if isinstance(value, BaseException) else TypeError(
                 f"reset must return a ResetResult(obs: str, info: dict), got {value!r:.200}"))
+            if created:  # a session whose first reset failed is never handed out
+                self.end(session)
         reply(session.id, value)
 
 

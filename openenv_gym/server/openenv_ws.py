@@ -1,21 +1,20 @@
 """OpenEnv's `/ws` protocol (openenv 0.10.0), a second front end over the session core: OpenEnv's own clients
-(`GenericEnvClient`, `MCPToolClient`, ...) play any environment this server serves.
+(`GenericEnvClient`, `MCPToolClient`, ...) play any environment this server serves. The message shapes are
+protocol/openenv.py's (and openenv_payloads.py's, mcp.py's): this module only turns them into calls of the core.
 
 One socket is one session, as in OpenEnv, but a socket is a coroutine here, not a thread: a worker holds
-thousands of them. Each socket carries one request and one answer at a time (OpenEnv's messages carry no id):
-
-    {"type": "reset", "data": {"seed": 3, "episode_id": "e1", <reset options>}}  -> {"type": "observation", ...}
-    {"type": "step", "data": <action>}                                          -> {"type": "observation", ...}
-    {"type": "state"}                                                           -> {"type": "state", ...}
-    {"type": "mcp", "data": <JSON-RPC tools/list or tools/call>}                -> {"type": "mcp", ...}
-    {"type": "close"}                                                           -> the socket closes (1000)
+thousands of them. Each socket carries one request and one answer at a time (OpenEnv's messages carry no id).
 
 An action is a tool call as OpenEnv's MCP actions write it (`{"type": "call_tool", "tool_name", "arguments"}`;
 `{"type": "list_tools"}` lists the tools without stepping), text (`{"message": "..."}` or `{"text": "..."}`),
-or any other object, given to the environment as it is. An observation carries the text and the info:
-`{"text", "info", "terminated", "truncated", "metadata"}`, with `reward` and `done` next to it. Errors are
-OpenEnv's: `{"type": "error", "data": {"message", "code"}}` with INVALID_JSON, UNKNOWN_TYPE,
-VALIDATION_ERROR, EXECUTION_ERROR or CAPACITY_REACHED; the socket and its session go on after each.
+or any other object, given to the environment as it is; an OpenEnv environment gets the object as OpenEnv's
+server gives it. On this front end OpenEnv's rules hold, not the native protocol's:
+- an action the environment's Action model refuses is a VALIDATION_ERROR (not an invalid-action observation),
+  and not a step;
+- an environment that raises answers EXECUTION_ERROR, and the session and its episode go on;
+- an OpenEnv environment's observations, state and /schema are its own models'.
+Errors are OpenEnv's (INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR, EXECUTION_ERROR, CAPACITY_REACHED); the
+socket and its session go on after each.
 """
 
 from __future__ import annotations
@@ -31,15 +30,10 @@ import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from openenv_gym.errors import (
-    BadRequestError,
-    CapacityError,
-    InvalidActionError,
-    NoEpisodeError,
-    ProtocolError,
-    UnauthorizedError,
-    UnknownSessionError,
-)
+from openenv_gym.errors import InvalidActionError, NoEpisodeError, ProtocolError, UnauthorizedError, UnknownSessionError
+from openenv_gym.protocol import mcp
+from openenv_gym.protocol import openenv as wire
+from openenv_gym.protocol.openenv_payloads import metadata_of, payload_of, schema_of, state_of
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameWatch
 from openenv_gym.server.http import authorization_refusal
@@ -47,61 +41,13 @@ from openenv_gym.server.http_post import NotJson
 from openenv_gym.server.sessions import Owner
 
 OPENENV_PATH = "/ws"
-RESET_KEYS = ("seed",)  # given to reset as such; every other key (episode_id too) is a reset option
-JSONRPC_PARSE_ERROR, JSONRPC_INVALID_REQUEST, JSONRPC_METHOD_NOT_FOUND = -32700, -32600, -32601
-JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL, JSONRPC_SERVER_ERROR = -32602, -32603, -32000
-MCP_PROTOCOL_VERSION = "2025-06-18"
-
-
-class OpenEnvError(Exception):
-    """An error frame to answer with: {"type": "error", "data": {"message", "code"}}."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    def frame(self) -> dict:
-        return {"type": "error", "data": {"message": str(self), "code": self.code}}
-
-
-def _code_of(error: ProtocolError) -> str:
-    """OpenEnv's code for one of ours: what the client sent was wrong, or what the environment did."""
-    if isinstance(error, CapacityError):
-        return "CAPACITY_REACHED"
-    if isinstance(error, BadRequestError | InvalidActionError):
-        return "VALIDATION_ERROR"
-    return "EXECUTION_ERROR"
-
-
-def mcp_tools(description: dict[str, Any]) -> list[dict[str, Any]]:
-    """The environment's tools as MCP Tool objects."""
-    return [{"name": tool["name"], "description": tool.get("description", ""),
-             "inputSchema": tool.get("parameters") or {"type": "object", "properties": {}}}
-            for tool in description.get("tools") or ()]
-
-
-def action_of(data: Any) -> Any:
-    """Our action for OpenEnv step data: a tool call, text, or the object as it is."""
-    if not isinstance(data, dict):
-        raise OpenEnvError("VALIDATION_ERROR", "step 'data' must be an object: the action")
-    data = {key: value for key, value in data.items() if key != "metadata"}
-    if data.get("type") == "call_tool":
-        if not isinstance(data.get("tool_name"), str):
-            raise OpenEnvError("VALIDATION_ERROR", "a call_tool action needs 'tool_name' (a string)")
-        arguments = data.get("arguments", {})
-        if not isinstance(arguments, dict):
-            raise OpenEnvError("VALIDATION_ERROR", "a call_tool action's 'arguments' must be an object")
-        return {"name": data["tool_name"], "arguments": arguments}
-    for key in ("message", "text"):
-        if set(data) == {key} and isinstance(data[key], str):
-            return data[key]
-    return data
 
 
 class OpenEnvSocket(Owner):
     """One OpenEnv socket: at most one session, and the episode id its last reset named."""
 
     __slots__ = ("last_used", "session_id")
+    failures_end_sessions = False  # OpenEnv keeps the environment, and its episode, after it raised
 
     def __init__(self, now: float = 0.0) -> None:
         super().__init__()
@@ -113,10 +59,11 @@ class OpenEnvFrontEnd:
     def __init__(self, core: SessionCore, token: str | None = None) -> None:
         self.core = core
         self.token = token
-        self.tools = mcp_tools(core.description)
+        self.tools = [mcp.mcp_tool(tool) for tool in core.description.get("tools") or ()]
+        self.openenv_env = core.description.get("source") == "openenv"  # its own payloads, state and schemas
         self.http_sessions: dict[str, OpenEnvSocket] = {}  # POST /mcp sessions, by the id openenv/session/create gave
         self._types: dict[str, Callable[[OpenEnvSocket, dict], Any]] = {
-            "reset": self._reset, "step": self._step, "state": self._state, "mcp": self._mcp}
+            wire.RESET: self._reset, wire.STEP: self._step, wire.STATE: self._state, wire.MCP: self._mcp}
 
     def expire_idle(self, now: float) -> int:
         """Forget the POST /mcp sessions unused for longer than the idle timeout (their clients went away)."""
@@ -137,28 +84,11 @@ class OpenEnvFrontEnd:
         return {"status": "healthy"}
 
     def metadata(self) -> dict:
-        """OpenEnv's EnvironmentMetadata."""
-        description = self.core.description
-        return {"name": description.get("name", ""), "description": description.get("description", ""),
-                "readme_content": None, "version": None, "author": None, "documentation_url": None}
+        return metadata_of(self.core.description)
 
     def schema(self) -> dict:
         """JSON schemas of the actions, observations and state this front end takes and gives."""
-        tool_call = {"type": "object", "required": ["type", "tool_name"], "properties": {
-            "type": {"const": "call_tool"}, "tool_name": {"enum": [t["name"] for t in self.tools]},
-            "arguments": {"type": "object"}}}
-        text = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
-        listing = {"type": "object", "required": ["type"], "properties": {"type": {"const": "list_tools"}}}
-        # an env without tools that declares its action's schema (an OpenEnv env's Action model) shows that one
-        action = {"oneOf": [tool_call, listing, text]} if self.tools else (
-            self.core.description.get("action_schema") or {"oneOf": [text, {"type": "object"}]})
-        observation = {"type": "object", "properties": {
-            "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
-            "truncated": {"type": "boolean"}, "metadata": {"type": "object"}}}
-        state = {"type": "object", "properties": {
-            "episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer", "minimum": 0},
-            "running": {"type": "boolean"}, "max_steps": {"type": ["integer", "null"]}}}
-        return {"action": action, "observation": observation, "state": state}
+        return schema_of(self.core.description, self.tools)
 
     async def serve(self, connection: ServerConnection, watch: FrameWatch) -> None:
         """The life of one socket: its requests in turn, then its session ends with it. A socket opened on
@@ -166,32 +96,29 @@ class OpenEnvFrontEnd:
         attach = parse_qs(urlsplit(connection.request.path).query).get("session_id") if connection.request else None
         owner = self.http_sessions.get(attach[0]) if attach else OpenEnvSocket()
         if owner is None:
-            await self._send(connection, OpenEnvError("SESSION_ERROR", (
-                f"no session {attach[0]!r}: create one with POST /mcp openenv/session/create")).frame())
+            await self._send(connection, wire.error_frame(wire.SESSION_ERROR, (
+                f"no session {attach[0]!r}: create one with POST /mcp openenv/session/create")))
             await connection.close(1000)
             return
         if not attach and self.core.counter.total() >= self.core.limits.max_sessions:
-            await self._send(connection, OpenEnvError("CAPACITY_REACHED", (
+            await self._send(connection, wire.error_frame(wire.CAPACITY_REACHED, (
                 f"Server at capacity: {self.core.counter.total()}/{self.core.limits.max_sessions} sessions active. "
-                "Cannot accept new connections.")).frame())
+                "Cannot accept new connections.")))
             await connection.close(1000)
             return
         try:
             async for raw in connection:
                 watch.frames += 1
                 owner.last_used = self.core.loop.time()
-                message = self._message(raw)
-                if isinstance(message, OpenEnvError):
-                    await self._send(connection, message.frame())
-                    continue
-                if message["type"] == "close":
-                    break
                 try:
+                    message = wire.read_message(raw)
+                    if message["type"] == wire.CLOSE:
+                        break
                     answer = await self._types[message["type"]](owner, message)
-                except OpenEnvError as exc:
+                except wire.WireError as exc:
                     answer = exc.frame()
                 except ProtocolError as exc:
-                    answer = OpenEnvError(_code_of(exc), str(exc)).frame()
+                    answer = wire.error_frame(wire.code_of(exc), str(exc))
                 await self._send(connection, answer, owner)
         except ConnectionClosed:
             pass
@@ -205,30 +132,13 @@ class OpenEnvFrontEnd:
             text = orjson.dumps(frame, option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError as exc:  # the environment returned what JSON cannot carry: its session ends
             error = self.core.end_unsendable(owner or OpenEnvSocket(), owner and owner.session_id, str(exc))
-            text = orjson.dumps(OpenEnvError("EXECUTION_ERROR", str(error)).frame())
+            text = orjson.dumps(wire.error_frame(wire.EXECUTION_ERROR, str(error)))
         await connection.send(text.decode())
-
-    def _message(self, raw: str | bytes) -> dict | OpenEnvError:
-        try:
-            message = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            return OpenEnvError("INVALID_JSON", f"Invalid JSON: {exc}")
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            return OpenEnvError("VALIDATION_ERROR", "Invalid message: an object with a string 'type' is expected")
-        if message["type"] not in self._types and message["type"] != "close":
-            return OpenEnvError("UNKNOWN_TYPE", f"Unknown message type: {message['type']}")
-        return message
 
     # -- the session core, one request at a time -------------------------------------------------------
 
     async def _reset(self, owner: OpenEnvSocket, message: dict) -> dict:
-        data = message.get("data") or {}
-        if not isinstance(data, dict):
-            raise OpenEnvError("VALIDATION_ERROR", "reset 'data' must be an object")
-        seed = data.get("seed")
-        if seed is not None and (type(seed) is not int or seed < 0):
-            raise OpenEnvError("VALIDATION_ERROR", "seed must be a non-negative integer")
-        options = {key: value for key, value in data.items() if key not in RESET_KEYS} or None
+        seed, options = wire.reset_arguments(message)
         outcome: asyncio.Future = asyncio.get_running_loop().create_future()
         self.core.reset(owner, owner.session_id, seed, options, lambda sid, result: outcome.set_result((sid, result)))
         session_id, result = await outcome
@@ -237,20 +147,23 @@ class OpenEnvFrontEnd:
                 owner.session_id = None  # the reset ended the session: the next one starts a new one
             raise result
         owner.session_id = session_id
-        return _observation(result.obs, result.info, None, False, False)
+        return wire.observation_frame(payload_of(result, self.openenv_env))
 
     async def _step(self, owner: OpenEnvSocket, message: dict) -> dict:
-        if "data" not in message:
-            raise OpenEnvError("VALIDATION_ERROR", "step needs 'data': the action")
-        if isinstance(message["data"], dict) and message["data"].get("type") == "list_tools":
-            return {"type": "observation", "data": {"observation": {"tools": self.tools, "metadata": {}},
-                                                    "reward": None, "done": False}}
-        result = await self._stepped(owner, action_of(message["data"]))
-        return _observation(result.obs, result.info, result.reward, result.terminated, result.truncated)
+        data = wire.step_data(message)
+        if wire.is_list_tools(data):
+            return wire.observation_frame({"observation": {"tools": self.tools, "metadata": {}}, "reward": None,
+                                           "done": False})
+        # an OpenEnv environment takes OpenEnv's action as it is; ours, the action it makes
+        result = await self._stepped(owner, data if self.openenv_env else wire.action_of(data))
+        return wire.observation_frame(payload_of(result, self.openenv_env))
 
     async def _stepped(self, owner: OpenEnvSocket, action: Any) -> Any:
         if owner.session_id is None:
             raise NoEpisodeError("step before reset: send a reset first")
+        refusal = self.core.refusal(owner, owner.session_id, action)
+        if refusal is not None:  # refused before the environment sees it, as OpenEnv's server does
+            raise InvalidActionError(refusal)
         outcome: asyncio.Future = asyncio.get_running_loop().create_future()
         try:
             self.core.step(owner, owner.session_id, action, outcome.set_result)
@@ -266,12 +179,10 @@ class OpenEnvFrontEnd:
 
     async def _state(self, owner: OpenEnvSocket, message: dict) -> dict:
         """OpenEnv's State: episode_id and step_count, and the environment's extras next to them."""
-        state: dict[str, Any] = {"episode_id": None, "step_count": 0}
+        state: dict[str, Any] = {}
         if owner.session_id is not None and owner.session_id in owner.sessions:
-            ours = self.core.state(owner, owner.session_id)
-            state = ours.get("extras", {}) | {"episode_id": ours["episode_id"], "step_count": ours["steps"],
-                                              "running": ours["running"], "max_steps": ours["max_steps"]}
-        return {"type": "state", "data": state}
+            state = self.core.state(owner, owner.session_id)
+        return wire.state_frame(state_of(state, self.openenv_env))
 
     # -- POST /mcp: JSON-RPC over HTTP, with OpenEnv's session extensions ---------------------------------
 
@@ -283,81 +194,63 @@ class OpenEnvFrontEnd:
             if refusal is not None:
                 return HTTPStatus.UNAUTHORIZED, {"error": UnauthorizedError(refusal).to_wire()}
         if isinstance(request, NotJson):
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": JSONRPC_PARSE_ERROR, "message": f"Parse error: {request.reason}", "data": None}}
+            return HTTPStatus.OK, mcp.error(None, mcp.PARSE_ERROR, f"Parse error: {request.reason}")
         if not isinstance(request, dict):
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": JSONRPC_INVALID_REQUEST, "message": "Invalid Request: send one JSON-RPC 2.0 object",
-                "data": None}}
+            return HTTPStatus.OK, mcp.error(None, mcp.INVALID_REQUEST, "Invalid Request: send one JSON-RPC 2.0 object")
         if "id" not in request:  # a notification (notifications/initialized): nothing to answer
             return HTTPStatus.ACCEPTED, None
-        method, params, rid = request.get("method"), request.get("params") or {}, request.get("id")
-        if method == "initialize":
-            version = params.get("protocolVersion") if isinstance(params, dict) else None
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {
-                "protocolVersion": version or MCP_PROTOCOL_VERSION, "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": self.core.description.get("name", ""), "version": "openenv-gym"}}}
-        if method == "openenv/session/create":
+        try:
+            return HTTPStatus.OK, await self._post_mcp(request)
+        except mcp.JsonRpcError as exc:
+            return HTTPStatus.OK, mcp.error(request.get("id"), exc.code, str(exc))
+
+    async def _post_mcp(self, request: dict) -> dict:
+        rid, method, params = mcp.method_of(request)
+        if method == mcp.INITIALIZE:
+            return mcp.initialized(rid, params.get("protocolVersion"), self.core.description.get("name", ""))
+        if method == mcp.SESSION_CREATE:
             if len(self.http_sessions) >= self.core.limits.max_sessions:
-                return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
-                    "code": JSONRPC_SERVER_ERROR, "message": "Server at capacity", "data": None}}
+                raise mcp.JsonRpcError(mcp.SERVER_ERROR, "Server at capacity")
             session_id = secrets.token_urlsafe(16)
             self.http_sessions[session_id] = OpenEnvSocket(self.core.loop.time())
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"session_id": session_id}}
-        session_id = params.get("session_id") if isinstance(params, dict) else None
+            return mcp.session_created(rid, session_id)
+        session_id = mcp.session_of(params)
         owner = self.http_sessions.get(session_id) if isinstance(session_id, str) else None
-        if method == "openenv/session/close":
+        if method == mcp.SESSION_CLOSE:
             if owner is not None:
                 self.core.drop(self.http_sessions.pop(session_id))
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "result": {"closed": owner is not None}}
+            return mcp.session_closed(rid, owner is not None)
+        if session_id is not None and owner is None:
+            raise mcp.JsonRpcError(mcp.INVALID_PARAMS, f"no session {session_id!r}: create one with "
+                                                       "openenv/session/create")
         if owner is not None:
             owner.last_used = self.core.loop.time()
-        if session_id is not None and owner is None:
-            return HTTPStatus.OK, {"jsonrpc": "2.0", "id": rid, "error": {
-                "code": JSONRPC_INVALID_PARAMS, "message": f"no session {session_id!r}: create one with "
-                                                           "openenv/session/create", "data": None}}
-        if owner is not None or method != "tools/call":
-            return HTTPStatus.OK, await self.jsonrpc(owner or OpenEnvSocket(), request)
+            return await self.jsonrpc(owner, request)
         stateless = OpenEnvSocket()  # a call that names no session: a session of its own, for this call only
         try:
-            return HTTPStatus.OK, await self.jsonrpc(stateless, request)
+            return await self.jsonrpc(stateless, request)
         finally:
             self.core.drop(stateless)
 
     async def _mcp(self, owner: OpenEnvSocket, message: dict) -> dict:
-        return {"type": "mcp", "data": await self.jsonrpc(owner, message.get("data"))}
+        return wire.mcp_frame(await self.jsonrpc(owner, message.get("data")))
 
     async def jsonrpc(self, owner: OpenEnvSocket, request: Any) -> dict:
         """A JSON-RPC answer to MCP's tools/list or tools/call, played on the owner's session."""
         rid = request.get("id") if isinstance(request, dict) else None
-
-        def error(code: int, text: str) -> dict:
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": text, "data": None}}
-
-        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            return error(JSONRPC_INVALID_REQUEST, "Invalid Request: a JSON-RPC 2.0 object with a 'method' is expected")
-        params = request.get("params") or {}
-        if request["method"] == "tools/list":
-            return {"jsonrpc": "2.0", "id": rid, "result": {"tools": self.tools}}
-        if request["method"] != "tools/call":
-            return error(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {request['method']}")
-        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-            return error(JSONRPC_INVALID_PARAMS, "tools/call needs params {'name': <tool>, 'arguments': {...}}")
+        try:
+            rid, method, params = mcp.method_of(request)
+            if method == mcp.TOOLS_LIST:
+                return mcp.tools_listed(rid, self.tools)
+            if method != mcp.TOOLS_CALL:
+                raise mcp.JsonRpcError(mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
+            call = mcp.tool_call_of(params)
+        except mcp.JsonRpcError as exc:
+            return mcp.error(rid, exc.code, str(exc))
         try:
             if owner.session_id is None:  # a session made for tools only: its episode starts at the first call
                 await self._reset(owner, {"data": {}})
-            result = await self._stepped(owner, {"name": params["name"], "arguments": params.get("arguments") or {}})
+            result = await self._stepped(owner, call)
         except ProtocolError as exc:
-            return error(JSONRPC_INTERNAL, str(exc))
-        failed = "error" in result.info
-        return {"jsonrpc": "2.0", "id": rid, "result": {
-            "content": [{"type": "text", "text": result.obs}], "isError": failed, "data": result.obs,
-            "structuredContent": {"reward": result.reward, "terminated": result.terminated,
-                                  "truncated": result.truncated, "info": result.info}}}
-
-
-def _observation(text: str, info: dict, reward: float | None, terminated: bool, truncated: bool) -> dict:
-    return {"type": "observation", "data": {
-        "observation": {"text": text, "info": info, "terminated": terminated, "truncated": truncated,
-                        "metadata": {}},
-        "reward": reward, "done": terminated or truncated}}
+            return mcp.error(rid, mcp.INTERNAL_ERROR, str(exc))
+        return mcp.tool_called(rid, result)

@@ -25,6 +25,9 @@ class Owner:
     """Whoever holds sessions: one connection of a front end. Only its owner can name a session."""
 
     __slots__ = ("sessions",)
+    # Whether a session whose environment raised ends (the native protocol's rule); a front end whose protocol
+    # keeps the environment and its episode going (OpenEnv's) says no.
+    failures_end_sessions = True
 
     def __init__(self) -> None:
         self.sessions: dict[str, Session] = {}
