@@ -12,6 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 from awm_worlds import scratch_dataset, write_dataset
+from conftest import ROOT
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -178,6 +179,10 @@ def test_import_reports_what_it_skips_and_runs_nothing(tmp_path):
     assert "1 scenarios, 3 tasks" in only.notes[0]
     with pytest.raises(ImportFailedError, match="--scenario casino_9: not in"):
         import_environment(data, "none", tmp_path / "out", scenarios=["casino_9"])
+    with pytest.raises(ImportFailedError, match=r"--data copies data files with a source's code; .* of kind awm"):
+        import_environment(data, "data", tmp_path / "out", data=[data / "gen_tasks.jsonl"])
+    with pytest.raises(ImportFailedError, match=r"--scenario picks scenarios of an AWM dataset .* of kind ors"):
+        import_environment(ROOT / "tests" / "ors_envs" / "answer", "ors", tmp_path / "out", scenarios=["x"])
 
 
 HOSTILE = {

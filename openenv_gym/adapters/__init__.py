@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from openenv_gym.adapters.awm import load_awm_environment
+from openenv_gym.adapters.awm.session import load_awm_environment
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment

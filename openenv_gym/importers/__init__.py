@@ -7,7 +7,6 @@ the manifest's kind does the work at run time.
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,22 +15,22 @@ from pathlib import Path
 
 import tomli_w
 
-from openenv_gym.importers.awm import AWM_DEPENDENCIES, WORLDS_DIR, import_awm, is_awm_dataset
-from openenv_gym.importers.base import Detected, Importer, ImportFailedError
-from openenv_gym.importers.deps import declared_description
+from openenv_gym.importers.awm import AwmImporter
+from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions
 from openenv_gym.importers.openenv import OpenEnvImporter
 from openenv_gym.importers.ors import OrsImporter
-from openenv_gym.importers.scan import first_docstring_line, parse, syntax_errors
-from openenv_gym.importers.vendor import VendorReport, tree_hash, vendor
+from openenv_gym.importers.scan import syntax_errors
+from openenv_gym.importers.vendor import VendorReport, tree_hash
 from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifests.home import record_dir
-from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, VENDOR_DIR, BaseManifest
-from openenv_gym.manifests.sources import top_level_modules
+from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, BaseManifest
 
-IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter()]
-# Modules a vendored top-level module must not take the name of (besides the standard library).
-RUNTIME_MODULES = {"openenv_gym", "gymnasium", "numpy", "websockets", "orjson", "pydantic", "httpx", "uvloop",
-                   "tqdm", "packaging", "tomli_w", "openreward", "ors", "verifiers", "openenv"}
+# Every kind of source `openenv-gym import` reads; an AWM dataset folder holds no code the others would detect.
+IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter(), AwmImporter()]
+# What each option is for, said when a source of another kind is given it.
+OPTION_USES = {"data": "--data copies data files with a source's code",
+               "inline_sync": "--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a thread",
+               "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)"}
 
 
 @dataclass
@@ -52,7 +51,7 @@ def detect_all(source: Path) -> list[Detected]:
 def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[Detected]:
     if not found:
         looked_for = "; or ".join(importer.looks_for for importer in IMPORTERS)
-        broken = syntax_errors(source)  # an environment in a file that does not parse is not seen
+        broken = syntax_errors(source) if source.is_dir() or source.suffix == ".py" else []
         hint = f". These files are not valid Python; fix them first: {'; '.join(broken[:5])}" if broken else ""
         raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}{hint}")
     if env_class is None:
@@ -71,14 +70,6 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
     return [f"{name}-{d.attribute.lower()}" for d in chosen]
 
 
-def _shadowed(source: Path, dependencies: list[str]) -> list[str]:
-    from packaging.requirements import Requirement
-
-    taken = set(sys.stdlib_module_names) | RUNTIME_MODULES
-    taken |= {Requirement(d).name.lower().replace("-", "_") for d in dependencies}
-    return sorted(top_level_modules(source) & taken)
-
-
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
                        scenarios: list[str] | None = None) -> list[ImportResult]:
@@ -90,38 +81,28 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     for path in data or []:
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
-    if is_awm_dataset(source):
-        return [_import_awm(source, name, output_dir, scenarios, force)]
-    if scenarios:
-        raise ImportFailedError(f"--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl); {source} "
-                                "is not one")
+    options = ImportOptions(list(data or []), inline_sync, scenarios, force)
     chosen = _choose(detect_all(source), env_class, source)
-    if inline_sync and any(found.kind != "openenv" for found in chosen):
-        raise ImportFailedError("--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a "
-                                "thread; this source's environments are not")
     importer = {i.kind: i for i in IMPORTERS}
+    for found in chosen:
+        unused = sorted(options.given() - importer[found.kind].takes)
+        if unused:
+            raise ImportFailedError(f"{OPTION_USES[unused[0]]}; {source} is a source of kind {found.kind}")
     results = []
     for env_name, found in zip(_names(name, chosen), chosen, strict=True):
         folder = _new_folder(output_dir, env_name, force)
-        dependencies = importer[found.kind].dependencies(source, found)
-        shadowed = _shadowed(source, dependencies)
-        if shadowed and not force:
-            raise ImportFailedError(
-                f"the source's top-level modules {', '.join(shadowed)} would shadow standard-library or dependency "
-                "modules of the same name; rename them, or pass --force to import anyway")
         if folder == source or folder in source.parents or source in folder.parents:
             raise ImportFailedError(f"the output folder {folder} must lie outside the source {source}")
+        dependencies = importer[found.kind].dependencies(source, found)
         with staging(folder) as staged:
-            report = vendor(source, staged / VENDOR_DIR, data or [])
+            written = importer[found.kind].write(source, found, staged, options)
             manifest = KINDS[found.kind](  # written through the schema it is read with
-                name=env_name, kind=found.kind, entry=found.entry, description=_description(source, found),
-                source=VENDOR_DIR, dependencies=dependencies, source_hash=tree_hash(staged / VENDOR_DIR),
-                imported_from=str(source), folder=folder, **importer[found.kind].manifest_fields(source, found),
-                **({"inline_sync": True} if inline_sync else {}))
+                name=env_name, kind=found.kind, dependencies=dependencies, imported_from=str(source), folder=folder,
+                source_hash=tree_hash(staged / written.content), **written.fields)
             _write_manifest(staged, manifest)
         record_dir(output_dir)
-        results.append(ImportResult(env_name, folder, found, dependencies, report, manifest.gym_id,
-                                    importer[found.kind].notes(source, found)))
+        results.append(ImportResult(env_name, folder, found, dependencies, written.report, manifest.gym_id,
+                                    written.notes))
     return results
 
 
@@ -137,25 +118,6 @@ def _write_manifest(staged: Path, manifest: BaseManifest) -> None:
     """The manifest, written through the schema it is read with (its kind always spelt out)."""
     (staged / MANIFEST_FILE).write_text(tomli_w.dumps(manifest.model_dump(exclude_defaults=True) | {
         "kind": manifest.kind}))
-
-
-def _import_awm(source: Path, name: str, output_dir: Path, scenarios: list[str] | None, force: bool) -> ImportResult:
-    """An AWM dataset folder: its worlds (apps, template databases, verifiers) written as one environment."""
-    kind = "awm"
-    folder = _new_folder(output_dir, name, force)
-    with staging(folder) as staged:
-        imported = import_awm(source, staged, scenarios)
-        tasks = sum(len(world["tasks"]) for world in imported.scenarios)
-        manifest = KINDS[kind](
-            name=name, kind=kind, description=f"{len(imported.scenarios)} Agent World Model scenarios, {tasks} tasks",
-            dependencies=AWM_DEPENDENCIES, source_hash=tree_hash(staged / WORLDS_DIR), imported_from=str(source),
-            folder=folder)
-        _write_manifest(staged, manifest)
-    record_dir(output_dir)
-    report = VendorReport(copied=sorted(p.relative_to(folder) for p in (folder / WORLDS_DIR).rglob("*") if p.is_file()))
-    notes = [f"{len(imported.scenarios)} scenarios, {tasks} tasks", *imported.problems]
-    return ImportResult(name, folder, Detected(kind, WORLDS_DIR, "index", source / "gen_envs.jsonl"), AWM_DEPENDENCIES,
-                        report, manifest.gym_id, notes)
 
 
 @contextmanager
@@ -176,8 +138,3 @@ def staging(folder: Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
-
-def _description(source: Path, found: Detected) -> str:
-    """What `openenv-gym list` shows: the source's declared description, else its entry's docstring."""
-    tree = parse(found.file)
-    return declared_description(source) or (first_docstring_line(tree, found.attribute) if tree else "")

@@ -28,7 +28,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from openenv_gym.importers.base import ImportFailedError
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.vendor import VendorReport
 
 FILES = ("gen_scenario", "gen_tasks", "gen_db", "gen_sample", "gen_envs")
 VERIFIER_FILES = {"code": "gen_verifier.pure_code", "sql": "gen_verifier"}  # mode -> file
@@ -203,3 +204,26 @@ def import_awm(source: Path, folder: Path, scenarios: list[str] | None) -> AwmIm
     if not any(world["tasks"] for world in index):
         raise ImportFailedError(f"no scenario of {source} could be imported: " + "; ".join(problems[:10]))
     return AwmImport(index, problems)
+
+
+class AwmImporter:
+    """A folder of AWM's JSONL files (gen_envs.jsonl among them) as one environment of all its worlds."""
+
+    kind = "awm"
+    looks_for = "an Agent World Model dataset folder (gen_envs.jsonl, gen_tasks.jsonl, gen_db.jsonl, ...)"
+    takes = frozenset({"scenarios"})
+
+    def detect(self, source: Path) -> list[Detected]:
+        return [Detected(self.kind, WORLDS_DIR, "index", source / "gen_envs.jsonl")] if is_awm_dataset(source) else []
+
+    def dependencies(self, source: Path, detected: Detected) -> list[str]:
+        return AWM_DEPENDENCIES
+
+    def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
+        imported = import_awm(source, folder, options.scenarios)
+        tasks = sum(len(world["tasks"]) for world in imported.scenarios)
+        report = VendorReport(copied=sorted(p.relative_to(folder) for p in (folder / WORLDS_DIR).rglob("*")
+                                            if p.is_file()))
+        counts = f"{len(imported.scenarios)} scenarios, {tasks} tasks"
+        return Written(WORLDS_DIR, {"description": f"Agent World Model: {counts}"}, report,
+                       [counts, *imported.problems])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openenv_gym.errors import OpenEnvGymError
+
+if TYPE_CHECKING:
+    from openenv_gym.importers.vendor import VendorReport
 
 
 class ImportFailedError(OpenEnvGymError):
@@ -26,18 +29,39 @@ class Detected:
         return f"{self.module}:{self.attribute}"
 
 
+@dataclass
+class ImportOptions:
+    """What `openenv-gym import` was told besides the source and the name; each importer takes some (`takes`)."""
+
+    data: list[Path] = field(default_factory=list)  # --data: files and folders copied with a source's code
+    inline_sync: bool = False  # --inline-sync: an OpenEnv environment's sync methods run on the event loop
+    scenarios: list[str] | None = None  # --scenario: the scenarios of an AWM dataset to import
+    force: bool = False  # --force: replace an environment of that name, import modules that shadow others
+
+    def given(self) -> set[str]:
+        return {name for name, value in (("data", self.data), ("inline_sync", self.inline_sync),
+                                         ("scenarios", self.scenarios)) if value}
+
+
+@dataclass
+class Written:
+    """What an importer wrote into the environment's folder."""
+
+    content: str  # the folder that holds it (hashed into the manifest): "vendor", "worlds"
+    fields: dict[str, Any]  # the manifest's keys beyond name, kind, dependencies and provenance
+    report: VendorReport
+    notes: list[str]  # what the user should know (changed pins, hazards, what was skipped), printed at import
+
+
 class Importer(Protocol):
-    kind: str
+    kind: str  # manifest kind: "ors", "verifiers", ...
     looks_for: str  # for the "nothing found" message
+    takes: frozenset[str]  # the ImportOptions it uses, with what each one is for (its flag's error says so)
 
     def detect(self, source: Path) -> list[Detected]: ...
 
     def dependencies(self, source: Path, detected: Detected) -> list[str]: ...
 
-    def notes(self, source: Path, detected: Detected) -> list[str]:
-        """Things the user should know about this source (changed pins, hazards), printed at import."""
-        ...
-
-    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
-        """The manifest keys of this kind beyond the common ones (an OpenEnv env's Action model, say)."""
+    def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
+        """Write the environment's files into `folder` (a staging folder that becomes the environment's)."""
         ...

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from openenv_gym.importers.base import Detected, ImportFailedError
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions
 from openenv_gym.importers.deps import declared_dependencies, distribution_name
 from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parse, parsed_files
+from openenv_gym.importers.source import SourceImporter
 
 SDK_ROOTS = ("openenv", "openenv_core")  # openenv_core: the package's former name, still a shim in openenv
 ENV_BASES = ("Environment", "MCPEnvironment")
@@ -70,8 +72,9 @@ def _class_flag(node: ast.ClassDef, flag: str) -> bool:
     return False
 
 
-class OpenEnvImporter:
+class OpenEnvImporter(SourceImporter):
     kind = "openenv"
+    takes = frozenset({"data", "inline_sync"})
     looks_for = ("a top-level class deriving from Environment or MCPEnvironment imported from openenv "
                  "(an OpenEnv project: openenv.yaml, models.py, server/app.py)")
 
@@ -105,8 +108,9 @@ class OpenEnvImporter:
                          "instances share no state")
         return notes
 
-    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
-        return {"action": action_class(source, detected), **app_models(source)}
+    def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
+        return {"action": action_class(source, detected), **app_models(source),
+                **({"inline_sync": True} if options.inline_sync else {})}
 
 
 def _class_node(detected: Detected) -> ast.ClassDef | None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
-from openenv_gym.importers.base import Detected
+from openenv_gym.importers.base import Detected, ImportOptions
 from openenv_gym.importers.deps import declared_dependencies, distribution_name
 from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parsed_files
+from openenv_gym.importers.source import SourceImporter
 
 SDK_ROOTS = ("openreward", "ors")
 SDK_DISTRIBUTIONS = {"openreward": "openreward", "ors": "ors-sdk"}  # import name -> PyPI name
@@ -71,7 +73,7 @@ def _sdk_base(base: ast.expr, env_names: dict[str, str], module_aliases: dict[st
     return head in module_aliases and rest.endswith("Environment") and rest.split(".")[-1] == "Environment"
 
 
-class OrsImporter:
+class OrsImporter(SourceImporter):
     kind = "ors"
     looks_for = ("a top-level class deriving from Environment imported from openreward, "
                  "openreward.environments or ors (or their submodules)")
@@ -108,7 +110,7 @@ class OrsImporter:
         return declared
 
 
-    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
+    def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
         return {}
 
     def notes(self, source: Path, detected: Detected) -> list[str]:

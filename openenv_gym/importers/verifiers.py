@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from openenv_gym.importers.base import Detected, ImportFailedError
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions
 from openenv_gym.importers.deps import declared_dependencies
 from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parse, parsed_files, python_files
+from openenv_gym.importers.source import SourceImporter
 
 CLASSIC_RANGE = SpecifierSet(">=0.1.11,<0.4")
 CLASSIC_RELEASES = ("0.1.11", "0.1.12", "0.1.14", "0.2.0", "0.2.1", "0.3.0", "0.3.1")
@@ -107,7 +109,7 @@ def classic_requirement(declared: list[str], plain_string_tasks: bool = False) -
     return f"verifiers{extras}{combined}", notes
 
 
-class VerifiersImporter:
+class VerifiersImporter(SourceImporter):
     kind = "verifiers"
     looks_for = "a module with a top-level load_environment() that imports verifiers (the classic API)"
 
@@ -139,7 +141,7 @@ class VerifiersImporter:
         requirement, _ = classic_requirement(declared, plain_string_task_rows(source))
         return [*others, requirement]
 
-    def manifest_fields(self, source: Path, detected: Detected) -> dict[str, str]:
+    def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
         return {}
 
     def notes(self, source: Path, detected: Detected) -> list[str]:

@@ -4,12 +4,12 @@ no process per session.
 reset:  the task (options scenario + task_idx, or split + index over every scenario's tasks, or a seeded
         choice); the episode's database is a copy of the scenario's template, with a snapshot of it for the
         verifier. Observation: the task's text; info["tools"]: the world's tools as MCP Tool objects.
-step:   a tool call (an object or model text) runs the endpoint (awm_worlds.py); its answer is the observation.
-        `submit(final_answer)` ends the episode: the verifier (awm_verify.py, in a child process; code mode, or
-        SQL mode with an LLM judge, awm_judge.py) says complete or not, and the reward is the `complete` or
+step:   a tool call (an object or model text) runs the endpoint (worlds.py); its answer is the observation.
+        `submit(final_answer)` ends the episode: the verifier (verify.py, in a child process; code mode, or
+        SQL mode with an LLM judge, judge.py) says complete or not, and the reward is the `complete` or
         `incomplete` value (manifest `rewards`, or the reset option of that name). An action with no usable tool
         call is answered with the `format_error` reward; the episode goes on. With the reset option parity=True,
-        actions follow AWM's own agent protocol instead (awm_parity.py), where a turn with no call is the answer.
+        actions follow AWM's own agent protocol instead (parity.py), where a turn with no call is the answer.
 close:  the episode's files are removed (also when a failure or the reaper ends the session); a worker that
         died leaves a folder that the next worker to start removes.
 """
@@ -26,10 +26,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from openenv_gym.adapters import awm_parity
-from openenv_gym.adapters.awm_judge import JUDGE_MODEL, JUDGE_URL, Judge
-from openenv_gym.adapters.awm_verify import SQL_ENTRY, Verdict, run_verifier, verify
-from openenv_gym.adapters.awm_worlds import World, Worlds, call_tool, episode_engine
+from openenv_gym.adapters.awm import parity
+from openenv_gym.adapters.awm.judge import JUDGE_MODEL, JUDGE_URL, Judge
+from openenv_gym.adapters.awm.verify import SQL_ENTRY, Verdict, run_verifier, verify
+from openenv_gym.adapters.awm.worlds import World, Worlds, call_tool, episode_engine
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
@@ -152,7 +152,7 @@ class AwmSession(Environment):
         self.scenario, self.task, self.trajectory = scenario, task, []
         info: dict[str, Any] = {"scenario": scenario, "task_idx": task["index"], "verifier_mode": self.mode}
         if self.parity:
-            prompt = options.get("system_prompt") or awm_parity.SYSTEM_PROMPT
+            prompt = options.get("system_prompt") or parity.SYSTEM_PROMPT
             info["messages"] = [{"role": "system", "content": prompt}, {"role": "user", "content": task["task"]}]
         else:
             info["tools"] = self.tools()
@@ -177,14 +177,14 @@ class AwmSession(Environment):
 
     async def _parity_step(self, action: Any) -> StepResult:
         assert self.world is not None
-        parsed = await read_action(awm_parity.parse, action)
+        parsed = await read_action(parity.parse, action)
         if parsed.kind == "final":
             return await self._submit(parsed.text)
         if parsed.kind == "list":
-            return StepResult(awm_parity.listing([tool.mcp() for tool in self.world.tools.values()]))
+            return StepResult(parity.listing([tool.mcp() for tool in self.world.tools.values()]))
         if parsed.kind == "call" and parsed.tool in self.world.tools:
             return await self._run(parsed.tool, parsed.arguments or {})
-        text = parsed.text or f"Error: Unknown tool '{awm_parity.PREFIX}{parsed.tool}'. Call list_tools to see them."
+        text = parsed.text or f"Error: Unknown tool '{parity.PREFIX}{parsed.tool}'. Call list_tools to see them."
         return StepResult(text, self.rewards.format_error, info={"error": {"code": "invalid_action", "message": text}})
 
     async def _run(self, name: str, arguments: dict[str, Any]) -> StepResult:

@@ -1,7 +1,7 @@
 """Run AWM's verifiers never in the worker: in a child Python process with resource limits, a wall-clock timeout,
 both databases read-only, and no process creation or network. Code mode: `verify_task_completion(initial_db_path,
 final_db_path, final_answer)` says complete or not. SQL mode: `verify_task(initial_db_path, final_db_path)` gives
-facts of both databases for an LLM judge (awm_judge.py).
+facts of both databases for an LLM judge (judge.py).
 
 The verifier is LLM-written code. The child sets its rlimits (CPU seconds, address space, open files) before it
 reads the code, opens the two databases read-only whatever the code asks, and refuses process creation and
