@@ -34,7 +34,7 @@ from benchmarks.ors_compare import free_port
 from openenv_gym.cli.procinfo import tree_rss
 
 sys.path.insert(0, str(ROOT / "tests"))  # the AWM worlds written for the tests: the dataset's hub is unreachable
-from awm_worlds import WORLDS, write_dataset
+from awm_worlds import WORLDS, awm_server_code, write_dataset
 
 SCENARIO = "bookstore_1"
 CALL = {"name": "search_books", "arguments": {"author": "Ursula K. Le Guin"}}
@@ -49,14 +49,16 @@ def ms(seconds: list[float]) -> dict[str, float]:
 # -- AWM's way -------------------------------------------------------------------------------------------------
 
 async def start_world(python: Path, template: Path, folder: Path) -> tuple[subprocess.Popen, str, float]:
-    """One session the AWM way: a copy of the database, the app in its own process; (process, url, seconds)."""
+    """One session the AWM way: a copy of the database, the app with its create_engine line rewritten (as AWM's
+    runner writes it) in its own process; (process, url, seconds)."""
     started = time.perf_counter()
     folder.mkdir()
     shutil.copyfile(template, folder / "db.sqlite")
+    (folder / "server.py").write_text(awm_server_code((WORLDS / SCENARIO / "app.py").read_text(), folder / "db.sqlite"))
     port = free_port()
-    process = subprocess.Popen([str(python), str(WORLDS / SCENARIO / "app.py")], cwd=folder,
+    process = subprocess.Popen([str(python), str(folder / "server.py")], cwd=folder,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=os.environ | {"DATABASE_PATH": str(folder / "db.sqlite"), "PORT": str(port)})
+                               env=os.environ | {"PORT": str(port)})
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(timeout=2) as http:
         while True:

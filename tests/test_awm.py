@@ -10,13 +10,17 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import httpx
 import pytest
-from awm_worlds import scratch_dataset, write_dataset
+from awm_worlds import STYLES, awm_server_code, scratch_dataset, world_files, write_dataset
 from conftest import ROOT
 
 import openenv_gym
+from benchmarks.ors_compare import free_port
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import ImportFailedError, import_environment
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.registry import register_all
 
 pytestmark = pytest.mark.env_venvs.with_args(scratch_dataset)  # (a lone function would be decorated)
@@ -323,5 +327,71 @@ def test_worlds_dropped_from_the_cache_keep_serving_their_episodes(dataset, tmp_
                 await shop.close()
                 await todo.close()
         asyncio.run(main())
+    finally:
+        server.stop()
+
+
+# The same calls, as tools of ours and as the HTTP requests AWM's fastapi-mcp makes of them.
+STYLE_CALLS = [
+    (call("search_books", author="Jane Austen"), ("GET", "/books", {"author": "Jane Austen"}, None)),
+    (call("borrow_book", book_id=1), ("POST", "/loans", None, {"book_id": 1})),
+    (call("create_review", book_id=2, stars=5, text="Lovely", tags=[{"name": "classic"}]),
+     ("POST", "/reviews", None, {"book_id": 2, "stars": 5, "text": "Lovely", "tags": [{"name": "classic"}]})),
+    (call("return_book", loan_id=2), ("POST", "/loans/2/return", None, None)),
+]
+
+
+def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> list:
+    """The answers to STYLE_CALLS of a world run as AWM's runner runs it: its code with the create_engine line
+    rewritten, a real file run by Python (uvicorn, from its __main__ block) on its own copy of the database."""
+    scratch.mkdir()
+    database = scratch / "final.db"
+    database.write_bytes(template.read_bytes())
+    server = scratch / "server.py"
+    server.write_text(awm_server_code(code, database))
+    port = free_port()
+    process = subprocess.Popen([str(python), str(server)], cwd=scratch, env=os.environ | {"PORT": str(port)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    http.get("/openapi.json").raise_for_status()
+                    break
+                except httpx.HTTPError:
+                    assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()[-2000:]
+                    time.sleep(0.1)
+            return [http.request(method, path, params=query, json=body).json()
+                    for _, (method, path, query, body) in STYLE_CALLS]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_worlds_in_every_code_style_load_and_serve_as_awms_runner_serves_them(tmp_path):
+    """AWM's generator is free in how its code reads DATABASE_PATH, names request models and orders its classes;
+    each style loads, and each tool answers as the same world run AWM's way does."""
+    data = write_dataset(tmp_path / "data", tuple(STYLES))
+    [result] = import_environment(data, "styles", tmp_path / "out")
+    register_all()
+    python = ensure_venv(load_manifest(result.folder))
+    server = start(result.folder, tmp_path / "tmp")
+    try:
+        for scenario in STYLES:
+            env = gym.make("openenv/awm-styles", base_url=server.url)
+            env.reset(options={"scenario": scenario, "task_idx": 1})
+            ours = []
+            for tool_call, _ in STYLE_CALLS:
+                obs, reward, terminated, truncated, info = env.step(tool_call)
+                assert not info.get("is_error"), (scenario, obs)
+                ours.append(json.loads(obs))
+            obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="reviewed"))
+            assert (obs, reward, terminated) == ("complete", 1.0, True), scenario  # the verifier saw the review
+            env.close()
+            _, app = world_files(scenario)
+            theirs = _served_awms_way(python, app.read_text(), result.folder / "worlds" / scenario / "template.db",
+                                      tmp_path / f"awm-{scenario}")
+            assert ours == theirs, scenario
     finally:
         server.stop()

@@ -1,10 +1,14 @@
 """AWM worlds in process: each scenario's generated FastAPI app loaded once per worker, its database bound per
 episode, its endpoints as tools, called through ASGI.
 
-- A world's code runs once, at its first episode in this worker, with DATABASE_PATH on a scratch file (its
-  `create_all` runs at import); at most `max_loaded` stay loaded, the least recently used is dropped.
-- The generated code opens `SessionLocal()` (AWM's code contract) and may use `engine`: both are replaced by
-  stand-ins that use the engine of the episode whose call is running (a ContextVar set around each call).
+- A world's code runs once, at its first episode in this worker, as a real module registered under its name (as
+  AWM's runner runs it, a file under uvicorn), so FastAPI and pydantic resolve its models however its code names
+  and orders them; at most `max_loaded` stay loaded, the least recently used is dropped.
+- Whatever its `create_engine(...)` line says (a URL or a path in DATABASE_PATH, a literal URL, a helper that
+  builds the engine), the engine it makes is ours: on a scratch file while the code loads (its `create_all` runs
+  at import), and the running episode's at a call. AWM's runner rewrites that line to the same effect. Its
+  engines and session factories, whatever their names, are then replaced by stand-ins that use the engine of the
+  episode whose call is running (a ContextVar set around each call).
 - Tools come from the app's OpenAPI document: the `operation_id` is the name; path, query and body fields make
   one `inputSchema`, as fastapi-mcp builds it. A call is a request to the app through httpx's ASGI transport;
   the JSON answer is the text (pretty-printed, as fastapi-mcp returns it), an HTTP status >= 400 an error.
@@ -15,19 +19,23 @@ episode, its endpoints as tools, called through ASGI.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import importlib.util
 import json
 import os
 import sqlite3
+import sys
 import threading
-import types
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 CURRENT_ENGINE: contextvars.ContextVar[Any] = contextvars.ContextVar("awm_episode_engine")
-_LOADING = threading.Lock()  # DATABASE_PATH is process-wide while a world's code runs
+_LOADING = threading.Lock()  # DATABASE_PATH and sqlalchemy.create_engine are process-wide while a world's code runs
+_LOAD = threading.local()  # .engine: the scratch engine of the world whose code this thread runs
 MAX_SCHEMA_DEPTH = 32
 
 
@@ -84,31 +92,71 @@ class World:
         return client
 
 
+def create_engine(*args: Any, **kwargs: Any) -> Any:
+    """sqlalchemy.create_engine as a world's code sees it: whatever it is given, the engine of what runs now (the
+    world's scratch database while its code loads, the episode's during a call), else SQLAlchemy's own."""
+    from sqlalchemy.engine.create import create_engine as sqlalchemy_create_engine
+
+    engine = getattr(_LOAD, "engine", None) or CURRENT_ENGINE.get(None)
+    return engine if engine is not None else sqlalchemy_create_engine(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _loading(scratch: Path) -> Iterator[Any]:
+    """While a world's code runs: DATABASE_PATH on a scratch file (for code that uses the path itself), and
+    sqlalchemy.create_engine giving an engine on it (the world's module keeps this create_engine)."""
+    import sqlalchemy
+    import sqlalchemy.engine
+
+    engine = episode_engine(scratch)
+    with _LOADING:
+        saved = os.environ.get("DATABASE_PATH"), sqlalchemy.create_engine, sqlalchemy.engine.create_engine
+        os.environ["DATABASE_PATH"] = str(scratch)
+        sqlalchemy.create_engine = sqlalchemy.engine.create_engine = create_engine
+        _LOAD.engine = engine
+        try:
+            yield engine
+        finally:
+            _LOAD.engine = None
+            sqlalchemy.create_engine, sqlalchemy.engine.create_engine = saved[1], saved[2]
+            if saved[0] is None:
+                os.environ.pop("DATABASE_PATH", None)
+            else:
+                os.environ["DATABASE_PATH"] = saved[0]
+
+
+def _bind_per_episode(module: Any, loaded_on: Any) -> None:
+    """Replace the world's engines and session factories bound to the scratch engine, whatever their names, by
+    stand-ins on the engine of the episode whose call is running."""
+    from sqlalchemy.orm import sessionmaker
+
+    for name, value in list(vars(module).items()):
+        if value is loaded_on:
+            setattr(module, name, EpisodeEngine())
+        elif isinstance(value, sessionmaker) and value.kw.get("bind") is loaded_on:
+            setattr(module, name, EpisodeSessions(value))
+
+
 def load_world(folder: Path, scratch: Path) -> World:
     """Run a world's code (once per worker) and bind it to per-episode databases."""
     from fastapi import FastAPI
 
-    code_path = folder / "app.py"
-    module = types.ModuleType(f"awm_world_{folder.name}")
-    module.__file__ = str(code_path)
-    with _LOADING:
-        saved = os.environ.get("DATABASE_PATH")
-        os.environ["DATABASE_PATH"] = str(scratch)
+    name = f"awm_world_{folder.name}"
+    spec = importlib.util.spec_from_file_location(name, folder / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with _loading(scratch) as engine:
+        sys.modules[name] = module  # pydantic resolves a model's forward references through its module
         try:
-            exec(compile(code_path.read_text(), str(code_path), "exec"), module.__dict__)
-        finally:
-            if saved is None:
-                os.environ.pop("DATABASE_PATH", None)
-            else:
-                os.environ["DATABASE_PATH"] = saved
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    _bind_per_episode(module, engine)
+    engine.dispose()
     app = next((value for value in vars(module).values() if isinstance(value, FastAPI)), None)
     if app is None:
         raise RuntimeError(f"the code of world {folder.name} defines no FastAPI app")
-    if "SessionLocal" in vars(module):
-        module.SessionLocal = EpisodeSessions(module.SessionLocal)
-    if "engine" in vars(module):
-        module.engine.dispose()
-        module.engine = EpisodeEngine()
     return World(folder.name, app, tools_of(app.openapi()))
 
 
@@ -223,10 +271,12 @@ async def call_tool(world: World, tool: Tool, arguments: dict[str, Any], engine:
 
 def episode_engine(path: Path) -> Any:
     """An engine on an episode's own database (no pooling: the file goes when the episode ends)."""
-    from sqlalchemy import create_engine, event
+    from sqlalchemy import event
+    from sqlalchemy.engine.create import create_engine as sqlalchemy_create_engine
     from sqlalchemy.pool import NullPool
 
-    engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False}, poolclass=NullPool)
+    engine = sqlalchemy_create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False},
+                                      poolclass=NullPool)
 
     @event.listens_for(engine, "connect")
     def _throwaway(connection: sqlite3.Connection, _record: Any) -> None:
