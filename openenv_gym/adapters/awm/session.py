@@ -29,7 +29,7 @@ from typing import Any
 from openenv_gym.adapters.awm import parity
 from openenv_gym.adapters.awm.judge import JUDGE_MODEL, JUDGE_URL, Judge
 from openenv_gym.adapters.awm.verify import SQL_ENTRY, Verdict, run_verifier, verify
-from openenv_gym.adapters.awm.worlds import World, Worlds, call_tool, episode_engine
+from openenv_gym.adapters.awm.worlds import World, Worlds, call_tool
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
@@ -112,7 +112,6 @@ class AwmSession(Environment):
     def __init__(self, factory: AwmFactory) -> None:
         self.factory = factory
         self.folder: Path | None = None  # the episode's files: db.sqlite and initial.sqlite
-        self.engine: Any = None
         self.world: World | None = None
         self.task: dict[str, Any] = {}
         self.scenario = ""
@@ -148,7 +147,6 @@ class AwmSession(Environment):
         self.folder = Path(await asyncio.to_thread(tempfile.mkdtemp, dir=self.factory.scratch))
         template = self.factory.root / scenario / "template.db"
         await asyncio.to_thread(_copy_pair, template, self.folder)
-        self.engine = episode_engine(self.folder / "db.sqlite")
         self.scenario, self.task, self.trajectory = scenario, task, []
         info: dict[str, Any] = {"scenario": scenario, "task_idx": task["index"], "verifier_mode": self.mode}
         if self.parity:
@@ -189,7 +187,8 @@ class AwmSession(Environment):
 
     async def _run(self, name: str, arguments: dict[str, Any]) -> StepResult:
         assert self.world is not None
-        text, failed = await call_tool(self.world, self.world.tools[name], arguments, self.engine)
+        assert self.folder is not None
+        text, failed = await call_tool(self.world, self.world.tools[name], arguments, self.folder / "db.sqlite")
         self.trajectory.append({"tool": name, "arguments": arguments, "result": text[:2000]})
         return StepResult(text, 0.0, info={"tool": name, "is_error": failed})
 
@@ -225,9 +224,7 @@ class AwmSession(Environment):
         return {"scenario": self.scenario, "task_idx": self.task.get("index")} if self.scenario else {}
 
     async def _end_episode(self) -> None:
-        engine, folder, self.engine, self.folder = self.engine, self.folder, None, None
-        if engine is not None:
-            engine.dispose()
+        folder, self.folder = self.folder, None
         if folder is not None:
             await asyncio.to_thread(shutil.rmtree, folder, True)
 

@@ -5,10 +5,10 @@ episode, its endpoints as tools, called through ASGI.
   AWM's runner runs it, a file under uvicorn), so FastAPI and pydantic resolve its models however its code names
   and orders them; at most `max_loaded` stay loaded, the least recently used is dropped.
 - Whatever its `create_engine(...)` line says (a URL or a path in DATABASE_PATH, a literal URL, a helper that
-  builds the engine), the engine it makes is ours: on a scratch file while the code loads (its `create_all` runs
-  at import), and the running episode's at a call. AWM's runner rewrites that line to the same effect. Its
-  engines and session factories, whatever their names, are then replaced by stand-ins that use the engine of the
-  episode whose call is running (a ContextVar set around each call).
+  builds the engine), the engine it gets is ours, as AWM's runner rewrites that line to an engine on the
+  episode's database: a real SQLAlchemy engine (so the code's session factories, event listeners and queries work
+  on it as written) whose every connection opens the database of what runs now: a scratch file while the code
+  loads (its `create_all` runs at import), the episode's during a call (a ContextVar set around each call).
 - Tools come from the app's OpenAPI document: the `operation_id` is the name; path, query and body fields make
   one `inputSchema`, as fastapi-mcp builds it. A call is a request to the app through httpx's ASGI transport;
   the JSON answer is the text (pretty-printed, as fastapi-mcp returns it), an HTTP status >= 400 an error.
@@ -33,30 +33,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CURRENT_ENGINE: contextvars.ContextVar[Any] = contextvars.ContextVar("awm_episode_engine")
-_LOADING = threading.Lock()  # DATABASE_PATH and sqlalchemy.create_engine are process-wide while a world's code runs
-_LOAD = threading.local()  # .engine: the scratch engine of the world whose code this thread runs
+CURRENT_DATABASE: contextvars.ContextVar[Path] = contextvars.ContextVar("awm_episode_database")
+_LOADING = threading.Lock()  # DATABASE_PATH and sqlalchemy.create_engine are process-wide while code loads
 MAX_SCHEMA_DEPTH = 32
 
 
-class EpisodeEngine:
-    """Stands in for a world's module-level `engine`: the engine of the episode whose call is running."""
+def _connect() -> sqlite3.Connection:
+    """A connection to the database of what runs now (the episode of the call, or the world's scratch file)."""
+    connection = sqlite3.connect(CURRENT_DATABASE.get(), check_same_thread=False)
+    connection.execute("PRAGMA synchronous=OFF")  # throwaway databases: no need to wait for the disk
+    return connection
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(CURRENT_ENGINE.get(), name)
 
+def create_engine(*args: Any, **kwargs: Any) -> Any:
+    """sqlalchemy.create_engine as a world's code sees it: whatever it is given, an engine on the database of what
+    runs now. No pooling: a connection is opened per use, on that moment's database."""
+    from sqlalchemy.engine.create import create_engine as sqlalchemy_create_engine
+    from sqlalchemy.pool import NullPool
 
-class EpisodeSessions:
-    """Stands in for a world's `SessionLocal`: a session on the episode's engine."""
-
-    def __init__(self, original: Any) -> None:
-        self.kwargs = dict(getattr(original, "kw", {}) or {})
-        self.kwargs.pop("bind", None)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        from sqlalchemy.orm import Session
-
-        return Session(bind=CURRENT_ENGINE.get(), **(self.kwargs | kwargs))
+    return sqlalchemy_create_engine("sqlite://", creator=_connect, poolclass=NullPool)
 
 
 @dataclass
@@ -92,32 +87,22 @@ class World:
         return client
 
 
-def create_engine(*args: Any, **kwargs: Any) -> Any:
-    """sqlalchemy.create_engine as a world's code sees it: whatever it is given, the engine of what runs now (the
-    world's scratch database while its code loads, the episode's during a call), else SQLAlchemy's own."""
-    from sqlalchemy.engine.create import create_engine as sqlalchemy_create_engine
-
-    engine = getattr(_LOAD, "engine", None) or CURRENT_ENGINE.get(None)
-    return engine if engine is not None else sqlalchemy_create_engine(*args, **kwargs)
-
-
 @contextlib.contextmanager
-def _loading(scratch: Path) -> Iterator[Any]:
-    """While a world's code runs: DATABASE_PATH on a scratch file (for code that uses the path itself), and
-    sqlalchemy.create_engine giving an engine on it (the world's module keeps this create_engine)."""
+def _loading(scratch: Path) -> Iterator[None]:
+    """While a world's code runs: its database is a scratch file, DATABASE_PATH names it (for code that uses the
+    path itself), and sqlalchemy.create_engine is ours (the module keeps the name it imports)."""
     import sqlalchemy
     import sqlalchemy.engine
 
-    engine = episode_engine(scratch)
     with _LOADING:
         saved = os.environ.get("DATABASE_PATH"), sqlalchemy.create_engine, sqlalchemy.engine.create_engine
         os.environ["DATABASE_PATH"] = str(scratch)
         sqlalchemy.create_engine = sqlalchemy.engine.create_engine = create_engine
-        _LOAD.engine = engine
+        database = CURRENT_DATABASE.set(scratch)
         try:
-            yield engine
+            yield
         finally:
-            _LOAD.engine = None
+            CURRENT_DATABASE.reset(database)
             sqlalchemy.create_engine, sqlalchemy.engine.create_engine = saved[1], saved[2]
             if saved[0] is None:
                 os.environ.pop("DATABASE_PATH", None)
@@ -125,35 +110,21 @@ def _loading(scratch: Path) -> Iterator[Any]:
                 os.environ["DATABASE_PATH"] = saved[0]
 
 
-def _bind_per_episode(module: Any, loaded_on: Any) -> None:
-    """Replace the world's engines and session factories bound to the scratch engine, whatever their names, by
-    stand-ins on the engine of the episode whose call is running."""
-    from sqlalchemy.orm import sessionmaker
-
-    for name, value in list(vars(module).items()):
-        if value is loaded_on:
-            setattr(module, name, EpisodeEngine())
-        elif isinstance(value, sessionmaker) and value.kw.get("bind") is loaded_on:
-            setattr(module, name, EpisodeSessions(value))
-
-
 def load_world(folder: Path, scratch: Path) -> World:
-    """Run a world's code (once per worker) and bind it to per-episode databases."""
+    """Run a world's code (once per worker), its engines on the database of what runs."""
     from fastapi import FastAPI
 
     name = f"awm_world_{folder.name}"
     spec = importlib.util.spec_from_file_location(name, folder / "app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    with _loading(scratch) as engine:
+    with _loading(scratch):
         sys.modules[name] = module  # pydantic resolves a model's forward references through its module
         try:
             spec.loader.exec_module(module)
         except BaseException:
             sys.modules.pop(name, None)
             raise
-    _bind_per_episode(module, engine)
-    engine.dispose()
     app = next((value for value in vars(module).values() if isinstance(value, FastAPI)), None)
     if app is None:
         raise RuntimeError(f"the code of world {folder.name} defines no FastAPI app")
@@ -241,11 +212,11 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _request(world: World, tool: Tool, arguments: dict[str, Any], engine: Any) -> tuple[int, str]:
+def _request(world: World, tool: Tool, arguments: dict[str, Any], database: Path) -> tuple[int, str]:
     """One call of a tool, in a worker thread: (HTTP status, body text)."""
 
     async def send() -> tuple[int, str]:
-        CURRENT_ENGINE.set(engine)
+        CURRENT_DATABASE.set(database)
         path = tool.path
         for name in tool.path_params:
             path = path.replace("{" + name + "}", str(arguments.get(name, "")))
@@ -258,28 +229,12 @@ def _request(world: World, tool: Tool, arguments: dict[str, Any], engine: Any) -
     return _thread_loop().run_until_complete(send())  # the call's task has a context of its own
 
 
-async def call_tool(world: World, tool: Tool, arguments: dict[str, Any], engine: Any) -> tuple[str, bool]:
+async def call_tool(world: World, tool: Tool, arguments: dict[str, Any], database: Path) -> tuple[str, bool]:
     """(text, failed): the tool's JSON answer pretty-printed, or "Error: ..." for an HTTP error."""
-    status, text = await asyncio.to_thread(_request, world, tool, arguments, engine)
+    status, text = await asyncio.to_thread(_request, world, tool, arguments, database)
     if status >= 400:
         return f"Error: HTTP {status}: {text[:2000]}", True
     try:
         return json.dumps(json.loads(text), indent=2), False
     except ValueError:
         return text, False
-
-
-def episode_engine(path: Path) -> Any:
-    """An engine on an episode's own database (no pooling: the file goes when the episode ends)."""
-    from sqlalchemy import event
-    from sqlalchemy.engine.create import create_engine as sqlalchemy_create_engine
-    from sqlalchemy.pool import NullPool
-
-    engine = sqlalchemy_create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False},
-                                      poolclass=NullPool)
-
-    @event.listens_for(engine, "connect")
-    def _throwaway(connection: sqlite3.Connection, _record: Any) -> None:
-        connection.execute("PRAGMA synchronous=OFF")  # a throwaway database: no need to wait for the disk
-
-    return engine

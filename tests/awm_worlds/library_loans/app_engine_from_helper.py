@@ -6,7 +6,7 @@ from typing import List, Optional
 import uvicorn
 from fastapi import FastAPI, Path, Query
 from pydantic import BaseModel, Field
-from sqlalchemy import Boolean, Column, ForeignKey, Integer, String, create_engine
+from sqlalchemy import Boolean, Column, ForeignKey, Integer, String, create_engine, event
 from sqlalchemy.orm import declarative_base, sessionmaker
 
 
@@ -16,6 +16,15 @@ def build_engine(path: str):
 
 
 db_engine = build_engine(os.environ.get("DATABASE_PATH", "library_loans.db"))
+
+
+@event.listens_for(db_engine, "connect")
+def enable_foreign_keys(dbapi_connection, connection_record):
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
 DBSession = sessionmaker(autocommit=False, autoflush=False, bind=db_engine)
 Base = declarative_base()
 
