@@ -101,11 +101,14 @@ def _run_serve(args: argparse.Namespace) -> None:
 
 def _add_import(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "import", help="import an ORS or Verifiers environment (a .py file or a folder) as openenv/<kind>-NAME",
-        description="Detect environments in SOURCE by reading it (nothing is run), vendor it without secrets "
-                    "or junk, and write NAME/openenv.toml under the output folder.")
+        "import", help="import an ORS, Verifiers or OpenEnv environment, or an AWM dataset, as a gym id",
+        description="Detect environments in SOURCE by reading it (nothing is run): ORS / OpenReward classes, "
+                    "Verifiers packages (load_environment), OpenEnv projects, or a folder of Agent World Model's "
+                    "JSONL files. Vendor the source without secrets or junk (AWM: build each world's database), and "
+                    "write NAME/openenv.toml under the output folder. The gym id is openenv/ors-NAME, "
+                    "openenv/verifiers-NAME, openenv/NAME (OpenEnv) or openenv/awm-NAME.")
     parser.add_argument("source", type=Path, help="a .py file, a folder (a checkout), or a folder of AWM JSONL files")
-    parser.add_argument("--name", required=True, help="the environment's name: gym id openenv/<kind>-NAME")
+    parser.add_argument("--name", required=True, help="the environment's name (see the gym ids above)")
     parser.add_argument("--output-dir", type=Path, default=Path("servers"), help="where to write (default ./servers)")
     parser.add_argument("--data", type=Path, nargs="+", default=[], help="data files or folders to copy in")
     parser.add_argument("--env", dest="env_class", help="the class to import when the source holds several")
