@@ -53,6 +53,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.web
 	$(PY) -m benchmarks.scaling
 	$(PY) -m benchmarks.recovery
+	$(PY) -m benchmarks.venv_build
 	$(PY) -m benchmarks.trl_step
 	$(PY) -m benchmarks.fuzz --frames 10000
 	$(PY) -m benchmarks.abuse

@@ -41,7 +41,7 @@ def test_lists_that_resolve_alike_share_one_venv_and_clean_removes_the_unused(ve
     assert first == second and venv_path(plain) == venv_path(pinned)
     assert subprocess.run([str(first), "-c", "import six, openenv_gym"], check=False).returncode == 0
     err = capfd.readouterr().err
-    assert err.count("openenv-gym: building") == 2 and "Collecting" not in err  # pip's output goes to its log
+    assert err.count("openenv-gym: building") == 2 and "Resolved" not in err  # uv's output goes to its log
     (entry,) = list_venvs([plain, pinned])
     assert entry["ready"] and entry["envs"] == ["pinned", "plain"] and entry["bytes"] > 0
     (venvs / "index.json").unlink()  # as an older openenv_gym left it: a venv found by its key alone
@@ -53,9 +53,13 @@ def test_lists_that_resolve_alike_share_one_venv_and_clean_removes_the_unused(ve
 
 
 @pytest.mark.timeout(600)
-def test_a_failed_build_says_why_and_leaves_nothing(venvs):
+@pytest.mark.parametrize(("installer", "says"), [("uv", "not found in the package registry"),
+                                                 ("pip", "No matching distribution")])
+def test_a_failed_build_says_why_and_leaves_nothing(venvs, monkeypatch, installer, says):
+    monkeypatch.setenv("OPENENV_GYM_INSTALLER", installer)
     broken = manifest("broken", "openenv-gym-no-such-package-anywhere==0.0.1")
-    with pytest.raises(VenvBuildError, match=r"(?s)failed \(exit 1\)\. The end of pip's log .*No matching"):
+    expected = rf"(?s)failed \({installer} exited with 1\)\. The end of its log .*{says}"
+    with pytest.raises(VenvBuildError, match=expected):
         ensure_venv(broken)
     assert [p.name for p in venvs.iterdir() if p.is_dir()] == ["logs"]  # the log stays, the build does not
     assert list_venvs([broken]) == []

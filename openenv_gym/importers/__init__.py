@@ -72,7 +72,7 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
 
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
-                       scenarios: list[str] | None = None) -> list[ImportResult]:
+                       scenarios: list[str] | None = None, check: bool = True) -> list[ImportResult]:
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")

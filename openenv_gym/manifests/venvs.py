@@ -5,9 +5,10 @@ The venv holds openenv_gym itself and the environment's dependencies (for exampl
 
 - a venv is named by the key of a requirement list (canonicalized: names, extras and specifiers in one
   spelling and order, so lists written differently share a key);
-- a build writes pip's output to `logs/<key>.log` (its end is shown if the build fails), and a failed build
-  leaves nothing behind;
-- once built, a venv is known by what pip installed in it (`pip freeze`): a requirement list that resolves to
+- it is built with uv where the uv package is installed (seconds, files linked from one shared cache), else with
+  venv and pip (installer.py); the build's output goes to `logs/<key>.log` (its end is shown if the build fails),
+  and a failed build leaves nothing behind;
+- once built, a venv is known by what was installed in it (`pip freeze`): a requirement list that resolves to
   the packages of an existing venv shares that venv, and its own build is removed. `index.json` maps
   requirement keys and resolved sets to venvs.
 
@@ -36,12 +37,13 @@ from packaging.utils import canonicalize_name
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.manifests.discovery import PACKAGE_DIR
 from openenv_gym.manifests.home import home
+from openenv_gym.manifests.installer import Installer
 from openenv_gym.manifests.schema import BaseManifest
 
 READY_MARKER = ".openenv-gym-ready"
 INDEX_FILE = "index.json"
 BUILD_TIMEOUT = 1800.0  # seconds one step of a build (creating the venv, pip install) may take
-LOG_TAIL = 25  # lines of pip's log shown when a build fails
+LOG_TAIL = 25  # lines of the build's log shown when it fails
 
 
 class VenvBuildError(OpenEnvGymError):
@@ -144,15 +146,16 @@ def _build(manifest: BaseManifest, key: str) -> Path:
     log.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(venv, ignore_errors=True)  # an earlier build that was killed
     started = time.monotonic()
-    print(f"openenv-gym: building the virtual environment of {manifest.name} ({', '.join(manifest.dependencies)}); "
-          f"once per dependency set, pip's log in {log}", file=sys.stderr, flush=True)
+    installer = Installer.here()
+    print(f"openenv-gym: building the virtual environment of {manifest.name} ({', '.join(manifest.dependencies)}) "
+          f"with {installer.name}; once per dependency set, the log in {log}", file=sys.stderr, flush=True)
     try:
         with log.open("w") as output:
-            _run([sys.executable, "-m", "venv", str(venv)], output, manifest, log)
-            _run([str(python_of(venv)), "-m", "pip", "install", "--disable-pip-version-check",
-                  *self_requirement(), *manifest.dependencies], output, manifest, log)
-        frozen = subprocess.run([str(python_of(venv)), "-m", "pip", "freeze", "--exclude-editable"],
-                                capture_output=True, text=True, check=True).stdout
+            _run(installer.create(venv), installer, output, manifest, log)
+            _run(installer.install(venv, [*self_requirement(), *manifest.dependencies]), installer, output, manifest,
+                 log)
+        frozen = subprocess.run(installer.freeze(venv), capture_output=True, text=True, check=True,
+                                env=installer.environment).stdout
         resolved = _hash(sorted(frozen.lower().splitlines()))
         with _locked("index"):
             index = _read_index()
@@ -168,23 +171,25 @@ def _build(manifest: BaseManifest, key: str) -> Path:
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)  # a failed build leaves nothing behind
         raise
-    print(f"openenv-gym: virtual environment of {manifest.name} ready in {time.monotonic() - started:.0f} s "
+    print(f"openenv-gym: virtual environment of {manifest.name} ready in {time.monotonic() - started:.1f} s "
           f"({venv})", file=sys.stderr, flush=True)
     return venv
 
 
-def _run(command: list[str], output, manifest: BaseManifest, log: Path) -> None:
+def _run(command: list[str], installer: Installer, output, manifest: BaseManifest, log: Path) -> None:
     try:
-        done = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT)
+        done = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT,
+                              env=installer.environment)
     except subprocess.TimeoutExpired:
         raise VenvBuildError(f"installing the dependencies of {manifest.name} took longer than {BUILD_TIMEOUT:g} s; "
-                             f"check the network and the package index, and retry (pip's log: {log})") from None
+                             f"check the network and the package index, and retry (the log: {log})") from None
     if done.returncode != 0:
         output.flush()
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-LOG_TAIL:])
         raise VenvBuildError(
-            f"installing the dependencies of {manifest.name} failed (exit {done.returncode}). The end of pip's "
-            f"log ({log}):\n{tail}\nFix the requirement in {manifest.folder}/openenv.toml and retry")
+            f"installing the dependencies of {manifest.name} failed ({installer.name} exited with "
+            f"{done.returncode}). The end of its log ({log}):\n{tail}\nFix the requirement in "
+            f"{manifest.folder}/openenv.toml and retry")
 
 
 # -- listing and cleaning ----------------------------------------------------------------------------
