@@ -3,14 +3,20 @@
 import subprocess
 import sys
 import tomllib
+from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import write_files as write
 
-from openenv_gym.importers import ImportFailedError, detect_all, import_environment
+from openenv_gym.importers import ImportFailedError, detect_all
+from openenv_gym.importers import import_environment as import_and_check
 from openenv_gym.manifests import find_manifest, load_manifest
 from openenv_gym.manifests.home import registered_dirs
+
+# The sources here are written to be read (detection, vendoring, notes), not run: imported without loading them.
+# tests/test_import_checks.py imports sources the way users do, loading each as the server will.
+import_environment = partial(import_and_check, check=False)
 
 ORS_ENV = '''
 from openreward.environments import Environment, tool
@@ -145,11 +151,11 @@ def test_bad_inputs_are_clear_errors(tmp_path):
 
 def test_cli_import_reports_what_it_did(tmp_path):
     source = write(tmp_path / "src", {"env.py": ORS_ENV, ".env": "SECRET=1"})
-    done = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--name", "cli",
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--no-check", "--name", "cli",
                            "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "as openenv/ors-cli" in done.stdout and "left out .env: may hold secrets" in done.stdout
-    again = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--name", "cli",
+    again = subprocess.run([sys.executable, "-m", "openenv_gym", "import", str(source), "--no-check", "--name", "cli",
                             "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "already exists" in again.stderr
 

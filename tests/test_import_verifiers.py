@@ -1,11 +1,18 @@
 """Verifiers sources: detection of the classic API, the version pin, refusals, hazards (nothing is run)."""
 
 import tomllib
+from functools import partial
 
 import pytest
 from conftest import write_files as write
 
-from openenv_gym.importers import ImportFailedError, detect_all, import_environment
+from openenv_gym.importers import ImportFailedError, detect_all
+from openenv_gym.importers import import_environment as import_and_check
+
+# The sources here are written to be read (detection, vendoring, notes), not run: imported without loading them.
+# tests/test_import_checks.py imports sources the way users do, loading each as the server will.
+import_environment = partial(import_and_check, check=False)
+
 
 CLASSIC = '''
 import verifiers as vf

@@ -236,7 +236,8 @@ def test_import_finds_the_action_model_or_says_what_to_add(tmp_path):
         import_environment(project, "bare", tmp_path / "out")
     write_files(project, {"env.py": (project / "env.py").read_text().replace(
         "def step(self, action)", "def step(self, action: BareAction)").replace(
-        "from openenv", "from models import BareAction\nfrom openenv"), "models.py": "class BareAction: ...\n"})
+        "from openenv", "from models import BareAction\nfrom openenv"),
+        "models.py": "from openenv.core.env_server.types import Action\n\nclass BareAction(Action):\n    move: str\n"})
     [result] = import_environment(project, "bare", tmp_path / "out")
     assert load_manifest(result.folder).action == "models:BareAction"
     assert load_manifest(result.folder).entry == "env:Bare" and result.gym_id == "openenv/bare"

@@ -270,9 +270,13 @@ GROUP_REWARD_ENV = """
 
 
 def test_group_reward_environments_are_refused_with_a_message(imported, tmp_path, capfd):
+    """Refused at import, where loading it as the server will shows it; imported anyway, refused at serve."""
     source = write_files(tmp_path / "grouped", {"grouped.py": GROUP_REWARD_ENV,
                                                 "pyproject.toml": (SOURCES["quiz"] / "pyproject.toml").read_text()})
-    import_environment(source, "grouped", tmp_path / "out")
+    with pytest.raises(ImportFailedError, match=r"does not load as `openenv-gym serve` would .*group reward functions"):
+        import_environment(source, "grouped", tmp_path / "out")
+    assert not (tmp_path / "out" / "grouped").exists()
+    import_environment(source, "grouped", tmp_path / "out", check=False)
     register_all()
     with pytest.raises(ServerStartError):
         gym.make("openenv/verifiers-grouped")

@@ -118,6 +118,9 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--inline-sync", action="store_true",
                         help="OpenEnv environments: their sync reset/step are quick and never block, so run them on "
                              "the event loop rather than in a thread (several times the throughput)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="do not load the environment as the server will, in its venv (built then, not at the "
+                             "first serve): what would fail there then fails at the first serve")
     parser.set_defaults(run=_run_import)
 
 
@@ -125,7 +128,7 @@ def _run_import(args: argparse.Namespace) -> None:
     from openenv_gym.importers import import_environment
 
     for result in import_environment(args.source, args.name, args.output_dir, args.data, args.env_class, args.force,
-                                     args.inline_sync, args.scenarios):
+                                     args.inline_sync, args.scenarios, args.check):
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")
         print(f"  copied {len(result.report.copied)} files; dependencies: {', '.join(result.dependencies) or 'none'}")

@@ -1,8 +1,11 @@
-"""`openenv-gym venvs list | clean [--all] | build ENV`: the virtual environments of imported environments."""
+"""`openenv-gym venvs list | clean [--all] | build ENV | check ENV`: the virtual environments of imported
+environments, and whether an environment loads in its own."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 
 
 def add_venvs(commands: argparse._SubParsersAction) -> None:
@@ -17,6 +20,11 @@ def add_venvs(commands: argparse._SubParsersAction) -> None:
                                              "images, CI)")
     build.add_argument("env", help="an environment name, gym id or folder")
     build.set_defaults(run=_run_build)
+    check = actions.add_parser("check", help="load an environment in its venv as the server will, and say what "
+                                             "fails (file, line, what to do)")
+    check.add_argument("env", help="an environment name, gym id or folder")
+    check.add_argument("--json", action="store_true", help="print the problem as one JSON line (null: none)")
+    check.set_defaults(run=_run_check)
 
 
 def _mib(size: int) -> str:
@@ -59,3 +67,29 @@ def _run_build(args: argparse.Namespace) -> None:
         return
     ensure_venv(manifest)
     print(f"the venv of {manifest.name} is ready: {venv_path(manifest)}")
+    from openenv_gym.importers.loadcheck import check_loads
+
+    check_loads(manifest.folder)
+    print(f"{manifest.name} loads in it as the server will load it")
+
+
+def _run_check(args: argparse.Namespace) -> None:
+    from openenv_gym.manifests import find_manifest
+    from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path
+
+    manifest = find_manifest(args.env)
+    if needs_venv(manifest) and not in_venv(venv_path(manifest)):  # again, in the environment's own venv
+        again = [str(ensure_venv(manifest)), "-m", "openenv_gym", "venvs", "check", args.env]
+        raise SystemExit(subprocess.run([*again, *(["--json"] if args.json else [])]).returncode)
+    from openenv_gym.adapters.check import loading_problem
+
+    problem = loading_problem(args.env)
+    if args.json:
+        print(json.dumps(problem))
+    elif problem is None:
+        print(f"{manifest.name} loads as the server will load it")
+    else:
+        where = f"{problem['where']} ({problem['code']}): " if problem["where"] else ""
+        print(f"{manifest.name} does not load: {where}{problem['error']}\n{problem['hint']}")
+    if problem is not None:
+        raise SystemExit(1)

@@ -17,6 +17,7 @@ import tomli_w
 
 from openenv_gym.importers.awm import AwmImporter
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions
+from openenv_gym.importers.loadcheck import check_loads
 from openenv_gym.importers.openenv import OpenEnvImporter
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import syntax_errors
@@ -53,6 +54,8 @@ def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[
         looked_for = "; or ".join(importer.looks_for for importer in IMPORTERS)
         broken = syntax_errors(source) if source.is_dir() or source.suffix == ".py" else []
         hint = f". These files are not valid Python; fix them first: {'; '.join(broken[:5])}" if broken else ""
+        near = [miss for importer in IMPORTERS if (miss := importer.near_miss(source))]
+        hint += "".join(f". But {miss}" for miss in near)
         raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}{hint}")
     if env_class is None:
         return found
@@ -73,6 +76,8 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
                        scenarios: list[str] | None = None, check: bool = True) -> list[ImportResult]:
+    """Import the environments of `source` as NAME (NAME-<class> when it holds several) under `output_dir`.
+    check: load each as the server will, in its venv (built now), and fail the import if it does not load."""
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -100,6 +105,8 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                 name=env_name, kind=found.kind, dependencies=dependencies, imported_from=str(source), folder=folder,
                 source_hash=tree_hash(staged / written.content), **written.fields)
             _write_manifest(staged, manifest)
+            if check:  # what `serve` would fail on fails here, and nothing is left behind
+                check_loads(staged)
         record_dir(output_dir)
         results.append(ImportResult(env_name, folder, found, dependencies, written.report, manifest.gym_id,
                                     written.notes))

@@ -219,6 +219,20 @@ class AwmImporter:
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         return AWM_DEPENDENCIES
 
+    def near_miss(self, source: Path) -> str | None:
+        if not source.is_dir():
+            return None
+        if (source / "awm" / "core" / "server.py").is_file():
+            return ("this is Agent World Model's repository, its synthesis pipeline, which holds no worlds: download "
+                    "its dataset (hf download Snowflake/AgentWorldModel-1K --repo-type dataset --local-dir awm) and "
+                    "import that folder")
+        present = sorted(path.name for path in source.glob("gen_*.jsonl"))
+        if present:
+            files = ", ".join(f"{name}.jsonl" for name in (*FILES, *VERIFIER_FILES.values()))
+            return (f"this looks like part of an AWM dataset ({', '.join(present)}) without gen_envs.jsonl, the "
+                    f"worlds' apps; an AWM source is a folder of its JSONL files: {files}")
+        return None
+
     def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
         imported = import_awm(source, folder, options.scenarios)
         tasks = sum(len(world["tasks"]) for world in imported.scenarios)

@@ -65,3 +65,7 @@ class Importer(Protocol):
     def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
         """Write the environment's files into `folder` (a staging folder that becomes the environment's)."""
         ...
+
+    def near_miss(self, source: Path) -> str | None:
+        """When nothing was detected: why a source that looks meant for this kind is not one, and what to do."""
+        ...

@@ -6,7 +6,6 @@ Read from the syntax trees of every module of the source (helpers included), wit
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from pathlib import Path
 
 from openenv_gym.importers.scan import parse, python_files
@@ -45,9 +44,20 @@ def _variables(trees: list[ast.Module], calls: list[ast.Call]) -> list[str]:
     return sorted(subscripts | getters)
 
 
-def hazards(trees: Iterable[ast.Module]) -> list[str]:
-    """One note per kind of hazard found in the modules."""
-    trees = list(trees)
+def _first_unseeded(files: list[tuple[Path, ast.Module]], root: Path) -> str | None:
+    """Where the first call of an unseeded random generator is: "random.choice() in server/env.py, line 12"."""
+    for path, tree in files:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _called_name(node) in RANDOM_CALLS and _receiver(node) in RANDOM_MODULES:
+                where = path.relative_to(root) if root in path.parents else path.name
+                return f"{_receiver(node)}.{_called_name(node)}() in {where}, line {node.lineno}"
+    return None
+
+
+def hazards(files: list[tuple[Path, ast.Module]], root: Path, randomness: str) -> list[str]:
+    """One note per kind of hazard found in the modules; `randomness`: what unseeded randomness affects in a
+    source of this kind."""
+    trees = [tree for _, tree in files]
     calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
     names = {_called_name(c) for c in calls}
     found: list[str] = []
@@ -61,10 +71,9 @@ def hazards(trees: Iterable[ast.Module]) -> list[str]:
     if variables := _variables(trees, calls):
         found.append(f"reads environment variables: {', '.join(variables)}")
     seeded = any(_called_name(c) in ("seed", "Random", "default_rng") and (c.args or c.keywords) for c in calls)
-    unseeded = any(_called_name(c) in RANDOM_CALLS and _receiver(c) in RANDOM_MODULES for c in calls)
+    unseeded = _first_unseeded(files, root)
     if unseeded and not seeded:
-        found.append("uses unseeded randomness: if it builds the dataset, each process sees different rows "
-                     "(the server owns the dataset and picks rows by index, so episodes stay consistent)")
+        found.append(f"uses unseeded randomness ({unseeded}): {randomness}")
     if any(_called_name(c) == "shuffle" and _receiver(c) not in RANDOM_MODULES and not c.args
            and not any(k.arg == "seed" for k in c.keywords) for c in calls):
         found.append("shuffles a dataset without a seed (`.shuffle()`): task indices then name different rows "
@@ -72,6 +81,14 @@ def hazards(trees: Iterable[ast.Module]) -> list[str]:
     return found
 
 
-def source_hazards(source: Path) -> list[str]:
+# What unseeded randomness affects, by the kind of source.
+DATASET_RANDOMNESS = ("if it builds the dataset, each process sees different rows (the server owns the dataset "
+                      "and picks rows by index, so episodes stay consistent)")
+EPISODE_RANDOMNESS = ("the same reset seed may not give the same episode; seed the generator from the seed reset "
+                      "is given for reproducible episodes")
+
+
+def source_hazards(source: Path, randomness: str = EPISODE_RANDOMNESS) -> list[str]:
     """The hazards of every module of a source (a file or a folder)."""
-    return hazards(tree for path in python_files(source) if (tree := parse(path)) is not None)
+    files = [(path, tree) for path in python_files(source) if (tree := parse(path)) is not None]
+    return hazards(files, source if source.is_dir() else source.parent, randomness)

@@ -2,14 +2,18 @@
 `MCPEnvironment`, laid out as `openenv init` scaffolds them (openenv.yaml, models.py, server/app.py,
 server/<name>_environment.py) or as the OpenEnv repository's envs/* are.
 
-The Action model is the one the project's server validates with: the second argument of `create_app(...)`
-in server/app.py, else the annotation of the class's `step(action)`. Names are resolved through the module's
-own imports (relative imports as the vendored folder sees them: `..models` is `models`). Nothing is run.
+The project is loaded as the package it declares (its pyproject.toml's `package-dir = {"chess_env" = "."}`, else
+its folder's name when the folder is a package), as OpenEnv runs it, so `from ..models import X`,
+`from chess_env.models import X` and `from models import X` all work as under OpenEnv's own runner. The Action
+model is the one the project's server validates with: the second argument of `create_app(...)` in server/app.py,
+else the annotation of the class's `step(action)`. Names are resolved through the module's own imports, every
+binding of a name considered (a try/except chain binds it several times). Nothing is run.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +33,17 @@ SDK_REQUIREMENT = "openenv>=0.10"  # the serialization and MCP API the adapter u
 SDK_VERSION = Version("0.10.0")
 
 
-def _imported_names(tree: ast.Module) -> dict[str, tuple[str, int, str]]:
-    """bound name -> (module, level, name in that module) for every `from M import name [as alias]` of a module."""
-    names: dict[str, tuple[str, int, str]] = {}
+Binding = tuple[str, int, str]  # (module, level, name in that module) of `from M import name`
+
+
+def _imported_names(tree: ast.Module) -> dict[str, list[Binding]]:
+    """bound name -> every binding of it by `from M import name [as alias]` in a module, in order: a name may be
+    bound in several branches of a try/except chain, of which the first may fail where the project runs."""
+    names: dict[str, list[Binding]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
-                names.setdefault(alias.asname or alias.name, (node.module or "", node.level, alias.name))
+                names.setdefault(alias.asname or alias.name, []).append((node.module or "", node.level, alias.name))
     return names
 
 
@@ -52,8 +60,10 @@ def _base_name(node: ast.expr) -> str | None:
 
 
 def _environment_classes(tree: ast.Module) -> list[ast.ClassDef]:
-    bases = {bound for bound, (module, level, name) in _imported_names(tree).items()
-             if _is_sdk(module, level) and name in ENV_BASES}
+    """The module's classes that derive from the SDK's Environment (a name is the SDK's base if any of its bindings
+    comes from the SDK), or from such a class of the module."""
+    bases = {bound for bound, bindings in _imported_names(tree).items()
+             if any(_is_sdk(module, level) and name in ENV_BASES for module, level, name in bindings)}
     found: list[ast.ClassDef] = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and any(_base_name(b) in bases | {c.name for c in found}
@@ -79,10 +89,14 @@ class OpenEnvImporter(SourceImporter):
                  "(an OpenEnv project: openenv.yaml, models.py, server/app.py)")
 
     def detect(self, source: Path) -> list[Detected]:
+        """The environment classes, their modules named as the project is loaded: inside the package it declares
+        (declared_package), as OpenEnv runs its envs (`uvicorn chess_env.server.app:app`)."""
+        package = declared_package(source)
         found = []
         for path, tree in parsed_files(source):
             for node in _environment_classes(tree):
-                found.append(Detected(self.kind, module_name(source, path), node.name, path, ("openenv",)))
+                module = _qualified(module_name(source, path), package)
+                found.append(Detected(self.kind, module, node.name, path, ("openenv",)))
         return found
 
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
@@ -109,8 +123,9 @@ class OpenEnvImporter(SourceImporter):
         return notes
 
     def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
-        return {"action": action_class(source, detected), **app_models(source),
-                **({"inline_sync": True} if options.inline_sync else {})}
+        package = declared_package(source)
+        return {"action": action_class(source, detected, package), **app_models(source, package),
+                **({"package": package} if package else {}), **({"inline_sync": True} if options.inline_sync else {})}
 
 
 def _class_node(detected: Detected) -> ast.ClassDef | None:
@@ -129,30 +144,30 @@ def _app_call(source: Path) -> tuple[Path, ast.Module, ast.Call] | None:
     return None
 
 
-def _app_argument(found: tuple[Path, ast.Module, ast.Call] | None, source: Path, position: int | None,
-                  keyword: str) -> str | None:
+def _app_argument(found: tuple[Path, ast.Module, ast.Call] | None, source: Path, package: str | None,
+                  position: int | None, keyword: str) -> str | None:
     """"module:Class" of a model the create_app(...) call `found` is given (at `position`, or as `keyword`)."""
     if found is None:
         return None
     app, tree, call = found
     argument = call.args[position] if position is not None and len(call.args) > position else next(
         (k.value for k in call.keywords if k.arg == keyword), None)
-    return _resolve(source, app, tree, argument.id) if isinstance(argument, ast.Name) else None
+    return _resolve(source, app, tree, argument.id, package) if isinstance(argument, ast.Name) else None
 
 
-def app_models(source: Path) -> dict[str, str]:
+def app_models(source: Path, package: str | None) -> dict[str, str]:
     """The models besides the Action that OpenEnv's server of the project publishes at /schema, as create_app(...)
     names them: the Observation (its third argument), and the State and reset observation when given."""
     found = _app_call(source)
-    models = {"observation": _app_argument(found, source, 2, "observation_cls"),
-              "state": _app_argument(found, source, None, "state_cls"),
-              "reset_observation": _app_argument(found, source, None, "reset_observation_cls")}
+    models = {"observation": _app_argument(found, source, package, 2, "observation_cls"),
+              "state": _app_argument(found, source, package, None, "state_cls"),
+              "reset_observation": _app_argument(found, source, package, None, "reset_observation_cls")}
     return {field: model for field, model in models.items() if model is not None}
 
 
-def action_class(source: Path, detected: Detected) -> str:
-    """"module:Class" of the environment's Action model, as the vendored folder imports it."""
-    named = _app_argument(_app_call(source), source, 1, "action_cls")
+def action_class(source: Path, detected: Detected, package: str | None) -> str:
+    """"module:Class" of the environment's Action model, as the loaded project imports it."""
+    named = _app_argument(_app_call(source), source, package, 1, "action_cls")
     if named is not None:
         return named
     node = _class_node(detected)
@@ -162,34 +177,73 @@ def action_class(source: Path, detected: Detected) -> str:
             if annotated and (name := _base_name(annotated[0])):
                 tree = parse(detected.file)
                 assert tree is not None
-                return _resolve(source, detected.file, tree, name)
+                return _resolve(source, detected.file, tree, name, package)
     raise ImportFailedError(
         f"cannot tell the Action model of {detected.attribute}: server/app.py has no create_app(Env, Action, "
         "Observation) and step(self, action) is not annotated; add either to the project")
 
 
-def _resolve(source: Path, path: Path, tree: ast.Module, name: str) -> str:
-    """Where `name`, as used in module `path`, is defined: "module:Class" in the vendored folder's terms."""
+def _resolve(source: Path, path: Path, tree: ast.Module, name: str, package: str | None) -> str:
+    """Where `name`, as used in module `path`, is defined: "module:Class" as the project imports it when loaded as
+    `package` (or as top-level modules without one): the first of the name's bindings that resolves (in a
+    try/except chain, the first branch may name a layout that is not there)."""
     if any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
-        return f"{module_name(source, path)}:{name}"
-    imported = _imported_names(tree)
-    if name not in imported:
+        return f"{_qualified(module_name(source, path), package)}:{name}"
+    bindings = _imported_names(tree).get(name)
+    if not bindings:
         raise ImportFailedError(f"{path}: cannot find where {name} comes from (no class or import of that name)")
-    module, level, name = imported[name]
+    for module, level, original in bindings:
+        found = _binding_module(source, path, module, level, package)
+        if found is not None:
+            return f"{found}:{original}"
+    tried = ", ".join("." * level + module for module, level, _ in bindings)
+    raise ImportFailedError(f"{path}: {name} comes from {tried}, none of which is in the project or openenv")
+
+
+def _binding_module(source: Path, path: Path, module: str, level: int, package: str | None) -> str | None:
+    """The module a `from M import ...` of module `path` imports, as the loaded project names it; None when it is
+    neither the SDK nor in the project (or, relative, above the package's top)."""
     if _is_sdk(module, level):
-        return f"{module}:{name}"
-    if level:  # relative to the module's package; above the project's top it is the top itself
-        package = module_name(source, path).split(".")[:-1]
-        package = package[:max(0, len(package) - (level - 1))]
-        return f"{'.'.join([*package, module] if module else package)}:{name}"
-    parts = module.split(".")
-    while parts and not _module_file(source, parts):  # a package-qualified name: guess_env.models -> models
-        parts = parts[1:]
-    if not parts:
-        raise ImportFailedError(f"{path}: {name} comes from {module}, which is neither in the project nor openenv")
-    return f"{'.'.join(parts)}:{name}"
+        return module
+    wanted = module.split(".") if module else []
+    if level:
+        parts = module_name(source, path).split(".")[:-1]  # the importing module's package, inside the project
+        if level - 1 > len(parts) and package is not None:
+            return None  # beyond the top-level package, as Python refuses it
+        parts = parts[:max(0, len(parts) - (level - 1))]  # without a package, the project's top is the top
+        target = [*parts, *wanted]
+        return _qualified(".".join(target), package) if not target or _module_file(source, target) else None
+    if package is not None and wanted[0] == package:  # absolute, through the declared package's name
+        return module if len(wanted) == 1 or _module_file(source, wanted[1:]) else None
+    return module if _module_file(source, wanted) else None  # a top-level module of the project's folder
+
+
+def _qualified(module: str, package: str | None) -> str:
+    """A module of the project's folder as the project is loaded: inside its package, if it declares one."""
+    if package is None:
+        return module
+    return f"{package}.{module}" if module else package
 
 
 def _module_file(source: Path, parts: list[str]) -> bool:
     base = source.joinpath(*parts)
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file() or (
+        base.is_dir() and any(base.glob("*.py")))
+
+
+def declared_package(source: Path) -> str | None:
+    """The package the project is run as: the one its pyproject.toml maps to its folder (setuptools'
+    `package-dir = {"chess_env" = "."}`, as OpenEnv's envs declare), else the folder's own name when it is a package
+    (an __init__.py) with a valid name; None: its modules are top-level, as when run from its folder."""
+    try:
+        with (source / "pyproject.toml").open("rb") as file:
+            setuptools = tomllib.load(file).get("tool", {}).get("setuptools", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        setuptools = {}
+    mapped = setuptools.get("package-dir") or {}
+    for name, folder in mapped.items() if isinstance(mapped, dict) else ():
+        if folder in (".", "", "./") and name.isidentifier():
+            return name
+    if source.is_dir() and (source / "__init__.py").is_file() and source.name.isidentifier():
+        return source.name
+    return None

@@ -36,6 +36,9 @@ class SourceImporter:
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         raise NotImplementedError
 
+    def near_miss(self, source: Path) -> str | None:
+        return None
+
     def notes(self, source: Path, detected: Detected) -> list[str]:
         """Things the user should know about this source (changed pins, hazards), printed at import."""
         return []

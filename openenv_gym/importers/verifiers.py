@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions
 from openenv_gym.importers.deps import declared_dependencies
-from openenv_gym.importers.hazards import source_hazards
+from openenv_gym.importers.hazards import DATASET_RANDOMNESS, source_hazards
 from openenv_gym.importers.scan import module_name, parse, parsed_files, python_files
 from openenv_gym.importers.source import SourceImporter
 
@@ -146,4 +146,4 @@ class VerifiersImporter(SourceImporter):
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
         _, pin_notes = classic_requirement(declared_dependencies(source), plain_string_task_rows(source))
-        return pin_notes + source_hazards(source)
+        return pin_notes + source_hazards(source, DATASET_RANDOMNESS)

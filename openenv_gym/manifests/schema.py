@@ -59,6 +59,9 @@ class ImportedManifest(BaseManifest):
     source: str = VENDOR_DIR
     source_hash: str = ""
     imported_from: str = ""
+    # The package the vendored folder is loaded as (its modules are then `package.module`, and relative imports
+    # between them work); None: its modules are top-level ones.
+    package: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*$")
 
     @property
     def vendored(self) -> Path:

@@ -1,0 +1,67 @@
+"""Load an environment as the server will, and say what fails: where, why, and what to do.
+
+`openenv-gym venvs check ENV` runs this in the environment's venv, and `openenv-gym import` asks it of what it just
+wrote, so that what `serve` would fail on (a module that cannot be imported as the server imports it, a dependency
+missing, an entry that is not there, code that raises as it loads) fails the import instead, naming the file and
+the line of the environment's own code.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+from openenv_gym.adapters import load_factory
+from openenv_gym.manifests import find_manifest
+from openenv_gym.manifests.schema import BaseManifest
+
+
+def loading_problem(env: str) -> dict[str, Any] | None:
+    """None if the environment `env` (a name, gym id or folder) loads and describes itself as the server's worker
+    would; else {"error", "where", "code", "hint"}."""
+    manifest = None
+    try:
+        manifest = find_manifest(env)
+        load_factory(manifest).describe()
+    except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
+        return _problem(exc, manifest)
+    return None
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The exception the chain began with (ours wrap the environment's own with `raise ... from`)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _problem(exc: BaseException, manifest: BaseManifest | None) -> dict[str, Any]:
+    origin = _innermost(exc)
+    where, code = "", ""
+    vendored = getattr(manifest, "vendored", None)
+    folder = (vendored or manifest.folder).resolve() if manifest is not None else None  # as in the source
+    for frame in reversed(traceback.extract_tb(origin.__traceback__)):
+        path = Path(frame.filename).resolve()
+        if folder is not None and folder in path.parents:
+            where, code = f"{path.relative_to(folder)}, line {frame.lineno}", (frame.line or "").strip()
+            break
+    error = f"{type(origin).__name__}: {origin}" if origin is not exc else f"{type(exc).__name__}: {exc}"
+    return {"error": error, "where": where, "code": code, "hint": _hint(origin, manifest)}
+
+
+def _hint(exc: BaseException, manifest: BaseManifest | None) -> str:
+    vendored = getattr(manifest, "vendored", None)
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.split(".")[0]
+        ours = vendored is not None and ((vendored / f"{top}.py").exists() or (vendored / top).is_dir())
+        if not ours:
+            return (f"the module {exc.name!r} is not installed: add the distribution that provides it to the "
+                    "source's dependencies (pyproject.toml or requirements.txt) and import it again")
+    if isinstance(exc, ImportError):
+        package = getattr(manifest, "package", None)
+        loaded = f"as the package {package!r}" if package else "as top-level modules of its folder"
+        return (f"the server loads the source {loaded}, and this import does not work that way: make it work as "
+                "the project's own runner loads it (declare the package in pyproject.toml's package-dir, say), "
+                "and import it again")
+    return "the environment's code fails as it loads: fix it (or tell its authors), and import it again"

@@ -1,0 +1,47 @@
+"""The last step of an import: load what was written as the server will, in the environment's own venv (built now,
+once per dependency set, as `serve` would build it), so that whatever `serve` would fail on fails here instead.
+
+The loading itself is the adapters' (adapters/check.py), run as `openenv-gym venvs check FOLDER --json` by the
+venv's Python: an import writes data and runs no environment code in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from openenv_gym.importers.base import ImportFailedError
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import VenvBuildError, ensure_venv, needs_venv
+
+LOAD_TIMEOUT = 600.0  # seconds an environment may take to load (an MCP environment is made once to list its tools)
+
+
+def check_loads(folder: Path) -> None:
+    """ImportFailedError, saying where and what to do, unless the environment written in `folder` loads."""
+    manifest = load_manifest(folder)
+    try:
+        python = str(ensure_venv(manifest)) if needs_venv(manifest) else sys.executable
+    except VenvBuildError as exc:
+        raise ImportFailedError(f"{manifest.name}'s dependencies cannot be installed: {exc}") from None
+    command = [python, "-m", "openenv_gym", "venvs", "check", str(folder), "--json"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=LOAD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ImportFailedError(f"loading {manifest.name} took longer than {LOAD_TIMEOUT:g} s, as the server would "
+                                "load it; does it download something, or wait for a service, as it starts?") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        problem = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        problem = None
+    if done.returncode == 0:
+        return
+    if not isinstance(problem, dict):
+        raise ImportFailedError(f"loading {manifest.name} as the server would failed (exit {done.returncode}):\n"
+                                f"{done.stderr[-3000:]}")
+    where = f"{problem['where']} ({problem['code']}): " if problem.get("where") else ""
+    raise ImportFailedError(f"{manifest.name} does not load as `openenv-gym serve` would load it, so it was not "
+                            f"imported. {where}{problem['error']}; {problem['hint']}")

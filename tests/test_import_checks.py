@@ -1,0 +1,118 @@
+"""Imports as users make them: an OpenEnv project in every import style its own runner accepts imports and plays,
+and whatever `serve` would fail on fails the import instead, with the file, the line and what to do."""
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+from conftest import write_files
+from openenv_styles import STYLES, write_project
+
+from openenv_gym.client.local import LocalServer
+from openenv_gym.importers import ImportFailedError, import_environment
+from openenv_gym.manifests import load_manifest
+
+
+def _style_source():
+    import tempfile
+    from pathlib import Path
+
+    return write_project(Path(tempfile.mkdtemp(prefix="openenv-style-")), "relative")
+
+
+pytestmark = pytest.mark.env_venvs.with_args(_style_source)  # the styles share one dependency set: one venv
+
+
+EXPECTED = {  # style -> (package, entry, action) as the manifest names them
+    "relative": ("counter_relative", "counter_relative.server.counter_environment:CounterEnvironment",
+                 "counter_relative.models:CounterAction"),
+    "absolute": ("counter_absolute", "counter_absolute.server.counter_environment:CounterEnvironment",
+                 "counter_absolute.models:CounterAction"),
+    "bare": (None, "server.counter_environment:CounterEnvironment", "models:CounterAction"),
+    "chained": ("counter_chained", "counter_chained.server.counter_environment:CounterEnvironment",
+                "counter_chained.models:CounterAction"),
+}
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_every_import_style_imports_and_plays_on_a_real_server(tmp_path, style):
+    [result] = import_environment(write_project(tmp_path / "src", style), f"counter-{style}", tmp_path / "out")
+    manifest = load_manifest(result.folder)
+    assert (manifest.package, manifest.entry, manifest.action) == EXPECTED[style]
+    server = LocalServer(str(result.folder), 1, 10)
+    try:
+        env = gym.make("openenv/remote", base_url=server.url)
+        obs, info = env.reset(seed=0)
+        assert json.loads(obs)["total"] == 0
+        obs, reward, terminated, truncated, info = env.step({"delta": 4})
+        assert (json.loads(obs)["total"], reward, terminated) == (4, 4.0, False)
+        obs, reward, terminated, truncated, info = env.step({"delta": 6})
+        assert (json.loads(obs)["total"], terminated) == (10, True)
+        env.close()
+    finally:
+        server.stop()
+
+
+def _broken(tmp_path, style: str, line: str, before: str = "from uuid import uuid4"):
+    """The counter project in `style`, with `line` put into its environment module before `before`."""
+    source = write_project(tmp_path / "src", style)
+    module = source / "server" / "counter_environment.py"
+    module.write_text(module.read_text().replace(before, f"{line}\n{before}", 1))
+    return source
+
+
+@pytest.mark.parametrize(("style", "line", "says"), [
+    ("relative", "import frobnicator_lib", r"server/counter_environment\.py, line 1 \(import frobnicator_lib\): "
+                                           r"ModuleNotFoundError: No module named 'frobnicator_lib'; the module "
+                                           r"'frobnicator_lib' is not installed: add the distribution"),
+    ("bare", "from ..models import CounterAction", r"server/counter_environment\.py, line 1 \(from \.\.models import "
+                                                   r"CounterAction\): ImportError: attempted relative import .* as top-"
+                                                   r"level modules of its folder.* package-dir"),
+    ("relative", "raise SystemExit('no display')", r"server/counter_environment\.py, line 1 .*SystemExit: no display; "
+                                                   r"the environment's code fails as it loads"),
+])
+def test_an_import_that_serve_would_not_load_fails_with_the_file_and_the_line(tmp_path, style, line, says):
+    with pytest.raises(ImportFailedError, match=rf"(?s)does not load as `openenv-gym serve` would .*{says}"):
+        import_environment(_broken(tmp_path, style, line), "broken", tmp_path / "out")
+    assert not (tmp_path / "out" / "broken").exists()  # nothing left behind
+
+
+def test_venvs_build_and_check_say_the_same_of_an_environment_imported_unchecked(tmp_path):
+    [result] = import_environment(_broken(tmp_path, "relative", "import frobnicator_lib"), "unchecked",
+                                  tmp_path / "out", check=False)
+    checked = subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "check", str(result.folder), "--json"],
+                             capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 1
+    problem = json.loads(checked.stdout.strip().splitlines()[-1])
+    assert problem["where"] == "server/counter_environment.py, line 1" and "frobnicator_lib" in problem["error"]
+    built = subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "build", str(result.folder)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode != 0 and "frobnicator_lib" in built.stderr and "line 1" in built.stderr
+    fine = import_environment(write_project(tmp_path / "fine", "absolute"), "fine", tmp_path / "out", check=False)
+    assert subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "check", str(fine[0].folder)],
+                          capture_output=True, text=True, timeout=300).stdout.strip() == "fine loads as the server " \
+                                                                                         "will load it"
+
+
+def test_nothing_found_says_what_an_awm_source_looks_like(tmp_path):
+    partial = write_files(tmp_path / "part", {"gen_tasks.jsonl": "", "gen_db.jsonl": ""})
+    with pytest.raises(ImportFailedError, match=r"part of an AWM dataset \(gen_db\.jsonl, gen_tasks\.jsonl\) without "
+                                                r"gen_envs\.jsonl"):
+        import_environment(partial, "x", tmp_path / "out")
+    pipeline = write_files(tmp_path / "agent-world-model", {"awm/core/server.py": "", "README.md": ""})
+    with pytest.raises(ImportFailedError, match=r"Agent World Model's repository.*hf download "
+                                                r"Snowflake/AgentWorldModel-1K"):
+        import_environment(pipeline, "x", tmp_path / "out")
+
+
+def test_unseeded_randomness_is_located_and_said_for_what_it_affects(tmp_path):
+    source = _broken(tmp_path, "relative", "import random", before="from uuid import uuid4")
+    module = source / "server" / "counter_environment.py"
+    module.write_text(module.read_text().replace("self._total = 0\n        return", "self._total = random.randint(0, 3)"
+                                                                                 "\n        return"))
+    [result] = import_environment(source, "random", tmp_path / "out")
+    [note] = [n for n in result.notes if "randomness" in n]
+    assert note.startswith("uses unseeded randomness (random.randint() in server/counter_environment.py, line ")
+    assert "the same reset seed may not give the same episode" in note and "dataset" not in note
