@@ -13,6 +13,7 @@ from openenv_styles import STYLES, write_project
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import ensure_venv
 
 
 def _style_source():
@@ -33,7 +34,12 @@ EXPECTED = {  # style -> (package, entry, action) as the manifest names them
     "bare": (None, "server.counter_environment:CounterEnvironment", "models:CounterAction"),
     "chained": ("counter_chained", "counter_chained.server.counter_environment:CounterEnvironment",
                 "counter_chained.models:CounterAction"),
+    "factory": ("counter_factory", "counter_factory.server.counter_environment:CounterEnvironment",
+                "counter_factory.models:CounterAction"),
+    "path_setup": ("counter_path_setup", "counter_path_setup.server.counter_environment:CounterEnvironment",
+                   "counter_path_setup.models:CounterAction"),
 }
+GOALS = {"factory": 5}  # the factory makes the environment with its own goal; the others' is ten
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -41,6 +47,9 @@ def test_every_import_style_imports_and_plays_on_a_real_server(tmp_path, style):
     [result] = import_environment(write_project(tmp_path / "src", style), f"counter-{style}", tmp_path / "out")
     manifest = load_manifest(result.folder)
     assert (manifest.package, manifest.entry, manifest.action) == EXPECTED[style]
+    assert manifest.app == (f"{manifest.package}.server.app" if manifest.package else "server.app")
+    assert manifest.factory == ("counter_factory.server.app:create_counter_environment" if style == "factory" else None)
+    goal = GOALS.get(style, 10)
     server = LocalServer(str(result.folder), 1, 10)
     try:
         env = gym.make("openenv/remote", base_url=server.url)
@@ -48,8 +57,8 @@ def test_every_import_style_imports_and_plays_on_a_real_server(tmp_path, style):
         assert json.loads(obs)["total"] == 0
         obs, reward, terminated, truncated, info = env.step({"delta": 4})
         assert (json.loads(obs)["total"], reward, terminated) == (4, 4.0, False)
-        obs, reward, terminated, truncated, info = env.step({"delta": 6})
-        assert (json.loads(obs)["total"], terminated) == (10, True)
+        obs, reward, terminated, truncated, info = env.step({"delta": goal - 4})
+        assert (json.loads(obs)["total"], terminated) == (goal, True)
         env.close()
     finally:
         server.stop()
@@ -116,3 +125,50 @@ def test_unseeded_randomness_is_located_and_said_for_what_it_affects(tmp_path):
     [note] = [n for n in result.notes if "randomness" in n]
     assert note.startswith("uses unseeded randomness (random.randint() in server/counter_environment.py, line ")
     assert "the same reset seed may not give the same episode" in note and "dataset" not in note
+
+
+def test_a_pin_to_openenvs_git_repository_is_replaced_by_the_release(tmp_path):
+    """OpenEnv's dm_control_env and unity_env pin `openenv[core] @ git+https://github.com/huggingface/OpenEnv.git`,
+    which cannot be reached here and is not the API this adapter speaks: the release is installed instead."""
+    source = write_project(tmp_path / "src", "relative")
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        '"openenv==0.10.0"', '"openenv[core] @ git+https://github.com/huggingface/OpenEnv.git", "numpy>=1.24"'))
+    [result] = import_environment(source, "git-pinned", tmp_path / "out")
+    assert result.dependencies == ["numpy>=1.24", "openenv>=0.10"]
+    assert any("openenv[core] @ git+https://github.com/huggingface/OpenEnv.git replaced by openenv>=0.10" in note
+               for note in result.notes)
+
+
+LOCK = """
+version = 1
+
+[[package]]
+name = "six"
+version = "1.16.0"
+source = {{ registry = "https://pypi.org/simple" }}
+
+[[package]]
+name = "pydantic"
+version = "{pydantic}"
+source = {{ registry = "https://pypi.org/simple" }}
+"""
+
+
+@pytest.mark.parametrize(("pydantic", "installed_six"), [("2.11.7", "1.16.0"), ("1.10.13", None)])
+def test_the_projects_uv_lock_pins_its_dependencies_where_they_fit(tmp_path, pydantic, installed_six):
+    """As OpenEnv's runner installs a project (`uv sync --frozen`), its direct dependencies are installed at the
+    versions its uv.lock pins; pins that do not fit the SDK this adapter needs (pydantic 1) are dropped whole."""
+    source = write_project(tmp_path / "src", "relative")
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"openenv==0.10.0"', '"openenv==0.10.0", "six", "pydantic"'))
+    (source / "uv.lock").write_text(LOCK.format(pydantic=pydantic))
+    [result] = import_environment(source, "locked", tmp_path / "out")
+    manifest = load_manifest(result.folder)
+    assert manifest.constraints == ["six==1.16.0", f"pydantic=={pydantic}"]
+    python = ensure_venv(manifest)
+    versions = subprocess.run([str(python), "-c", "import six, pydantic; print(six.__version__, pydantic.VERSION)"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert versions[1].startswith("2.")  # openenv 0.10 needs pydantic 2: a lock that says 1 is not followed
+    if installed_six is not None:
+        assert versions == [installed_six, pydantic]

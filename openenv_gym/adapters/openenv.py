@@ -107,6 +107,8 @@ class OpenEnvFactory:
         from openenv.core.env_server.serialization import deserialize_action
 
         self.env_class, self.action_class, self.manifest = env_class, action_class, manifest
+        # each session's instance is made as the project's server makes it: with its factory, else the class
+        self.make = _load_attribute(manifest.factory) if manifest.factory else env_class
         self.models = _models(env_class, manifest)
         self.deserialize = deserialize_action
         self.async_reset, self.async_step = _overrides(env_class, "reset_async"), _overrides(env_class, "step_async")
@@ -127,7 +129,7 @@ class OpenEnvFactory:
 
         if not issubclass(self.env_class, MCPEnvironment):
             return None
-        probe = self.env_class()
+        probe = self.make()
         try:
             listed = probe.step(ListToolsAction())
         finally:
@@ -179,7 +181,7 @@ class OpenEnvSession(Environment):
 
     async def _instance(self) -> Any:
         if self.env is None:
-            self.env = await self.factory.call(self.factory.env_class)
+            self.env = await self.factory.call(self.factory.make)
             if hasattr(self.env, "mcp_session"):
                 opened = asyncio.get_running_loop().create_future()
                 self.holder = asyncio.create_task(self._hold(self.env, opened))
@@ -268,7 +270,7 @@ def load_openenv_environment(manifest: OpenEnvManifest) -> OpenEnvFactory:
     except ImportError as exc:
         raise ManifestError(f"{manifest.name} is an OpenEnv environment, which runs in a venv with the openenv "
                             f"package ({exc}); serve it with openenv-gym serve, which builds that venv") from None
-    env_class = load_vendored(manifest)
+    env_class = load_vendored(manifest, first=manifest.app)
     action_class = _load_attribute(manifest.action)
     if not isinstance(env_class, type) or not hasattr(env_class, "reset") or not hasattr(env_class, "step"):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not an OpenEnv Environment class")

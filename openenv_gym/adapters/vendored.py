@@ -48,18 +48,20 @@ def _package_spec(name: str, folder: Path) -> importlib.machinery.ModuleSpec:
     return spec
 
 
-def load_vendored(manifest: ImportedManifest) -> object:
-    """The object named by the manifest's entry ("module:attribute"), from its vendored source."""
+def load_vendored(manifest: ImportedManifest, first: str | None = None) -> object:
+    """The object named by the manifest's entry ("module:attribute"), from its vendored source; the module `first`
+    is imported before it (a project's server app, whose import sets up what its environment needs)."""
     folder = manifest.vendored
     if not any(isinstance(f, VendoredFinder) and f.folder == folder for f in sys.meta_path):
         sys.meta_path.insert(0, VendoredFinder(folder, manifest.package))
     module_name, attribute = manifest.entry.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ManifestError(
-            f"{manifest.folder}: cannot import {module_name!r} ({exc}); if a dependency is missing, add it to "
-            "the source's requirements and import it again") from exc
+    for name in ([first] if first else []) + [module_name]:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            raise ManifestError(
+                f"{manifest.folder}: cannot import {name!r} ({exc}); if a dependency is missing, add it to "
+                "the source's requirements and import it again") from exc
     try:
         return getattr(module, attribute)
     except AttributeError:

@@ -53,3 +53,24 @@ def declared_dependencies(source: Path) -> list[str]:
     if requirements.is_file():
         return _valid(requirements.read_text().splitlines())
     return []
+
+
+def locked_pins(source: Path, requirements: list[str]) -> list[str]:
+    """`name==version` for each of `requirements` that the project's uv.lock resolves to one version from a package
+    index (and that version fits the requirement): what the project's own runner installs (`uv sync --frozen`)."""
+    try:
+        with (source / "uv.lock").open("rb") as file:
+            packages = tomllib.load(file).get("package", [])
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    versions: dict[str, set[str]] = {}
+    for package in packages:
+        if isinstance(package, dict) and "registry" in (package.get("source") or {}):
+            versions.setdefault(distribution_name(str(package.get("name", ""))), set()).add(str(package["version"]))
+    pins = []
+    for requirement in requirements:
+        name = distribution_name(requirement)
+        locked = versions.get(name, set())
+        if len(locked) == 1 and Requirement(requirement).specifier.contains(next(iter(locked)), prereleases=True):
+            pins.append(f"{name}=={next(iter(locked))}")
+    return pins

@@ -25,7 +25,10 @@ def check_loads(folder: Path) -> None:
     try:
         python = str(ensure_venv(manifest)) if needs_venv(manifest) else sys.executable
     except VenvBuildError as exc:
-        raise ImportFailedError(f"{manifest.name}'s dependencies cannot be installed: {exc}") from None
+        raise ImportFailedError(f"{manifest.name}'s dependencies cannot be installed ({exc.installer} exited with "
+                                f"{exc.code}). The end of its log ({exc.log}):\n{exc.tail}\nFix the source's "
+                                "dependencies (pyproject.toml or requirements.txt), or pass --no-check to import it "
+                                "anyway, and import it again") from None
     command = [python, "-m", "openenv_gym", "venvs", "check", str(folder), "--json"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=LOAD_TIMEOUT)

@@ -13,6 +13,8 @@ binding of a name considered (a try/except chain binds it several times). Nothin
 from __future__ import annotations
 
 import ast
+import contextlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions
-from openenv_gym.importers.deps import declared_dependencies, distribution_name
+from openenv_gym.importers.deps import declared_dependencies, distribution_name, locked_pins
 from openenv_gym.importers.hazards import source_hazards
 from openenv_gym.importers.scan import module_name, parse, parsed_files
 from openenv_gym.importers.source import SourceImporter
@@ -101,11 +103,12 @@ class OpenEnvImporter(SourceImporter):
 
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         """The project's dependencies (pyproject.toml, requirements.txt or server/requirements.txt), with the
-        openenv package at a version this adapter runs (openenv-core is its former name)."""
+        openenv package at a version this adapter runs (openenv-core is its former name; a pin to OpenEnv's git
+        repository is replaced by the release too: the API this adapter speaks, installable from the index)."""
         declared = declared_dependencies(source) or declared_dependencies(source / "server")
         kept = [d for d in declared if distribution_name(d) not in ("openenv", "openenv-core")]
-        pinned = [d for d in declared
-                  if distribution_name(d) == "openenv" and Requirement(d).specifier.contains(SDK_VERSION)]
+        pinned = [d for d in declared if distribution_name(d) == "openenv" and not Requirement(d).url
+                  and Requirement(d).specifier.contains(SDK_VERSION)]
         return kept + (pinned[:1] or [SDK_REQUIREMENT])
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
@@ -115,6 +118,11 @@ class OpenEnvImporter(SourceImporter):
                     and d not in self.dependencies(source, detected)]
         if replaced:
             notes.append(f"{', '.join(replaced)} replaced by {SDK_REQUIREMENT}: the OpenEnv API openenv_gym serves")
+        pins = locked_pins(source, [d for d in self.dependencies(source, detected)
+                                    if distribution_name(d) not in ("openenv", "openenv-core")])
+        if pins:
+            notes.append(f"installed at the versions its uv.lock pins where they fit {SDK_REQUIREMENT} "
+                         f"({', '.join(pins)}), as OpenEnv's runner installs it")
         node = _class_node(detected)
         if node is not None and not _class_flag(node, "SUPPORTS_CONCURRENT_SESSIONS"):
             notes.append(f"{detected.attribute} does not declare SUPPORTS_CONCURRENT_SESSIONS = True: it is served one "
@@ -124,8 +132,14 @@ class OpenEnvImporter(SourceImporter):
 
     def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
         package = declared_package(source)
+        app, factory = app_module(source, package), app_factory(source, package)
+        pins = locked_pins(source, [d for d in self.dependencies(source, detected)
+                                    if distribution_name(d) not in ("openenv", "openenv-core")])
         return {"action": action_class(source, detected, package), **app_models(source, package),
-                **({"package": package} if package else {}), **({"inline_sync": True} if options.inline_sync else {})}
+                **({"constraints": pins} if pins else {}),
+                **({"package": package} if package else {}), **({"app": app} if app else {}),
+                **({"factory": factory} if factory and factory != detected.entry else {}),
+                **({"inline_sync": True} if options.inline_sync else {})}
 
 
 def _class_node(detected: Detected) -> ast.ClassDef | None:
@@ -153,6 +167,18 @@ def _app_argument(found: tuple[Path, ast.Module, ast.Call] | None, source: Path,
     argument = call.args[position] if position is not None and len(call.args) > position else next(
         (k.value for k in call.keywords if k.arg == keyword), None)
     return _resolve(source, app, tree, argument.id, package) if isinstance(argument, ast.Name) else None
+
+
+def app_factory(source: Path, package: str | None) -> str | None:
+    """"module:name" of what the project's server makes each session's environment with: create_app(...)'s first
+    argument (a class, or a factory function that configures one), when it is a name."""
+    found = _app_call(source)
+    if found is None:
+        return None
+    try:
+        return _app_argument(found, source, package, 0, "env")
+    except ImportFailedError:  # a name the import cannot place: the environment class is made as it is
+        return None
 
 
 def app_models(source: Path, package: str | None) -> dict[str, str]:
@@ -187,7 +213,7 @@ def _resolve(source: Path, path: Path, tree: ast.Module, name: str, package: str
     """Where `name`, as used in module `path`, is defined: "module:Class" as the project imports it when loaded as
     `package` (or as top-level modules without one): the first of the name's bindings that resolves (in a
     try/except chain, the first branch may name a layout that is not there)."""
-    if any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
+    if name in _defined(tree):
         return f"{_qualified(module_name(source, path), package)}:{name}"
     bindings = _imported_names(tree).get(name)
     if not bindings:
@@ -198,6 +224,16 @@ def _resolve(source: Path, path: Path, tree: ast.Module, name: str, package: str
             return f"{found}:{original}"
     tried = ", ".join("." * level + module for module, level, _ in bindings)
     raise ImportFailedError(f"{path}: {name} comes from {tried}, none of which is in the project or openenv")
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """The names a module defines at its top level: classes, functions and assigned names."""
+    names = {node.name for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
 
 
 def _binding_module(source: Path, path: Path, module: str, level: int, package: str | None) -> str | None:
@@ -229,6 +265,18 @@ def _module_file(source: Path, parts: list[str]) -> bool:
     base = source.joinpath(*parts)
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file() or (
         base.is_dir() and any(base.glob("*.py")))
+
+
+def app_module(source: Path, package: str | None) -> str | None:
+    """The module of the project's server app, which its runner imports first (`uvicorn server.app:app`): what
+    openenv.yaml's `app` names, else server/app.py; None if there is none."""
+    named = None
+    with contextlib.suppress(OSError):
+        named = re.search(r"(?m)^app:\s*['\"]?([\w.]+)", (source / "openenv.yaml").read_text())
+    for module in ([named.group(1)] if named else []) + ["server.app"]:
+        if _module_file(source, module.split(".")):
+            return _qualified(module, package)
+    return None
 
 
 def declared_package(source: Path) -> str | None:

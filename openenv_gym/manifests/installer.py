@@ -99,12 +99,13 @@ class Installer:
             return [self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)]
         return [sys.executable, "-m", "venv", str(venv)]
 
-    def install(self, venv: Path, requirements: list[str]) -> list[str]:
+    def install(self, venv: Path, requirements: list[str], constraints: Path | None = None) -> list[str]:
         python = str(venv / "bin" / "python")
+        constrained = ["--constraint", str(constraints)] if constraints else []
         if self.uv:
             return [self.uv, "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match",
-                    *self.settings.flags, *requirements]
-        return [python, "-m", "pip", "install", "--disable-pip-version-check", *requirements]
+                    *self.settings.flags, *constrained, *requirements]
+        return [python, "-m", "pip", "install", "--disable-pip-version-check", *constrained, *requirements]
 
     def freeze(self, venv: Path) -> list[str]:
         """What the venv holds, one `name==version` a line, editable installs left out."""

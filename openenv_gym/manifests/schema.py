@@ -39,6 +39,9 @@ class BaseManifest(BaseModel):
     description: str = ""
     deterministic: bool = False  # same seed and actions give the same episode (checked by check_env)
     dependencies: list[str] = []  # installed in a virtual environment of the env's own (none: runs anywhere)
+    # Versions the dependencies are installed at when they can be (the project's own lock file, say); a set that
+    # cannot be satisfied with them is installed without them.
+    constraints: list[str] = []
     folder: Path = Field(exclude=True)
 
     @property
@@ -97,6 +100,12 @@ class OpenEnvManifest(ImportedManifest):
     observation: str | None = Field(default=None, pattern=MODEL)
     state: str | None = Field(default=None, pattern=MODEL)
     reset_observation: str | None = Field(default=None, pattern=MODEL)
+    # The module of the project's server app (openenv.yaml's `app`), imported before the environment, as the
+    # project's runner imports it first: what it sets up at import (sys.path entries, say) the environment needs.
+    app: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*$")
+    # What the project's server makes each session's environment with (create_app's first argument, when it is a
+    # factory that configures the class, from environment variables say); None: the entry class itself.
+    factory: str | None = Field(default=None, pattern=MODEL)
     max_steps: PositiveInt | None = None  # OpenEnv episodes end when the env says done; a limit is optional
     # Its sync reset/step are quick and never block: run them on the event loop (as async overrides would run),
     # not in a thread. A thread hop per call costs more than a quick env's step; a blocking one would stall

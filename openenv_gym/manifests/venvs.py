@@ -47,7 +47,12 @@ LOG_TAIL = 25  # lines of the build's log shown when it fails
 
 
 class VenvBuildError(OpenEnvGymError):
-    """Installing an environment's dependencies failed."""
+    """Installing an environment's dependencies failed (`installer`, its exit `code`, its `log` and its `tail`)."""
+
+    def __init__(self, message: str, installer: str = "", code: int = 0, log: Path | None = None,
+                 tail: str = "") -> None:
+        super().__init__(message)
+        self.installer, self.code, self.log, self.tail = installer, code, log, tail
 
 
 def venvs_dir() -> Path:
@@ -83,8 +88,9 @@ def _hash(*parts: object) -> str:
 
 
 def requirements_key(manifest: BaseManifest) -> str:
-    """The key of a manifest's requirement list, however it was spelt."""
-    return _hash(sorted({_canonical(d) for d in manifest.dependencies}))
+    """The key of a manifest's requirement list (and its constraints), however it was spelt."""
+    key = sorted({_canonical(d) for d in manifest.dependencies})
+    return _hash(key, sorted({_canonical(c) for c in manifest.constraints})) if manifest.constraints else _hash(key)
 
 
 def _read_index() -> dict[str, dict[str, str]]:
@@ -152,8 +158,7 @@ def _build(manifest: BaseManifest, key: str) -> Path:
     try:
         with log.open("w") as output:
             _run(installer.create(venv), installer, output, manifest, log)
-            _run(installer.install(venv, [*self_requirement(), *manifest.dependencies]), installer, output, manifest,
-                 log)
+            _install(venv, installer, output, manifest, log)
         frozen = subprocess.run(installer.freeze(venv), capture_output=True, text=True, check=True,
                                 env=installer.environment).stdout
         resolved = _hash(sorted(frozen.lower().splitlines()))
@@ -176,6 +181,22 @@ def _build(manifest: BaseManifest, key: str) -> Path:
     return venv
 
 
+def _install(venv: Path, installer: Installer, output, manifest: BaseManifest, log: Path) -> None:
+    """The dependencies, at the constrained versions if they fit together, else without the constraints."""
+    requirements = [*self_requirement(), *manifest.dependencies]
+    if manifest.constraints:
+        constraints = log.with_suffix(".constraints.txt")
+        constraints.write_text("\n".join(manifest.constraints) + "\n")
+        try:
+            _run(installer.install(venv, requirements, constraints), installer, output, manifest, log)
+            return
+        except VenvBuildError:
+            output.write(f"\nopenenv-gym: the constraints ({', '.join(manifest.constraints)}) do not fit the "
+                         "requirements; installing without them\n")
+            output.flush()
+    _run(installer.install(venv, requirements), installer, output, manifest, log)
+
+
 def _run(command: list[str], installer: Installer, output, manifest: BaseManifest, log: Path) -> None:
     try:
         done = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT,
@@ -189,7 +210,7 @@ def _run(command: list[str], installer: Installer, output, manifest: BaseManifes
         raise VenvBuildError(
             f"installing the dependencies of {manifest.name} failed ({installer.name} exited with "
             f"{done.returncode}). The end of its log ({log}):\n{tail}\nFix the requirement in "
-            f"{manifest.folder}/openenv.toml and retry")
+            f"{manifest.folder}/openenv.toml and retry", installer.name, done.returncode, log, tail)
 
 
 # -- listing and cleaning ----------------------------------------------------------------------------
