@@ -190,7 +190,9 @@ def test_sessions_of_an_env_without_concurrent_sessions(tmp_path, openenv_python
         if path.is_file() and "__pycache__" not in path.parts:
             target = project / path.relative_to(GUESS_ENV)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(path.read_text().replace("SUPPORTS_CONCURRENT_SESSIONS = True\n", ""))
+            text = path.read_text().replace("SUPPORTS_CONCURRENT_SESSIONS = True\n", "")
+            # as such a project must, or OpenEnv's create_app refuses it too
+            target.write_text(text.replace('"MAX_CONCURRENT_ENVS", "64"', '"MAX_CONCURRENT_ENVS", "1"'))
     [result] = import_environment(project, "oe-single", tmp_path / "out")
     assert any("SUPPORTS_CONCURRENT_SESSIONS" in note for note in result.notes)
     server = LocalServer(str(result.folder), 1, 100)
