@@ -20,7 +20,7 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "episode": {"errors"},
     "protocol": {"errors", "episode"},
     "manifests": {"errors", "protocol"},
-    "adapters": {"errors", "episode", "protocol", "manifests"},
+    "adapters": {"errors", "runtime", "episode", "protocol", "manifests"},
     "web": {"errors"},
     "server": {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "web"},
     "client": {"errors", "runtime", "episode", "protocol"},

@@ -62,7 +62,7 @@ def test_a_call_after_many_brackets_is_still_found():
 
 
 def test_every_call_of_a_message_is_found_in_order():
-    from openenv_gym.adapters.verifiers_rollout import assistant_message
+    from openenv_gym.episode.assistant import assistant_message
     from openenv_gym.episode.toolcalls import parse_tool_calls
 
     two = ('<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call> then '

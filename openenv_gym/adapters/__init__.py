@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from openenv_gym.adapters.agent.session import load_agent_environment
 from openenv_gym.adapters.awm.session import load_awm_environment
+from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment
@@ -18,28 +20,38 @@ from openenv_gym.adapters.python import load_python_environment
 from openenv_gym.adapters.verifiers import load_verifiers_environment
 from openenv_gym.manifests.schema import BaseManifest, ManifestError
 
-Loader = Callable[[Any, dict[str, Any]], EnvironmentFactory]
+# (the manifest, its env_args, the worker's model endpoint) -> the factory
+Loader = Callable[[Any, dict[str, Any], ModelEndpoint | None], EnvironmentFactory]
 
 
-def _without_env_args(load: Callable[[Any], EnvironmentFactory]) -> Loader:
-    def loader(manifest: BaseManifest, env_args: dict[str, Any]) -> EnvironmentFactory:
+def _without_env_args(load: Callable[..., EnvironmentFactory], endpoint: bool = False) -> Loader:
+    """A loader of a kind built without arguments; with `endpoint`, it is given the model endpoint."""
+    def loader(manifest: BaseManifest, env_args: dict[str, Any], model_endpoint: ModelEndpoint | None) \
+            -> EnvironmentFactory:
         if env_args:
             article = "an" if manifest.kind[0] in "aeiou" else "a"  # "an ors environment"
             raise ManifestError(f"{manifest.name} is {article} {manifest.kind} environment, which takes no env_args "
                                 "(only verifiers environments are built with arguments)")
-        return load(manifest)
+        return load(manifest, model_endpoint) if endpoint else load(manifest)
     return loader
+
+
+def _with_env_args(load: Callable[[Any, dict[str, Any]], EnvironmentFactory]) -> Loader:
+    return lambda manifest, env_args, _: load(manifest, env_args)
 
 
 _LOADERS: dict[str, Loader] = {
     "python": _without_env_args(load_python_environment),
     "ors": _without_env_args(load_ors_environment),
-    "verifiers": load_verifiers_environment,
+    "verifiers": _with_env_args(load_verifiers_environment),
     "openenv": _without_env_args(load_openenv_environment),
     "awm": _without_env_args(load_awm_environment),
+    "agent": _without_env_args(load_agent_environment, endpoint=True),
 }
 
 
-def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None) -> EnvironmentFactory:
-    """The factory of a manifest; env_args (verifiers only) override the manifest's own."""
-    return _LOADERS[manifest.kind](manifest, env_args or {})
+def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,
+                 endpoint: ModelEndpoint | None = None) -> EnvironmentFactory:
+    """The factory of a manifest; env_args (verifiers only) override the manifest's own; `endpoint` is the worker's
+    model endpoint, for the kinds whose programs call a model."""
+    return _LOADERS[manifest.kind](manifest, env_args or {}, endpoint)

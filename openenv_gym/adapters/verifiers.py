@@ -25,12 +25,12 @@ from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers_rollout import (
     Rollout,
-    assistant_message,
     callback_client_class,
     jsonable,
     message_dicts,
     render_messages,
 )
+from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
@@ -117,8 +117,8 @@ class VerifiersSession(Environment):
         turn = await self.rollout.next_turn()
         if turn.done:
             raise EnvError(f"the rollout ended before asking the model anything: {_failure(turn.output)}")
-        self.prompt, self.turns = turn.prompt, 0
-        messages = message_dicts(turn.prompt)
+        self.prompt, self.turns = turn.request, 0
+        messages = message_dicts(turn.request)
         info: dict[str, Any] = {**chosen, "example_id": row.get("example_id"), "messages": messages}
         if reveals_hidden(options):
             info.update({key: jsonable(row.get(column)) for column, key in HIDDEN_COLUMNS.items()})
@@ -133,8 +133,8 @@ class VerifiersSession(Environment):
         turn = await self.rollout.answer(message)
         if turn.done:
             return self._final(turn.output)
-        new = turn.prompt[len(self.prompt) + 1:]  # after what the model saw and its own reply
-        self.prompt = turn.prompt
+        new = turn.request[len(self.prompt) + 1:]  # after what the model saw and its own reply
+        self.prompt = turn.request
         messages = message_dicts(new)
         return StepResult(render_messages(messages), info={"messages": messages})
 

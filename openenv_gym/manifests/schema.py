@@ -1,7 +1,7 @@
 """The manifest (`openenv.toml`) schema: one pydantic model per kind, read and validated in one place.
 
     name = "echo"            # gym id openenv/echo
-    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv
+    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv | awm | agent
     entry = "echo:EchoEnv"   # module (inside the folder) : attribute
 
 A new kind (openenv, awm) is a new model here, added to `Manifest`, and an adapter in adapters/.
@@ -135,11 +135,53 @@ class AwmManifest(ImportedManifest):
     verifier_timeout: float = Field(20.0, gt=0)  # seconds of wall clock (and of CPU) a verifier may take
 
 
-Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest,
+class AgentLimits(BaseModel):
+    """What one episode's program may use; past a limit it is killed and only its episode ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    turn_timeout: float = Field(300.0, gt=0)  # seconds between an answer and its next model request (or its exit)
+    cpu_seconds: PositiveInt = 600
+    memory_mb: PositiveInt = 4096  # address space
+    output_mb: PositiveInt = 16  # the largest file it may write, its stdout and stderr included
+    open_files: PositiveInt = 1024
+
+
+class AgentManifest(BaseManifest):
+    """Any program that calls a model, stepped one model request at a time through the model endpoint.
+
+    Either `command` (argv; "python" is the env's own interpreter) or `entry` (module:function, called with the
+    task, the base URL, the API key and the model, in a process forked from a warm one) runs once per episode,
+    in a temporary working directory of its own. The task's prompt reaches a command on its argv or stdin
+    (`task_input`) and in OPENENV_PROMPT (OPENENV_PROMPT_JSON: as a JSON string), and the whole task (its answer
+    left out) in OPENENV_TASK. The reward is `reward`'s
+    (module:function of the episode's trace), else what the program printed last, as JSON.
+    """
+
+    id_prefix: ClassVar[str] = "agent-"
+    kind: Literal["agent"]
+    entry: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # type: ignore[assignment]
+    command: list[str] | None = Field(default=None, min_length=1)
+    task_input: Literal["argv", "stdin"] = "argv"
+    reward: str | None = Field(default=None, pattern=MODEL)
+    # the tasks: a JSON-lines file (split "train"), or split name -> file; each line an object whose "prompt" the
+    # program gets (hidden from it: "answer")
+    tasks: str | dict[str, str] = {}
+    model: str = "policy"  # the model name the program must ask for (given to it as OPENAI_MODEL)
+    preload: list[str] = []  # modules the warm process imports once, so that an entry's episodes start at once
+    limits: AgentLimits = AgentLimits()
+
+    def model_post_init(self, _: Any) -> None:
+        if (self.entry is None) == (self.command is None):
+            raise ValueError("an agent environment needs exactly one of `command` (argv) and `entry` "
+                             "(module:function)")
+
+
+Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest
+                     | AgentManifest,
                      Field(discriminator="kind")]
 KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
                                         "verifiers": VerifiersManifest, "openenv": OpenEnvManifest,
-                                        "awm": AwmManifest}
+                                        "awm": AwmManifest, "agent": AgentManifest}
 _MANIFEST = TypeAdapter(Manifest)
 
 

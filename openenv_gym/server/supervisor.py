@@ -6,9 +6,6 @@ With one worker everything runs in this process (the quickest start, used by the
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import logging
 import multiprocessing
 import os
@@ -17,25 +14,19 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
+from openenv_gym.runtime.lifetime import die_with_parent
 from openenv_gym.runtime.loops import run
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.server.worker import Worker, listen_socket
 
 log = logging.getLogger(__name__)
-PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def _stop_with_parent() -> None:
-    """Ask Linux for SIGTERM when the supervisor dies (killed outright, say), so the worker stops at once and its
-    clients learn it from a close frame, rather than at the next check of its parent (worker.py's housekeeping)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready, private_fds: tuple[int, ...]) -> None:
-    _stop_with_parent()
+    # SIGTERM when the supervisor dies (killed outright, say), so the worker stops at once and its clients learn it
+    # from a close frame, rather than at the next check of its parent (worker.py's housekeeping)
+    die_with_parent(signal.SIGTERM)
     for fd in private_fds:  # forked with the supervisor's: a pipe held here would never tell its reader we ended
         os.close(fd)
     counter = SessionCounter(config.limits.max_sessions, slots, index, lock)

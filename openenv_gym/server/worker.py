@@ -25,6 +25,7 @@ from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
 from openenv_gym.server.http import make_process_request, select_subprotocol
 from openenv_gym.server.http_post import PostAwareConnection
+from openenv_gym.server.model_endpoint import ModelEndpointServer
 from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
 from openenv_gym.server.sender import FrameSender
@@ -73,7 +74,8 @@ class Worker:
         self.manifest = find_manifest(config.env)
         if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
             os.chdir(self.manifest.vendored)
-        self.factory = load_factory(self.manifest, config.env_args)
+        self.model_endpoint = ModelEndpointServer()  # started by the first program that needs it
+        self.factory = load_factory(self.manifest, config.env_args, self.model_endpoint)
 
     def health(self) -> dict:
         return {"status": "ok", "env": self.core.description["name"], "sessions": self.counter.total(),
@@ -169,3 +171,4 @@ class Worker:
         self.native.shutdown()
         self.openenv.shutdown()
         self.core.shutdown()
+        self.model_endpoint.close()

@@ -1,0 +1,106 @@
+"""What runs in an episode's program process, forked from the warm process (multiprocessing's fork server).
+
+The child leaves its parent's process group (so that the whole tree it starts is killed with it), takes its
+limits, moves into the episode's working directory, sends its output to files there, and then either becomes
+the command (exec), runs it here when it is a Python script (`python agent.py`: the modules the fork server
+preloaded are imported already), or calls the entry function, whose return value it prints last, as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import resource
+import runpy
+import signal
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openenv_gym.runtime.lifetime import die_with_parent
+
+STDOUT, STDERR, STDIN = ".stdout", ".stderr", ".stdin"  # in the working directory
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    workdir: str
+    environ: dict[str, str]  # the program's whole environment
+    cpu_seconds: int
+    memory_bytes: int
+    output_bytes: int
+    open_files: int
+    command: list[str] | None = None  # exec'd, or else, when `script` is set, that Python script run in the fork
+    script: bool = False  # command is [python, script.py, args...] in this interpreter: run it, warm, no exec
+    folder: str = ""  # the agent environment's folder, whose manifest names the entry
+    call: dict[str, Any] = field(default_factory=dict)  # the entry's keyword arguments
+
+
+def run(spec: ProgramSpec) -> None:
+    """The child's whole life (the target of the multiprocessing Process). A program that raises exits with code 1
+    and its traceback on stderr, from its own code down: the frames of this launcher are not the program's."""
+    try:
+        _run(spec)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        frames = exc.__traceback__
+        while frames is not None and (frames.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+                                      or frames.tb_frame.f_code.co_filename == "<frozen runpy>"):
+            frames = frames.tb_next
+        traceback.print_exception(type(exc), exc, frames)
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _run(spec: ProgramSpec) -> None:
+    os.setsid()
+    die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
+    for limit, value in ((resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
+                         (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)):
+        resource.setrlimit(limit, (value, value))
+    os.chdir(spec.workdir)
+    os.environ.clear()
+    os.environ.update(spec.environ)
+    stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)
+    os.dup2(stdin, 0)
+    for fd, name in ((1, STDOUT), (2, STDERR)):
+        os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    if spec.command is not None and spec.script:  # `python script.py ...`: run as python would, modules preloaded
+        sys.argv = spec.command[1:]
+        sys.path.insert(0, os.path.dirname(spec.command[1]))
+        runpy.run_path(spec.command[1], run_name="__main__")
+        return
+    if spec.command is not None:
+        try:
+            os.execvpe(spec.command[0], spec.command, os.environ)
+        except OSError as exc:
+            os.write(2, f"cannot run {spec.command[0]!r}: {exc}\n".encode())
+            os._exit(127)
+    from openenv_gym.adapters.python import import_entry
+    from openenv_gym.manifests.schema import load_manifest
+
+    function = import_entry(load_manifest(spec.folder))
+    result = function(**_accepted(function, spec.call))
+    if inspect.isawaitable(result):
+        result = asyncio.run(_awaited(result))
+    if result is not None:
+        print(json.dumps(result, default=str), flush=True)
+    sys.stdout.flush()
+
+
+def _accepted(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a function names (all of them if it takes **kwargs): it takes what it needs."""
+    parameters = inspect.signature(function).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return arguments
+    names = {p.name for p in parameters}
+    return {key: value for key, value in arguments.items() if key in names}
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,81 @@
+"""Episode programs on the worker's side: started from a warm fork server, watched, killed with their group.
+
+Each program is forked from multiprocessing's fork server, a process that imported what the programs need once
+(`preload`), so an episode does not pay a cold interpreter: a command is exec'd from the fork, an entry function
+runs in it. Its output goes to files in its working directory, bounded by its file size limit, and is read back
+(the tail) when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+from openenv_gym.adapters.agent.child import STDERR, STDOUT, ProgramSpec, run
+
+TAIL_BYTES = 64 * 1024  # of stdout and of stderr, read back when a program ends
+_CONTEXT = multiprocessing.get_context("forkserver")
+_preloaded: list[str] | None = None
+
+
+def warm_up(preload: list[str]) -> None:
+    """Name the modules the fork server imports once (before it starts: the first program starts it)."""
+    global _preloaded
+    if _preloaded is None:
+        _preloaded = ["openenv_gym.adapters.agent.child", *preload]
+        _CONTEXT.set_forkserver_preload(_preloaded)
+
+
+class Program:
+    """One running program: wait for it, kill its process group, read what it printed."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess, workdir: Path) -> None:
+        self.process, self.workdir = process, workdir
+        self._exited = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().add_reader(process.sentinel, self._on_exit)
+
+    @classmethod
+    async def start(cls, spec: ProgramSpec) -> Program:
+        warm_up([])
+        process = _CONTEXT.Process(target=run, args=(spec,), daemon=False)
+        await asyncio.to_thread(process.start)  # a round trip to the fork server: keep it off the event loop
+        return cls(process, Path(spec.workdir))
+
+    def _on_exit(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.process.sentinel)
+        self.process.join(0)
+        if not self._exited.done():
+            self._exited.set_result(self.process.exitcode)
+
+    async def wait(self) -> int:
+        """The exit code; -N when signal N ended it."""
+        code = await asyncio.shield(self._exited)
+        return -1 if code is None else code
+
+    def kill(self) -> None:
+        """SIGKILL to its whole process group (what it started included)."""
+        if self._exited.done():
+            return
+        pid = self.process.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # before its setsid, it has no group of its own yet
+                os.kill(pid, signal.SIGKILL)
+
+    def output(self) -> tuple[str, str]:
+        """The tails of its stdout and stderr."""
+        return _tail(self.workdir / STDOUT), _tail(self.workdir / STDERR)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - TAIL_BYTES))
+            return file.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

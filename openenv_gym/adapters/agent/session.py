@@ -1,0 +1,264 @@
+"""Any program that calls a model, as an environment (manifest kind "agent"): one program run per episode.
+
+A reset starts the episode's program with the model endpoint's address of its own (OPENAI_BASE_URL,
+OPENAI_API_KEY, OPENAI_MODEL) and waits for its first model request: that request is the observation (the last
+message's text; the messages and tools in info). Each step answers the waiting request with the action (text,
+or an assistant message with tool calls) and waits for the next one, or for the program's end, which ends the
+episode (terminated) with its reward: the manifest's reward function of the trace, else what the program
+printed last, as JSON (a number, or an object with "reward" and metrics). A program that crashes ends its
+episode with the error in info; one that stays silent longer than its turn timeout is killed and its episode
+truncated. Nothing a program does reaches another session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openenv_gym.adapters.agent.catalog import TaskFiles, prompt_of, visible
+from openenv_gym.adapters.agent.child import STDIN, ProgramSpec
+from openenv_gym.adapters.agent.programs import Program, warm_up
+from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
+from openenv_gym.adapters.python import import_entry
+from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
+from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.manifests.schema import AgentManifest, ManifestError
+from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
+
+ERROR_TAIL = 2000  # characters of a failed program's stderr told in info
+
+
+@dataclass(slots=True)
+class Ended:
+    """How an episode's program ended."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def result(self) -> Any:
+        """What it printed last, as JSON (None if its last line is not JSON)."""
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        if not lines:
+            return None
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            return None
+
+
+class AgentFactory:
+    def __init__(self, manifest: AgentManifest, endpoint: ModelEndpoint | None) -> None:
+        self.manifest, self.endpoint, self.name = manifest, endpoint, manifest.name
+        self.catalog_files = TaskFiles(manifest)
+        self.reward_function = _reward_function(manifest) if manifest.reward else None
+        warm_up(manifest.preload)
+
+    def __call__(self) -> AgentSession:
+        if self.endpoint is None:
+            raise EnvError("agent environments run under `openenv-gym serve`, which gives them the model endpoint")
+        return AgentSession(self, self.endpoint)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.manifest.description or "an agent program stepped one model "
+                "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent"}
+
+    async def splits(self) -> list[dict[str, str]]:
+        return await self.catalog_files.splits()
+
+    async def num_tasks(self, split: str) -> int:
+        return await self.catalog_files.num_tasks(split)
+
+    async def catalog(self) -> list[dict[str, Any]]:
+        return await splits_with_counts(self)
+
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        chosen = [self.catalog_files.task(split, index) for index in window]
+        return chosen if reveal else [visible(task) for task in chosen]
+
+    def spec(self, workdir: Path, lease: EndpointLease, task: dict[str, Any]) -> ProgramSpec:
+        manifest, limits = self.manifest, self.manifest.limits
+        environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
+        environ.update(OPENAI_BASE_URL=lease.base_url, OPENAI_API_KEY=lease.api_key, OPENAI_MODEL=lease.model,
+                       OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
+                       OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))
+        common = dict(workdir=str(workdir), environ=environ, cpu_seconds=limits.cpu_seconds,
+                      memory_bytes=limits.memory_mb * 2**20, output_bytes=limits.output_mb * 2**20,
+                      open_files=limits.open_files)
+        prompt = prompt_of(task)
+        if manifest.command is None:
+            return ProgramSpec(**common, folder=str(manifest.folder), call={
+                "prompt": prompt, "task": visible(task), "base_url": lease.base_url, "api_key": lease.api_key,
+                "model": lease.model})
+        # it runs in its working directory: the files it names are the env folder's
+        command = [str(manifest.folder / part) if (manifest.folder / part).is_file() else part
+                   for part in manifest.command]
+        script = command[0] in ("python", "python3") and len(command) > 1 and command[1].endswith(".py")
+        if command[0] in ("python", "python3"):  # the env's own interpreter, in its venv
+            command[0] = sys.executable
+        if manifest.task_input == "argv":
+            command.append(prompt)
+        else:
+            (workdir / STDIN).write_text(prompt)
+        return ProgramSpec(**common, command=command, script=script)
+
+
+class AgentSession(Environment):
+    def __init__(self, factory: AgentFactory, endpoint: ModelEndpoint) -> None:
+        self.factory, self.endpoint = factory, endpoint
+        self.turns: PolicyTurns | None = None
+        self.lease: EndpointLease | None = None
+        self.program: Program | None = None
+        self.workdir: Path | None = None
+        self.trace: dict[str, Any] = {}
+        self.seen = 0  # messages of the conversation already in the trace
+        self.tool_names: set[str] = set()  # of the waiting request
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        options = options or {}
+        if "task_spec" not in options and not self.factory.catalog_files.tasks:
+            raise BadRequestError(f"{self.factory.name} has no tasks file: give the task in the reset, "
+                                  "options={'task_spec': {'prompt': ...}}")
+        chosen = await choose_task(self.factory, self.factory.name, seed, options)
+        task = chosen.get("task_spec") or self.factory.catalog_files.task(chosen["split"], chosen["index"])
+        await self.close()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"openenv-gym-{self.factory.name}-"))
+        self.trace, self.seen = {"task": task, "turns": []}, 0
+        self.turns = PolicyTurns(lambda ask: self._run(ask, task))
+        turn = await self._next(self.turns.next_turn())
+        if turn.done:
+            ended: Ended = turn.output
+            raise EnvError(f"the program ended (exit code {ended.exit_code}) before asking the model anything"
+                           f"{_said(ended)}{self._endpoint_errors()}")
+        info = {**{k: v for k, v in chosen.items() if k != "task_spec"}, **self._request_info(turn.request)}
+        if reveals_hidden(options):
+            info["task"] = task
+        return ResetResult(turn.request.last_text, info)
+
+    async def _run(self, ask: Any, task: dict[str, Any]) -> Ended:
+        """The episode's program, from start to end, with its own address on the endpoint."""
+        assert self.workdir is not None
+        self.lease = lease = await self.endpoint.open(ask, self.factory.manifest.model)
+        try:
+            self.program = program = await Program.start(self.factory.spec(self.workdir, lease, task))
+            try:
+                code = await program.wait()
+            finally:
+                program.kill()
+            return Ended(code, *program.output())
+        finally:
+            lease.close()
+
+    async def _next(self, waiting: Any) -> Turn:
+        """The next turn; a program silent past its turn timeout is killed (its turn then says so)."""
+        assert self.turns is not None
+        try:  # (wait_for, not asyncio.timeout: a step may run inline in the connection's task, eager.py)
+            return await asyncio.wait_for(waiting, self.factory.manifest.limits.turn_timeout)
+        except TimeoutError:
+            if self.program is not None:
+                self.program.kill()
+            self.trace["timed_out"] = True
+            return await self.turns.next_turn()
+
+    def _request_info(self, request: ChatRequest) -> dict[str, Any]:
+        self.trace["turns"].append({"messages": request.messages[self.seen:], "tools": request.tools})
+        self.seen = len(request.messages)
+        self.tool_names = tool_names(request.tools)
+        return {"messages": request.messages, "tools": request.tools}
+
+    async def step(self, action: Any) -> StepResult:
+        assert self.turns is not None, "the server steps only sessions that were reset"
+        message = await read_action(assistant_message, action, self.tool_names, len(self.trace["turns"]))
+        if isinstance(message, str):
+            return invalid_action(message)
+        self.trace["turns"][-1]["reply"] = message
+        self.seen += 1
+        turn = await self._next(self.turns.answer(message))
+        if turn.done:
+            return await self._final(turn.output)
+        return StepResult(turn.request.last_text, info=self._request_info(turn.request))
+
+    async def _final(self, ended: Ended) -> StepResult:
+        timed_out = bool(self.trace.get("timed_out"))
+        result = ended.result()
+        self.trace.update(exit_code=ended.exit_code, result=result, stdout=ended.stdout, stderr=ended.stderr)
+        info: dict[str, Any] = {"exit_code": ended.exit_code, "result": result}
+        if timed_out:
+            info["error"] = {"code": "timeout", "message": f"the program was silent for more than "
+                             f"{self.factory.manifest.limits.turn_timeout:g} s and was killed"}
+        elif ended.exit_code != 0:
+            info["error"] = {"code": "env_error", "message": f"the program exited with code {ended.exit_code}"
+                             f"{_said(ended)}"}
+        if self.lease is not None and self.lease.errors:
+            info["endpoint_errors"] = list(self.lease.errors)
+        value, metrics = await self._reward(result, info)
+        if metrics:
+            info["metrics"] = metrics
+        reward = reward_of(value, info)
+        obs = f"The episode is over (exit code {ended.exit_code}); reward {reward:g}."
+        return StepResult(obs, reward, terminated=not timed_out, truncated=timed_out, info=info)
+
+    async def _reward(self, result: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(the reward, the metrics): the reward function's, else the program's last JSON line's."""
+        function = self.factory.reward_function
+        if function is not None:
+            try:
+                value = function(self.trace)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                info["error"] = {"code": "env_error", "message": f"the reward function {self.factory.manifest.reward} "
+                                 f"raised {type(exc).__name__}: {exc}"}
+                return 0.0, {}
+            result = value
+        if isinstance(result, dict):
+            return result.get("reward"), {k: v for k, v in result.items() if k != "reward"}
+        return (result if isinstance(result, int | float) and not isinstance(result, bool) else None), {}
+
+    def _endpoint_errors(self) -> str:
+        errors = self.lease.errors if self.lease is not None else []
+        return f"; the endpoint refused: {'; '.join(errors)}" if errors else ""
+
+    async def close(self) -> None:
+        turns, self.turns = self.turns, None
+        if self.program is not None:
+            self.program.kill()
+        if turns is not None:
+            await turns.cancel()
+        self.program = self.lease = None
+        workdir, self.workdir = self.workdir, None
+        if workdir is not None:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+
+
+def _said(ended: Ended) -> str:
+    tail = ended.stderr.strip()[-ERROR_TAIL:]
+    return f"; its stderr ends with:\n{tail}" if tail else ""
+
+
+def _reward_function(manifest: AgentManifest) -> Any:
+    assert manifest.reward is not None
+    function = import_entry(manifest.model_copy(update={"entry": manifest.reward}))
+    if not callable(function):
+        raise ManifestError(f"{manifest.folder}: reward {manifest.reward!r} is not a function of the trace")
+    return function
+
+
+def load_agent_environment(manifest: AgentManifest, endpoint: ModelEndpoint | None = None) -> AgentFactory:
+    if manifest.entry is not None:
+        import_entry(manifest)  # fails now, with the file, rather than in every episode's program
+    return AgentFactory(manifest, endpoint)
+

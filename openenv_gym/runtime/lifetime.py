@@ -1,0 +1,17 @@
+"""A child process that must not outlive its parent asks Linux for a signal when the parent dies."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import signal
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Get `sig` when the parent process dies (killed outright, say); no-op where prctl is not there."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, sig)

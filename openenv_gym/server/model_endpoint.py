@@ -1,0 +1,233 @@
+"""The intercepting model endpoint: an OpenAI-compatible server whose model is the sessions' policy.
+
+Programs that call a model (Verifiers v1 harnesses, agent programs) are pointed here, each at an address of its
+own (`http://127.0.0.1:PORT/<key>/v1`, or `/v1` with the key as its API key). A chat completion request sent
+there becomes that session's next observation; the action the client steps with is the answer, as JSON or as
+server-sent events when the program streams. Each worker runs one, on loopback, where its programs run: the
+worker's public port is shared by every worker of the server, and a program must reach the worker that holds
+its session. Keys are random (128 bits) and known only to the program given one.
+
+HTTP/1.1 with keep-alive, parsed by h11. Bodies and the time a request may take to arrive are bounded; the wait
+for the policy's answer is bounded by the session, whose end answers a waiting request with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections import OrderedDict
+from http import HTTPStatus
+
+import h11
+import orjson
+
+from openenv_gym.adapters.policy_turns import Ask, TurnRefused
+from openenv_gym.protocol.openai_chat import (
+    CHAT_PATH,
+    MODELS_PATH,
+    ChatRequestError,
+    chat_request,
+    completion,
+    completion_events,
+    error_body,
+    models_list,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 32 * 2**20  # a long agent conversation, whole, in every request
+ARRIVAL_TIMEOUT = 30.0  # seconds a request may take to arrive whole once it started
+IDLE_TIMEOUT = 300.0  # seconds a kept-alive connection may stay silent between requests
+ENDED_KEYS_KEPT = 65_536  # ended leases remembered, so that a late request hears why it is refused
+MAX_ERRORS_KEPT = 20  # endpoint errors kept per lease for its episode's info
+
+
+class Lease:
+    """One program's address on the endpoint (see adapters/endpoint.py)."""
+
+    def __init__(self, endpoint: ModelEndpointServer, ask: Ask, model: str, key: str) -> None:
+        self.endpoint, self.ask, self.model, self.api_key = endpoint, ask, model, key
+        self.base_url = f"http://127.0.0.1:{endpoint.port}/{key}/v1"
+        self.errors: list[str] = []
+        self.ended = asyncio.Event()
+        self._completions = 0
+
+    def note(self, error: str) -> None:
+        if len(self.errors) < MAX_ERRORS_KEPT:
+            self.errors.append(error)
+
+    def next_id(self) -> str:
+        self._completions += 1
+        return f"chatcmpl-{self.api_key[:8]}-{self._completions}"
+
+    def close(self) -> None:
+        self.ended.set()
+        self.endpoint.forget(self.api_key)
+
+
+class ModelEndpointServer:
+    """The endpoint of one worker; started on the first lease."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._leases: dict[str, Lease] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._server: asyncio.Server | None = None
+        self._starting = asyncio.Lock()
+
+    async def open(self, ask: Ask, model: str) -> Lease:
+        if self._server is None:
+            async with self._starting:
+                if self._server is None:
+                    self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
+                    self.port = self._server.sockets[0].getsockname()[1]
+        key = secrets.token_urlsafe(16)
+        lease = self._leases[key] = Lease(self, ask, model, key)
+        return lease
+
+    def forget(self, key: str) -> None:
+        if self._leases.pop(key, None) is not None:
+            self._ended[key] = None
+            if len(self._ended) > ENDED_KEYS_KEPT:
+                self._ended.popitem(last=False)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for lease in list(self._leases.values()):
+            lease.close()
+
+    # -- HTTP ----------------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        http = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        try:
+            while True:
+                request = await self._request(http, reader)
+                if request is None:
+                    break
+                status, content_type, body = await self._answer(*request)
+                headers = [("content-type", content_type), ("content-length", str(len(body)))]
+                if content_type.startswith("text/event-stream"):
+                    headers.append(("cache-control", "no-cache"))
+                writer.write(http.send(h11.Response(status_code=int(status), headers=headers))
+                             + http.send(h11.Data(data=body)) + http.send(h11.EndOfMessage()))
+                await writer.drain()
+                if http.our_state is h11.MUST_CLOSE or http.their_state is h11.MUST_CLOSE:
+                    break
+                http.start_next_cycle()
+        except (h11.RemoteProtocolError, h11.LocalProtocolError, ValueError, TimeoutError) as exc:
+            self._refuse(http, writer, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    @staticmethod
+    def _refuse(http: h11.Connection, writer: asyncio.StreamWriter, exc: Exception) -> None:
+        if http.our_state is not h11.SEND_RESPONSE:
+            return
+        body = orjson.dumps(error_body(f"bad HTTP request: {exc}"))
+        with contextlib.suppress(h11.LocalProtocolError, ConnectionError):
+            writer.write(http.send(h11.Response(status_code=400, headers=[
+                ("content-type", "application/json"), ("content-length", str(len(body))), ("connection", "close")]))
+                + http.send(h11.Data(data=body)) + http.send(h11.EndOfMessage()))
+
+    async def _request(self, http: h11.Connection, reader: asyncio.StreamReader) \
+            -> tuple[h11.Request, bytes] | None:
+        """The next request and its body; None when the peer closed (or stayed silent too long) between requests."""
+        first = True
+        request, body = None, bytearray()
+        while True:
+            event = http.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    async with asyncio.timeout(IDLE_TIMEOUT if first else ARRIVAL_TIMEOUT):
+                        data = await reader.read(65536)
+                except TimeoutError:
+                    if first:
+                        return None
+                    raise
+                http.receive_data(data)
+                continue
+            first = False
+            if isinstance(event, h11.ConnectionClosed):
+                return None
+            if isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_BODY_BYTES:
+                    raise ValueError(f"the body is over {MAX_BODY_BYTES // 2**20} MiB")
+            elif isinstance(event, h11.EndOfMessage):
+                assert request is not None
+                return request, bytes(body)
+
+    async def _answer(self, request: h11.Request, body: bytes) -> tuple[int, str, bytes]:
+        path = request.target.decode("ascii", "replace").partition("?")[0]
+        key, route = self._key_and_route(path, request.headers)
+        lease = self._leases.get(key or "")
+        if lease is None:
+            if key in self._ended:
+                return _error(HTTPStatus.GONE, "this session's episode has ended: its program may not call the model "
+                              "any more", "episode_ended")
+            return _error(HTTPStatus.UNAUTHORIZED, "unknown key: use the base URL and API key this program was given",
+                          "invalid_api_key", kind="authentication_error")
+        method = request.method.decode()
+        if route == MODELS_PATH and method == "GET":
+            return HTTPStatus.OK, "application/json", orjson.dumps(models_list(lease.model))
+        if route != CHAT_PATH or method != "POST":
+            lease.note(f"{method} {route}: not served (only POST {CHAT_PATH} and GET {MODELS_PATH})")
+            return _error(HTTPStatus.NOT_FOUND, f"{method} {route} is not served here; this endpoint serves POST "
+                          f"{CHAT_PATH} and GET {MODELS_PATH}", "not_found")
+        return await self._chat(lease, body)
+
+    async def _chat(self, lease: Lease, body: bytes) -> tuple[int, str, bytes]:
+        try:
+            chat = chat_request(orjson.loads(body))
+        except orjson.JSONDecodeError as exc:
+            lease.note(f"a request whose body is not JSON ({exc})")
+            return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}", "invalid_json")
+        except ChatRequestError as exc:
+            lease.note(f"a malformed chat completion request: {exc}")
+            return _error(exc.status, str(exc), "invalid_request", param=exc.param)
+        if chat.model and chat.model != lease.model:
+            lease.note(f"a request for model {chat.model!r}, which is not served (the policy is {lease.model!r})")
+            return _error(HTTPStatus.NOT_FOUND, f"the model {chat.model!r} is not served here: ask for "
+                          f"{lease.model!r} (given to the program as OPENAI_MODEL)", "model_not_found")
+        asking = asyncio.ensure_future(lease.ask(chat))
+        ended = asyncio.ensure_future(lease.ended.wait())
+        try:
+            await asyncio.wait((asking, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+        if not asking.done():
+            asking.cancel()
+            return _error(HTTPStatus.GONE, "this session's episode ended while the request waited", "episode_ended")
+        try:
+            message = asking.result()
+        except TurnRefused as exc:
+            lease.note(str(exc))
+            return _error(HTTPStatus.CONFLICT, str(exc), "request_refused")
+        if chat.stream:
+            return (HTTPStatus.OK, "text/event-stream",
+                    completion_events(message, lease.model, lease.next_id(), chat.include_usage))
+        return HTTPStatus.OK, "application/json", orjson.dumps(completion(message, lease.model, lease.next_id()))
+
+    @staticmethod
+    def _key_and_route(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str]:
+        """(the lease's key, the OpenAI path): from `/<key>/v1/...`, or from `/v1/...` and a bearer API key."""
+        if path.startswith("/v1/"):
+            for name, value in headers:
+                if name.lower() == b"authorization" and value[:7].lower() == b"bearer ":
+                    return value[7:].decode("latin-1").strip(), path
+            return None, path
+        key, _, rest = path[1:].partition("/")
+        return key, "/" + rest
+
+
+def _error(status: int, message: str, code: str, kind: str = "invalid_request_error",
+           param: str | None = None) -> tuple[int, str, bytes]:
+    return status, "application/json", orjson.dumps(error_body(message, kind, code, param))
