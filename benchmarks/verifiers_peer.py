@@ -18,7 +18,7 @@ import verifiers as vf
 
 from benchmarks.episodes import Tally
 from benchmarks.guessing_policy import bisect_guess
-from openenv_gym.adapters.verifiers_rollout import callback_client_class
+from openenv_gym.adapters.verifiers.classic_rollout import callback_client_class
 
 
 async def scripted_model(prompt: list) -> dict:

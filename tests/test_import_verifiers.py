@@ -79,11 +79,53 @@ def test_plain_string_task_rows_are_checked_against_the_pin_at_import(tmp_path):
     assert not any("task" in note for note in fine.notes)
 
 
-def test_v1_taskset_sources_are_refused_with_a_message(tmp_path):
-    source = write(tmp_path / "src", {"my_env/__init__.py": "from .taskset import Tasks\n__all__ = ['Tasks']\n",
-                                      "my_env/taskset.py": "import verifiers.v1 as vf\nclass Tasks(vf.Taskset): ...\n"})
-    with pytest.raises(ImportFailedError, match=r"Verifiers v1 environment .* not supported yet"):
-        import_environment(source, "v1", tmp_path / "out")
+V1_TASKSET = """
+raise SystemExit("detection must never run the source")
+
+
+class Data(vf.TaskData):
+    answer: str
+
+
+class Tasks(TASKSET_BASE):
+    def load(self):
+        return []
+"""
+V1_STYLES = {  # how v1 packages import the API and name the base class
+    "vf-init": ("import verifiers.v1 as vf\n", "vf.Taskset[vf.Task, vf.TasksetConfig]"),
+    "from-import": ("from verifiers import v1 as vf\n", "vf.Taskset"),
+    "names": ("import verifiers.v1 as vf\nfrom verifiers.v1 import Taskset\n", "Taskset[vf.Task, vf.TasksetConfig]"),
+}
+
+
+def v1_package(folder, style="vf-init", pins=("verifiers>=0.4",), exported="Tasks"):
+    imports, base = V1_STYLES[style]
+    return write(folder, {"pyproject.toml": pyproject(*pins, "numpy"),
+                          "my_env/__init__.py": f"from my_env.taskset import Tasks\n__all__ = [{exported!r}]\n",
+                          "my_env/taskset.py": imports + V1_TASKSET.replace("TASKSET_BASE", base)})
+
+
+@pytest.mark.parametrize("style", V1_STYLES)
+def test_detects_v1_packages_by_their_exported_taskset(tmp_path, style):
+    source = v1_package(tmp_path / "src", style)
+    (found,) = detect_all(source)
+    assert (found.kind, found.entry) == ("verifiers", "my_env:Tasks")
+    [result] = import_environment(source, "v1", tmp_path / "out")
+    manifest = tomllib.loads((result.folder / "openenv.toml").read_text())
+    assert manifest["api"] == "v1" and manifest["entry"] == "my_env:Tasks" and "package" not in manifest
+    assert manifest["dependencies"][:2] == ["numpy", "verifiers<0.5,>=0.4"]
+    assert {"openai", "mcp==2.0.0"} <= set(manifest["dependencies"])  # what its harness programs run on
+    # the package folder itself is a source too: it is loaded under its own name
+    [inner] = import_environment(source / "my_env", "v1-inner", tmp_path / "out")
+    manifest = tomllib.loads((inner.folder / "openenv.toml").read_text())
+    assert (manifest["entry"], manifest["package"]) == ("my_env:Tasks", "my_env")
+
+
+def test_v1_packages_that_verifiers_would_not_load_are_refused(tmp_path):
+    with pytest.raises(ImportFailedError, match=r"pins verifiers<0\.4.*needs verifiers 0\.4"):
+        import_environment(v1_package(tmp_path / "a", pins=("verifiers<0.4",)), "old", tmp_path / "out")
+    with pytest.raises(ImportFailedError, match=r"no package lists it in its __init__\.py's __all__"):
+        import_environment(v1_package(tmp_path / "b", exported="Data"), "hidden", tmp_path / "out")
 
 
 def test_pre_0_1_8_sources_and_pins_are_refused(tmp_path):

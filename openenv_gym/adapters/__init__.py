@@ -36,14 +36,10 @@ def _without_env_args(load: Callable[..., EnvironmentFactory], endpoint: bool = 
     return loader
 
 
-def _with_env_args(load: Callable[[Any, dict[str, Any]], EnvironmentFactory]) -> Loader:
-    return lambda manifest, env_args, _: load(manifest, env_args)
-
-
 _LOADERS: dict[str, Loader] = {
     "python": _without_env_args(load_python_environment),
     "ors": _without_env_args(load_ors_environment),
-    "verifiers": _with_env_args(load_verifiers_environment),
+    "verifiers": load_verifiers_environment,
     "openenv": _without_env_args(load_openenv_environment),
     "awm": _without_env_args(load_awm_environment),
     "agent": _without_env_args(load_agent_environment, endpoint=True),

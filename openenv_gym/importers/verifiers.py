@@ -1,8 +1,9 @@
-"""Detect Prime Intellect Verifiers environments (the classic API): a module with a top-level
-`load_environment` that imports `verifiers` (also `verifiers.legacy`, `verifiers.envs.*`).
+"""Detect Prime Intellect Verifiers environments: the classic API (a module with a top-level `load_environment`
+that imports `verifiers`, also `verifiers.legacy`, `verifiers.envs.*`) or v1 (a package that imports
+`verifiers.v1` and exports a Taskset: verifiers_v1.py). Which one is chosen by what the source imports.
 
 Classic environments run under `verifiers>=0.1.11,<0.4`: 0.4 no longer contains the classic API, so an
-unbounded pin is capped. The v1 Taskset API (0.4) and the pre-0.1.8 API are refused with a message.
+unbounded pin is capped; v1 ones under `verifiers>=0.4,<0.5`. The pre-0.1.8 API is refused with a message.
 Hazards found in the source (hub downloads, API keys, environment variables, unseeded randomness)
 are reported at import. Nothing is imported or run.
 """
@@ -22,6 +23,7 @@ from openenv_gym.importers.deps import declared_dependencies
 from openenv_gym.importers.hazards import DATASET_RANDOMNESS, source_hazards
 from openenv_gym.importers.scan import module_name, parse, parsed_files, python_files
 from openenv_gym.importers.source import SourceImporter
+from openenv_gym.importers.verifiers_v1 import V1_MODULE, detect_tasksets, imports_v1, v1_requirements
 
 CLASSIC_RANGE = SpecifierSet(">=0.1.11,<0.4")
 CLASSIC_RELEASES = ("0.1.11", "0.1.12", "0.1.14", "0.2.0", "0.2.1", "0.3.0", "0.3.1")
@@ -109,41 +111,43 @@ def classic_requirement(declared: list[str], plain_string_tasks: bool = False) -
     return f"verifiers{extras}{combined}", notes
 
 
+def _is_v1(detected: Detected) -> bool:
+    return V1_MODULE in detected.sdk_modules
+
+
 class VerifiersImporter(SourceImporter):
     kind = "verifiers"
-    looks_for = "a module with a top-level load_environment() that imports verifiers (the classic API)"
+    looks_for = ("a module with a top-level load_environment() that imports verifiers (the classic API), or a "
+                 "package exporting a verifiers.v1 Taskset in its __all__ (v1)")
 
     def detect(self, source: Path) -> list[Detected]:
-        found, v1_only = [], False
+        found = []
         for path, tree in parsed_files(source):
-            imported = _imports_verifiers(tree)
-            if not imported:
-                continue
-            if any(m == "verifiers.v1" or m.startswith("verifiers.v1.") for m in imported):
-                v1_only = v1_only or not _has_load_environment(tree)
-                continue
-            if not _has_load_environment(tree):
+            if not _imports_verifiers(tree) or imports_v1(tree) or not _has_load_environment(tree):
                 continue
             if _pre_0_1_8(tree):
                 raise ImportFailedError(
                     f"{path.name} uses the Verifiers API from before 0.1.8 (is_completed overrides), which is not "
                     "supported; port it to the classic API (0.1.8 to 0.3.x: @vf.stop, env_response -> messages)")
             found.append(Detected(self.kind, module_name(source, path), "load_environment", path, ("verifiers",)))
-        if v1_only and not found:
-            raise ImportFailedError(
-                f"{source} is a Verifiers v1 environment (verifiers.v1 Taskset API, 0.4), which is not supported "
-                "yet; only the classic API (load_environment() returning a vf.Environment, 0.1.11 to 0.3.x) is")
-        return found
+        return found or detect_tasksets(source, self.kind)
 
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
         declared = declared_dependencies(source)
+        if _is_v1(detected):
+            return v1_requirements(declared)
         others = [d for d in declared if Requirement(d).name.lower() != "verifiers"]
         requirement, _ = classic_requirement(declared, plain_string_task_rows(source))
         return [*others, requirement]
 
     def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
-        return {}
+        if not _is_v1(detected):
+            return {}
+        package = source.name if source.is_dir() and (source / "__init__.py").is_file() else None
+        return {"api": "v1", **({"package": package} if package else {})}
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
+        if _is_v1(detected):
+            return source_hazards(source, DATASET_RANDOMNESS)
         _, pin_notes = classic_requirement(declared_dependencies(source), plain_string_task_rows(source))
         return pin_notes + source_hazards(source, DATASET_RANDOMNESS)

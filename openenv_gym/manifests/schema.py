@@ -80,11 +80,15 @@ class OrsManifest(ImportedManifest):
 
 
 class VerifiersManifest(ImportedManifest):
-    """A Verifiers (classic API) environment (entry: module:load_environment)."""
+    """A Verifiers environment: classic (entry: module:load_environment) or v1 (entry: package:TasksetClass)."""
 
     id_prefix: ClassVar[str] = "verifiers-"
     kind: Literal["verifiers"]
-    env_args: dict[str, Any] = {}  # arguments of load_environment()
+    api: Literal["classic", "v1"] = "classic"
+    env_args: dict[str, Any] = {}  # arguments of load_environment(), or v1: the taskset config's fields
+    # v1: the harness of agents that name none, where the taskset ships none (Verifiers' own default is bash)
+    harness: str = "null"
+    max_tasks: PositiveInt = 100_000  # v1: tasks read from a taskset that never ends
 
 
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"

@@ -122,6 +122,8 @@ class ModelEndpointServer:
             self._refuse(http, writer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:  # the worker stops: the connection ends with it, quietly
+            pass
         finally:
             writer.close()
 

@@ -172,3 +172,6 @@ class Worker:
         self.openenv.shutdown()
         self.core.shutdown()
         self.model_endpoint.close()
+        closing = getattr(self.factory, "aclose", None)  # what a factory holds open for the worker's sessions
+        if closing is not None:
+            await closing()

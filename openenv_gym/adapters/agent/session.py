@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from openenv_gym.adapters.agent.catalog import TaskFiles, prompt_of, visible
-from openenv_gym.adapters.agent.child import STDIN, ProgramSpec
-from openenv_gym.adapters.agent.programs import Program, warm_up
 from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
+from openenv_gym.adapters.program_child import STDIN, ProgramSpec
+from openenv_gym.adapters.programs import Program, warm_up
 from openenv_gym.adapters.python import import_entry
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of

@@ -15,7 +15,7 @@ import os
 import signal
 from pathlib import Path
 
-from openenv_gym.adapters.agent.child import STDERR, STDOUT, ProgramSpec, run
+from openenv_gym.adapters.program_child import ProgramSpec, run
 
 TAIL_BYTES = 64 * 1024  # of stdout and of stderr, read back when a program ends
 _CONTEXT = multiprocessing.get_context("forkserver")
@@ -26,15 +26,16 @@ def warm_up(preload: list[str]) -> None:
     """Name the modules the fork server imports once (before it starts: the first program starts it)."""
     global _preloaded
     if _preloaded is None:
-        _preloaded = ["openenv_gym.adapters.agent.child", *preload]
+        _preloaded = ["openenv_gym.adapters.program_child", *preload]
         _CONTEXT.set_forkserver_preload(_preloaded)
 
 
 class Program:
     """One running program: wait for it, kill its process group, read what it printed."""
 
-    def __init__(self, process: multiprocessing.process.BaseProcess, workdir: Path) -> None:
-        self.process, self.workdir = process, workdir
+    def __init__(self, process: multiprocessing.process.BaseProcess, spec: ProgramSpec) -> None:
+        self.process = process
+        self.outputs = [Path(spec.workdir) / name for name in spec.output_files]
         self._exited = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().add_reader(process.sentinel, self._on_exit)
 
@@ -43,7 +44,7 @@ class Program:
         warm_up([])
         process = _CONTEXT.Process(target=run, args=(spec,), daemon=False)
         await asyncio.to_thread(process.start)  # a round trip to the fork server: keep it off the event loop
-        return cls(process, Path(spec.workdir))
+        return cls(process, spec)
 
     def _on_exit(self) -> None:
         asyncio.get_running_loop().remove_reader(self.process.sentinel)
@@ -69,7 +70,8 @@ class Program:
 
     def output(self) -> tuple[str, str]:
         """The tails of its stdout and stderr."""
-        return _tail(self.workdir / STDOUT), _tail(self.workdir / STDERR)
+        stdout, stderr = self.outputs
+        return _tail(stdout), _tail(stderr)
 
 
 def _tail(path: Path) -> str:

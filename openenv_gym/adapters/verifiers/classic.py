@@ -3,7 +3,7 @@
 `load_environment(**env_args)` runs once per worker process, on its main thread (constructing an env
 installs signal handlers, which only the main thread may do). Each session is one `env.run_rollout`
 task driven by the environment's own loop: the model client it is given parks every model request
-until the session's next step answers it (see verifiers_rollout.py). Stop conditions, `env_response`,
+until the session's next step answers it (see classic_rollout.py). Stop conditions, `env_response`,
 tools, timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
 
 reset:  a row from split "train" or "eval" (options split+index, or a seeded choice); the observation
@@ -23,7 +23,7 @@ from typing import Any
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
-from openenv_gym.adapters.verifiers_rollout import (
+from openenv_gym.adapters.verifiers.classic_rollout import (
     Rollout,
     callback_client_class,
     jsonable,
@@ -164,7 +164,7 @@ def _failure(output: dict[str, Any]) -> str:
     return str(error) if error is not None else f"stop condition {output.get('stop_condition')!r}"
 
 
-def load_verifiers_environment(manifest: VerifiersManifest,
+def load_classic_environment(manifest: VerifiersManifest,
                                env_args: dict[str, Any] | None = None) -> VerifiersFactory:
     os.environ.setdefault("VF_LOG_LEVEL", "WARNING")  # unset, verifiers logs nothing, its warnings included
     import verifiers as vf

@@ -23,7 +23,7 @@ from typing import Any
 
 from openenv_gym.runtime.lifetime import die_with_parent
 
-STDOUT, STDERR, STDIN = ".stdout", ".stderr", ".stdin"  # in the working directory
+STDIN = ".stdin"  # in the working directory: what a program reads, if the episode wrote it
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class ProgramSpec:
     script: bool = False  # command is [python, script.py, args...] in this interpreter: run it, warm, no exec
     folder: str = ""  # the agent environment's folder, whose manifest names the entry
     call: dict[str, Any] = field(default_factory=dict)  # the entry's keyword arguments
+    output_prefix: str = ""  # its output goes to <prefix>.stdout and <prefix>.stderr in the working directory
+
+    @property
+    def output_files(self) -> tuple[str, str]:
+        return f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr"
 
 
 def run(spec: ProgramSpec) -> None:
@@ -68,7 +73,7 @@ def _run(spec: ProgramSpec) -> None:
     os.environ.update(spec.environ)
     stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)
     os.dup2(stdin, 0)
-    for fd, name in ((1, STDOUT), (2, STDERR)):
+    for fd, name in zip((1, 2), spec.output_files, strict=True):
         os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     if spec.command is not None and spec.script:  # `python script.py ...`: run as python would, modules preloaded
         sys.argv = spec.command[1:]

@@ -1,0 +1,23 @@
+"""Prime Intellect Verifiers environments (manifest kind "verifiers"): the classic API (verifiers < 0.4,
+`load_environment()`: classic.py, classic_rollout.py) and v1 (verifiers 0.4: a Taskset package, its harness
+programs calling the model endpoint: v1.py, warm_programs.py). The manifest's `api` says which.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv_gym.adapters.endpoint import ModelEndpoint
+from openenv_gym.adapters.environment import EnvironmentFactory
+from openenv_gym.manifests.schema import VerifiersManifest
+
+
+def load_verifiers_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
+                               endpoint: ModelEndpoint | None) -> EnvironmentFactory:
+    if manifest.api == "v1":
+        from openenv_gym.adapters.verifiers.v1 import load_v1_environment
+
+        return load_v1_environment(manifest, env_args, endpoint)
+    from openenv_gym.adapters.verifiers.classic import load_classic_environment
+
+    return load_classic_environment(manifest, env_args)

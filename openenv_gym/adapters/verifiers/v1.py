@@ -1,0 +1,224 @@
+"""Verifiers v1 environments (verifiers 0.4: Taskset, Task, Env, Harness), one episode per session, stepped one
+model request at a time.
+
+A reset starts the episode as Verifiers' own runner does (`env.run_episode(task, ctx)`: setup, the env's run with
+its agents and their harness programs, finalize, scoring), with the model context pointed at this session's
+address on the worker's model endpoint. Each request the harness program sends there is a step's observation
+(the last message's text; the messages and tools in info), and the step's action answers it. When the episode
+ends, the step is terminal, its reward the first trace's weighted reward as Verifiers computes it, with the
+rewards by name, the metrics, the stop condition and any errors in info.
+
+What Verifiers would run remotely runs here: every agent's runtime is the local subprocess one, and an agent that
+names no harness gets the taskset's own, else the manifest's (`null` unless the import said otherwise).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from typing import Any
+
+from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
+from openenv_gym.adapters.vendored import load_vendored
+from openenv_gym.adapters.verifiers.classic_rollout import jsonable
+from openenv_gym.adapters.verifiers.warm_programs import install as run_programs_warm
+from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
+from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
+from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
+
+MODEL = "policy"  # the model the harness programs ask for
+KEY_VARIABLE = "OPENENV_GYM_ENDPOINT_KEY"  # the model client's key (the session's address carries its own)
+SPLIT = "train"  # v1 has no splits: every task is in this one
+
+
+class V1Factory:
+    def __init__(self, env: Any, tasks: list[Any], manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
+                 vf: Any, base_fields: set[str]) -> None:
+        self.env, self.tasks, self.manifest, self.endpoint, self.vf = env, tasks, manifest, endpoint, vf
+        self.name = manifest.name
+        self.base_fields = base_fields  # TaskData's own fields: a subclass's others (the answer) stay hidden
+        self.serving: Any = None
+
+    def __call__(self) -> V1Session:
+        if self.endpoint is None:
+            raise EnvError("verifiers v1 environments run under `openenv-gym serve`, which gives them the model "
+                           "endpoint")
+        return V1Session(self, self.endpoint)
+
+    def describe(self) -> dict[str, Any]:
+        doc = self.manifest.description or (type(self.env.taskset).__doc__ or "").strip().split("\n")[0]
+        return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
+                "source": "verifiers", "api": "v1", "class": type(self.env.taskset).__name__,
+                "env_args": self.manifest.env_args}
+
+    async def splits(self) -> list[dict[str, str]]:
+        return [{"name": SPLIT, "type": "train"}]
+
+    async def num_tasks(self, split: str) -> int:
+        return len(self.tasks)
+
+    async def catalog(self) -> list[dict[str, Any]]:
+        return await splits_with_counts(self)
+
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        return [self.task_info(self.tasks[index], reveal) for index in window]
+
+    def task_info(self, task: Any, reveal: bool) -> dict[str, Any]:
+        data = jsonable(task.data)
+        return data if reveal else {key: value for key, value in data.items() if key in self.base_fields}
+
+    def index_of(self, name: Any) -> int:
+        """A task named by its index, its id or its name."""
+        if type(name) is int:
+            if not 0 <= name < len(self.tasks):
+                raise BadRequestError(f"task {name} is out of range ({len(self.tasks)} tasks)")
+            return name
+        for index, task in enumerate(self.tasks):
+            if name in (task.data.id, task.data.name):
+                return index
+        raise BadRequestError(f"no task has the id or name {name!r}; options={{'task': i}} picks one by index")
+
+    async def serve(self) -> None:
+        """Verifiers' serving resources (shared tool servers, interception), up once for the worker's episodes."""
+        if self.serving is None:
+            self.serving = self.env.serving()
+            await self.serving.__aenter__()
+
+
+    async def aclose(self) -> None:
+        serving, self.serving = self.serving, None
+        if serving is not None:
+            await serving.__aexit__(None, None, None)
+
+
+class V1Session(Environment):
+    def __init__(self, factory: V1Factory, endpoint: ModelEndpoint) -> None:
+        self.factory, self.endpoint = factory, endpoint
+        self.turns: PolicyTurns | None = None
+        self.lease: EndpointLease | None = None
+        self.tool_names: set[str] = set()
+        self.replies = 0
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        options = options or {}
+        factory = self.factory
+        if "task" in options:
+            chosen = {"split": SPLIT, "index": factory.index_of(options["task"])}
+        elif "task_spec" in options:
+            raise BadRequestError("verifiers v1 environments play their taskset's tasks: pass options {'task': i} "
+                                  "(an index, an id or a name), {'split': 'train', 'index': i}, or a seed")
+        else:
+            chosen = await choose_task(factory, factory.name, seed, options)
+        task = factory.tasks[chosen["index"]]
+        await self.close()
+        await factory.serve()
+        self.replies = 0
+        self.turns = PolicyTurns(lambda ask: self._run(ask, task))
+        turn = await self.turns.next_turn()
+        if turn.done:
+            raise EnvError(f"the episode ended before asking the model anything: {_errors(turn.output) or 'no error'}"
+                           f"{self._endpoint_errors()}")
+        info = {"task": chosen["index"], **self._request_info(turn.request)}
+        info.update({"task_data": factory.task_info(task, reveals_hidden(options))})
+        return ResetResult(turn.request.last_text, info)
+
+    async def _run(self, ask: Any, task: Any) -> Any:
+        vf = self.factory.vf
+        self.lease = lease = await self.endpoint.open(ask, MODEL)
+        try:
+            context = vf.ModelContext(model=MODEL, client=vf.EvalClientConfig(base_url=lease.base_url,
+                                                                              api_key_var=KEY_VARIABLE))
+            return await self.factory.env.run_episode(task, context)
+        finally:
+            lease.close()
+
+    def _request_info(self, request: ChatRequest) -> dict[str, Any]:
+        self.tool_names = tool_names(request.tools)
+        return {"messages": request.messages, "tools": request.tools}
+
+    async def step(self, action: Any) -> StepResult:
+        assert self.turns is not None, "the server steps only sessions that were reset"
+        self.replies += 1
+        message = await read_action(assistant_message, action, self.tool_names, self.replies)
+        if isinstance(message, str):
+            return invalid_action(message)
+        turn: Turn = await self.turns.answer(message)
+        if turn.done:
+            return self._final(turn.output)
+        return StepResult(turn.request.last_text, info=self._request_info(turn.request))
+
+    def _final(self, episode: Any) -> StepResult:
+        traces = list(episode.traces)
+        info: dict[str, Any] = {"ok": bool(episode.ok)}
+        value = None
+        if traces:
+            first = traces[0]
+            value = first.reward
+            info.update(rewards={name: reward.score for name, reward in first.rewards.items()},
+                        metrics=jsonable(first.metrics), stop_condition=first.stop_condition)
+            if len(traces) > 1:
+                info["trace_rewards"] = [trace.reward for trace in traces]
+        errors = _errors(episode)
+        if errors:
+            info["error"] = {"code": "env_error", "message": errors}
+        if self.lease is not None and self.lease.errors:
+            info["endpoint_errors"] = list(self.lease.errors)
+        reward = reward_of(value, info)
+        return StepResult(f"The episode is over ({info.get('stop_condition') or 'done'}); reward {reward:g}.",
+                          reward, terminated=True, info=info)
+
+    def _endpoint_errors(self) -> str:
+        errors = self.lease.errors if self.lease is not None else []
+        return f"; the endpoint refused: {'; '.join(errors)}" if errors else ""
+
+    async def close(self) -> None:
+        turns, self.turns = self.turns, None
+        if turns is not None:
+            await turns.cancel()
+        self.lease = None
+
+
+def _errors(episode: Any) -> str:
+    found = [*episode.errors, *(error for trace in episode.traces for error in trace.errors)]
+    return "; ".join(f"{getattr(e, 'type', 'error')}: {getattr(e, 'message', e)}" for e in found)
+
+
+def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
+                        endpoint: ModelEndpoint | None) -> V1Factory:
+    os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
+    os.environ.setdefault(KEY_VARIABLE, "in-the-address")
+    # Verifiers starts `uv` for harness scripts that do not run warm: the one of this venv
+    os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import default_harness_id, harness_config_type, resolve_env_config
+
+    taskset_class = load_vendored(manifest)
+    if not (isinstance(taskset_class, type) and issubclass(taskset_class, vf.Taskset)):
+        raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a verifiers v1 Taskset class")
+    taskset_id = manifest.entry.split(":")[0].split(".")[0]  # its package, as Verifiers' loader imports it
+    arguments = {**manifest.env_args, **env_args}
+    config = resolve_env_config({"taskset": {"id": taskset_id, **arguments}})
+    own = default_harness_id(taskset_id)
+    harness_id = own if own != "bash" else manifest.harness
+    updates = {}
+    for name, agent in config:
+        if isinstance(agent, vf.AgentConfig):
+            harness = agent.harness or harness_config_type(harness_id).model_validate({"id": harness_id})
+            updates[name] = agent.model_copy(update={"runtime": vf.SubprocessConfig(), "harness": harness})
+    config = config.model_copy(update=updates)
+    from verifiers.v1.utils.loaders import load_environment
+
+    env = load_environment(config)
+    tasks = list(itertools.islice(iter(env.taskset), manifest.max_tasks))
+    if not tasks:
+        raise ManifestError(f"{manifest.name}: its taskset has no tasks")
+    run_programs_warm()
+    base_fields = set(vf.TaskData.model_fields)
+    return V1Factory(env, tasks, manifest, endpoint, vf, base_fields)
