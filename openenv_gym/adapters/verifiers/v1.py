@@ -36,6 +36,7 @@ from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 MODEL = "policy"  # the model the harness programs ask for
 KEY_VARIABLE = "OPENENV_GYM_ENDPOINT_KEY"  # the model client's key (the session's address carries its own)
 SPLIT = "train"  # v1 has no splits: every task is in this one
+SHOWN_FIELDS = ("idx", "id", "name", "description", "prompt", "system_prompt")  # of TaskData
 
 
 class V1Factory:
@@ -43,7 +44,7 @@ class V1Factory:
                  vf: Any, base_fields: set[str]) -> None:
         self.env, self.tasks, self.manifest, self.endpoint, self.vf = env, tasks, manifest, endpoint, vf
         self.name = manifest.name
-        self.base_fields = base_fields  # TaskData's own fields: a subclass's others (the answer) stay hidden
+        self.base_fields = base_fields  # TaskData's own fields: a subclass's (the answer) show only when asked
         self.serving: Any = None
 
     def __call__(self) -> V1Session:
@@ -71,8 +72,10 @@ class V1Factory:
         return [self.task_info(self.tasks[index], reveal) for index in window]
 
     def task_info(self, task: Any, reveal: bool) -> dict[str, Any]:
+        """What a task shows (its index, id, name and prompts); with `reveal`, its own fields too (its answer)."""
         data = jsonable(task.data)
-        return data if reveal else {key: value for key, value in data.items() if key in self.base_fields}
+        return {key: value for key, value in data.items()
+                if key in SHOWN_FIELDS or (reveal and key not in self.base_fields)}
 
     def index_of(self, name: Any) -> int:
         """A task named by its index, its id or its name."""

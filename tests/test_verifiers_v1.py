@@ -1,0 +1,136 @@
+"""Verifiers v1 (0.4) environments: imported, served, stepped one model request at a time, and scored exactly as
+Verifiers' own runner scores the same episode.
+
+Real parts only: verifiers 0.4 in the env's venv, two v1 packages written to its published rules (a single-turn
+taskset, and a multi-turn Env that plays the user), the null harness program (the real openai client inside it)
+calling the model endpoint, and Verifiers' own runner as the oracle (tests/verifiers_v1_oracle.py).
+"""
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import openenv_gym
+from openenv_gym.client.local import LocalServer
+from openenv_gym.errors import BadRequestError
+from openenv_gym.importers import import_environment
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import ensure_venv
+
+HERE = Path(__file__).parent
+WORD_ECHO, HIGHER_LOWER = HERE / "verifiers_v1_envs" / "word_echo", HERE / "verifiers_v1_envs" / "higher_lower"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """{name: (ws url, the env venv's python)} for both packages, imported as users import them (load check on)."""
+    out = tmp_path_factory.mktemp("v1")
+    servers, found = [], {}
+    for source in (WORD_ECHO, HIGHER_LOWER):
+        [result] = import_environment(source, source.name, out)
+        server = LocalServer(str(result.folder), 1, 1000)
+        servers.append(server)
+        found[source.name] = (server.url, str(ensure_venv(load_manifest(result.folder))))
+    yield found
+    for server in servers:
+        server.stop()
+
+
+def verifiers_own(python: str, source: Path, index: int, replies: list[str]) -> dict:
+    """The episode as Verifiers' own runner plays it with these replies."""
+    done = subprocess.run([python, str(HERE / "verifiers_v1_oracle.py"), str(source), source.name, str(index),
+                           *replies], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ours(url: str, index: int, replies: list, **options) -> list[tuple]:
+    """Reset on the task, then step with each reply until the episode ends: every answer."""
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            answers = [await session.reset(options={"task": index, **options})]
+            for reply in replies:
+                answers.append(await session.step(reply))
+                if answers[-1][2] or answers[-1][3]:
+                    break
+            await session.close()
+            return answers
+    return asyncio.run(main())
+
+
+def scored(final: tuple) -> dict:
+    _, reward, terminated, _, info = final
+    assert terminated
+    return {"reward": reward, "rewards": info["rewards"], "metrics": info["metrics"],
+            "stop_condition": info["stop_condition"], "ok": info["ok"]}
+
+
+@pytest.mark.parametrize("reply", ["apple", "It is apple."])
+def test_a_single_turn_taskset_scores_as_verifiers_own_runner_scores_it(served, reply):
+    url, python = served["word_echo"]
+    (obs, info), final = ours(url, 0, [reply])
+    theirs = verifiers_own(python, WORD_ECHO, 0, [reply])
+    assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
+    assert obs == "The word is: apple" and info["messages"] == theirs["asked"][0]  # the same request, the same words
+    assert theirs["reward"] == (1.5 if reply == "apple" else 0.5)
+
+
+def test_a_multi_turn_env_plays_the_user_as_verifiers_does(served):
+    url, python = served["higher_lower"]
+    guesses = ["50", "25", "37"]
+    answers = ours(url, 0, guesses)
+    theirs = verifiers_own(python, HIGHER_LOWER, 0, guesses)
+    assert [a[0] for a in answers[:3]] == ["Your first guess?", "Lower.", "Higher."]
+    assert [a[-1]["messages"] for a in answers[:3]] == theirs["asked"]  # each model request, whole
+    assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
+                                                               "ok")}
+    assert answers[-1][1] == pytest.approx(0.8)
+
+
+def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):
+    url, _ = served["word_echo"]
+    [(obs, info), _] = ours(url, "maple", ["maple"])
+    assert obs == "The word is: maple" and info["task"] == 5 and "answer" not in info["task_data"]
+    [(_, info), _] = ours(url, 1, ["river"], expose_answer=True)
+    assert info["task_data"]["answer"] == "river"
+
+    async def seeded():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            firsts = [(await session.reset(seed=7))[0] for _ in range(2)]
+            for options, message in (({"task": 99}, "out of range"), ({"task": "pear"}, "no task has the id"),
+                                     ({"task_spec": {"prompt": "x"}}, "play their taskset's tasks")):
+                with pytest.raises(BadRequestError, match=message):
+                    await session.reset(options=options)
+            await session.close()
+            return firsts
+    first, again = asyncio.run(seeded())
+    assert first == again  # a seed picks the same task
+
+
+def test_an_action_that_is_no_message_is_an_invalid_action_and_the_episode_goes_on(served):
+    url, _ = served["word_echo"]
+    (_, _), invalid, final = ours(url, 2, [{"oops": 1}, "stone"])
+    assert invalid[1:4] == (0.0, False, False) and invalid[4]["error"]["code"] == "invalid_action"
+    assert final[1] == 1.5
+
+
+def test_many_sessions_play_at_once(served):
+    url, _ = served["word_echo"]
+    words = ["apple", "river", "stone", "cloud", "ember", "maple"]
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            async def play(k):
+                session = conn.session()
+                await session.reset(options={"task": k % 6})
+                answer = await session.step(words[k % 6])
+                await session.close()
+                return answer
+            return await asyncio.gather(*(play(k) for k in range(24)))
+    assert [answer[1] for answer in asyncio.run(main())] == [1.5] * 24

@@ -1,0 +1,3 @@
+from word_echo.taskset import WordEchoTaskset
+
+__all__ = ["WordEchoTaskset"]
