@@ -48,6 +48,8 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.ors_compare
 	$(PY) -m benchmarks.verifiers_compare
+	$(PY) -m benchmarks.verifiers_v1_compare
+	$(PY) -m benchmarks.agent_sessions
 	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.awm_compare
 	$(PY) -m benchmarks.web

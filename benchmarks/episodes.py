@@ -118,7 +118,8 @@ async def run_players(url: str, sessions: int, rounds: int, policy: Callable[[st
                 client.send(actions, stepping)
         return tally.figures()
 
-def report(args: argparse.Namespace, title: str, ours: dict, theirs: tuple[str, str, dict], filename: str) -> dict:
+def report(args: argparse.Namespace, title: str, ours: dict, theirs: tuple[str, str, dict], filename: str,
+           unit: str = "steps/s") -> dict:
     """Print ours against theirs (key, label, figures) with the ratio; write the JSON to args.out/filename."""
     key, label, figures = theirs
     result = {"sessions": args.sessions, "rounds": args.rounds, "workers": args.workers, "ours": ours,
@@ -127,7 +128,8 @@ def report(args: argparse.Namespace, title: str, ours: dict, theirs: tuple[str, 
     ours_label = f"openenv_gym (imported, served by {args.workers} workers, vector client)"
     width = max(len(ours_label), len(label)) + 1
     for name, row in ((ours_label, ours), (label, figures)):
-        print(f"  {name + ':':<{width}} {row['steps_per_s']:>10,.0f} steps/s, {row['errors']} errors")
+        print(f"  {name + ':':<{width}} {row['steps_per_s']:>10,.{2 if row['steps_per_s'] < 100 else 0}f} {unit}, "
+              f"{row['errors']} errors")
     print(f"  ours / {key}: {result['ratio']:.2f}x")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / filename).write_text(json.dumps(result, indent=2))

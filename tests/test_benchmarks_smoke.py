@@ -67,6 +67,25 @@ def test_verifiers_comparison_runs(tmp_path):
     assert figures["ours"]["steps"] == figures["verifiers_in_process"]["steps"] > 20  # the same games on both sides
 
 
+@pytest.mark.env_venvs(ROOT / "tests" / "verifiers_v1_envs" / "word_echo")
+def test_verifiers_v1_comparison_runs(tmp_path):
+    result = run_module("benchmarks.verifiers_v1_compare", "--sessions", "4", "--rounds", "1", "--workers", "1",
+                        "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "verifiers_v1_throughput.json").read_text())
+    assert figures["ours"]["errors"] == figures["verifiers_runner"]["errors"] == 0
+    assert figures["ours"]["steps"] == figures["verifiers_runner"]["steps"] == 4  # a rollout is one turn
+
+
+def test_agent_sessions_benchmark_runs():
+    result = run_module("benchmarks.agent_sessions", "--sessions", "8", "--turns", "5", "--programs", "12",
+                        timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "agent_sessions.json").read_text())
+    assert figures["agent"]["errors"] == figures["native"]["errors"] == figures["crowd"]["errors"] == 0
+    assert figures["agent"]["turns"] == 40 and figures["crowd"]["processes"] >= 12
+
+
 def test_cli_bench_measures_an_environment(tmp_path):
     out = tmp_path / "bench.json"
     result = run_module("openenv_gym", "bench", "openenv/guess", "--num-envs", "4", "32", "--seconds", "0.3",

@@ -3,7 +3,7 @@ Verifiers' own runner scores the same episode.
 
 Real parts only: verifiers 0.4 in the env's venv, two v1 packages written to its published rules (a single-turn
 taskset, and a multi-turn Env that plays the user), the null harness program (the real openai client inside it)
-calling the model endpoint, and Verifiers' own runner as the oracle (tests/verifiers_v1_oracle.py).
+calling the model endpoint, and Verifiers' own runner as the oracle (benchmarks/verifiers_v1_peer.py).
 """
 
 import asyncio
@@ -42,8 +42,9 @@ def served(tmp_path_factory):
 
 def verifiers_own(python: str, source: Path, index: int, replies: list[str]) -> dict:
     """The episode as Verifiers' own runner plays it with these replies."""
-    done = subprocess.run([python, str(HERE / "verifiers_v1_oracle.py"), str(source), source.name, str(index),
-                           *replies], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([python, "-m", "benchmarks.verifiers_v1_peer", str(source), source.name, "--task",
+                           str(index), "--replies", *replies], capture_output=True, text=True, timeout=300,
+                          cwd=HERE.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

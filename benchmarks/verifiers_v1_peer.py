@@ -1,0 +1,107 @@
+"""Verifiers' own way of running v1 episodes (the other side of the v1 comparison, and the tests' oracle). Run
+with the environment's venv python, from the repository root:
+
+    python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --sessions 64 --rounds 2    # throughput, one JSON line
+    python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --replies 50 25  # one episode, as JSON
+
+The project's package is loaded as Verifiers' loader loads it (its folder on sys.path); each episode is
+`env.run_episode` inside `env.serving()`, as Verifiers' eval runner runs it, with the null harness in
+Verifiers' own subprocess runtime (each program started through uv, as Verifiers starts it). The model is a
+scripted OpenAI-compatible endpoint on loopback that answers at once: with the given replies in turn, or, for
+throughput, with the last word of the last message (the word_echo taskset's answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import verifiers.v1 as vf
+from verifiers.v1.utils.loaders import load_environment, resolve_env_config
+
+from benchmarks.episodes import Tally
+from openenv_gym.server.model_endpoint import ModelEndpointServer
+
+KEY_VARIABLE = "VERIFIERS_PEER_KEY"
+
+
+def verifiers_env(project: str, taskset_id: str) -> Any:
+    """The env as Verifiers loads it, every agent on the null harness (unless it names one) and the local
+    subprocess runtime."""
+    sys.path.insert(0, project)
+    config = resolve_env_config({"taskset": {"id": taskset_id}})
+    pinned = {name: agent.model_copy(update={"runtime": vf.SubprocessConfig(),
+                                             "harness": agent.harness or {"id": "null"}}).model_dump()
+              for name, agent in config if isinstance(agent, vf.AgentConfig)}
+    return load_environment(resolve_env_config({**config.model_dump(), **pinned}))
+
+
+async def episode(env: Any, task: Any, model: Callable[[Any], Awaitable[dict]], endpoint: ModelEndpointServer) -> Any:
+    lease = await endpoint.open(model, "policy")
+    try:
+        context = vf.ModelContext(model="policy", client=vf.EvalClientConfig(base_url=lease.base_url,
+                                                                            api_key_var=KEY_VARIABLE))
+        return await env.run_episode(task, context)
+    finally:
+        lease.close()
+
+
+async def one_episode(env: Any, index: int, replies: list[str]) -> dict:
+    """One episode of task `index` with these replies: what it scored and what the model was asked."""
+    asked, answers = [], iter(replies)
+
+    async def model(request: Any) -> dict:
+        asked.append(request.messages)
+        return {"content": next(answers), "tool_calls": []}
+
+    async with env.serving():
+        played = await episode(env, list(env.taskset)[index], model, ModelEndpointServer())
+    trace = played.traces[0]
+    return {"reward": trace.reward, "rewards": {k: r.score for k, r in trace.rewards.items()},
+            "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition, "ok": played.ok, "asked": asked}
+
+
+async def throughput(env: Any, sessions: int, rounds: int) -> dict:
+    """`sessions` concurrent players, each playing `rounds` episodes back to back (player i plays task i mod n)."""
+    tasks = list(env.taskset)
+
+    async def model(request: Any) -> dict:
+        return {"content": request.last_text.split()[-1], "tool_calls": []}
+
+    endpoint = ModelEndpointServer()
+    async with env.serving():
+        await episode(env, tasks[0], model, endpoint)  # the harness script's environment, prepared once
+
+        async def play(player: int) -> None:
+            for _ in range(rounds):
+                played = await episode(env, tasks[player % len(tasks)], model, endpoint)
+                tally.steps += played.num_turns
+                tally.errors += not played.ok
+
+        tally = Tally()
+        await asyncio.gather(*(play(player) for player in range(sessions)))
+        return tally.figures()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("project")
+    parser.add_argument("taskset_id")
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--task", type=int, help="play this one task with --replies, and print what it scored")
+    parser.add_argument("--replies", nargs="*", default=[])
+    args = parser.parse_args()
+    os.environ.setdefault(KEY_VARIABLE, "unused")
+    os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # its own uv
+    env = verifiers_env(args.project, args.taskset_id)
+    if args.task is not None:
+        result = asyncio.run(one_episode(env, args.task, args.replies))
+    else:
+        result = asyncio.run(throughput(env, args.sessions, args.rounds))
+    print(json.dumps(result), flush=True)
