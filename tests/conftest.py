@@ -107,6 +107,24 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def play_episode(url: str, actions: list, options: dict | None = None, seed: int | None = None) -> list[tuple]:
+    """Reset one session on a server, step it with each action until its episode ends; every answer, the reset's
+    first."""
+    async def main() -> list[tuple]:
+        import openenv_gym
+
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            answers = [await session.reset(seed=seed, options=options)]
+            for action in actions:
+                answers.append(await session.step(action))
+                if answers[-1][2] or answers[-1][3]:
+                    break
+            await session.close()
+            return answers
+    return asyncio.run(main())
+
+
 @pytest.fixture
 def start_server() -> Iterator[Callable[..., str]]:
     """Start a server for one test: start_server("echo", "--max-sessions", "3") -> ws url."""

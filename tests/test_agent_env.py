@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import ROOT, write_files
+from conftest import play_episode as play
 
 import openenv_gym
 from openenv_gym.errors import EnvError
@@ -33,21 +34,6 @@ def agent_env(folder: Path, program: str, *, manifest: str = "", tasks: list[dic
     return str(folder)
 
 
-def play(url: str, steps, options=None, seed=None):
-    """Reset one session, step it with each action of `steps` until the episode ends; return every answer."""
-    async def main():
-        async with openenv_gym.connect(url) as conn:
-            session = conn.session()
-            answers = [await session.reset(seed=seed, options=options)]
-            for action in steps:
-                answers.append(await session.step(action))
-                if answers[-1][2] or answers[-1][3]:
-                    break
-            await session.close()
-            return answers
-    return asyncio.run(main())
-
-
 # -- the shipped examples --------------------------------------------------------------------------------
 
 def test_the_curl_one_liner_is_an_environment(start_server):
@@ -60,6 +46,12 @@ def test_the_curl_one_liner_is_an_environment(start_server):
     assert end_info["result"]["choices"][0]["message"]["content"] == "It is Rome."
     [_, (_, reward, *_)] = play(url, ["Paris, surely."], {"index": 2})
     assert reward == 0.0
+    # a policy that samples tokens sends them with its message: the program gets them where vLLM puts them
+    sampled = {"content": "Rome", "completion_ids": [11, 12], "logprobs": [-0.5, -0.25]}
+    [_, (_, reward, _, _, info)] = play(url, [sampled], {"index": 2})
+    choice = info["result"]["choices"][0]
+    assert reward == 1.0 and choice["token_ids"] == [11, 12]
+    assert [entry["logprob"] for entry in choice["logprobs"]["content"]] == [-0.5, -0.25]
 
 
 def test_the_openai_agent_calls_its_tool_and_is_scored_by_its_trace(start_server):

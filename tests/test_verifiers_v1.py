@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import play_episode
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -51,17 +52,7 @@ def verifiers_own(python: str, source: Path, index: int, replies: list[str]) -> 
 
 def ours(url: str, index: int, replies: list, **options) -> list[tuple]:
     """Reset on the task, then step with each reply until the episode ends: every answer."""
-    async def main():
-        async with openenv_gym.connect(url) as conn:
-            session = conn.session()
-            answers = [await session.reset(options={"task": index, **options})]
-            for reply in replies:
-                answers.append(await session.step(reply))
-                if answers[-1][2] or answers[-1][3]:
-                    break
-            await session.close()
-            return answers
-    return asyncio.run(main())
+    return play_episode(url, replies, options={"task": index, **options})
 
 
 def scored(final: tuple) -> dict:
