@@ -3,6 +3,7 @@ with the environment's venv python, from the repository root:
 
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --sessions 64 --rounds 2    # throughput, one JSON line
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --replies 50 25  # one episode, as JSON
+    (a reply that is a JSON object is a message or a tool call, as a step's action)
 
 The project's package is loaded as Verifiers' loader loads it (its folder on sys.path); each episode is
 `env.run_episode` inside `env.serving()`, as Verifiers' eval runner runs it, with the null harness in
@@ -25,6 +26,7 @@ import verifiers.v1 as vf
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 from benchmarks.episodes import Tally
+from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.server.model_endpoint import ModelEndpointServer
 
 KEY_VARIABLE = "VERIFIERS_PEER_KEY"
@@ -33,7 +35,8 @@ KEY_VARIABLE = "VERIFIERS_PEER_KEY"
 def verifiers_env(project: str, taskset_id: str) -> Any:
     """The env as Verifiers loads it, every agent on the null harness (unless it names one) and the local
     subprocess runtime."""
-    sys.path.insert(0, project)
+    sys.path.insert(0, project)  # as if installed: here, and in the tool servers it starts (python -m ...)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [project, os.environ.get("PYTHONPATH")]))
     config = resolve_env_config({"taskset": {"id": taskset_id}})
     pinned = {name: agent.model_copy(update={"runtime": vf.SubprocessConfig(),
                                              "harness": agent.harness or {"id": "null"}}).model_dump()
@@ -51,13 +54,22 @@ async def episode(env: Any, task: Any, model: Callable[[Any], Awaitable[dict]], 
         lease.close()
 
 
+def reply_of(text: str) -> Any:
+    """A reply given on the command line: a JSON object is a message or a tool call, anything else is text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
 async def one_episode(env: Any, index: int, replies: list[str]) -> dict:
     """One episode of task `index` with these replies: what it scored and what the model was asked."""
     asked, answers = [], iter(replies)
 
     async def model(request: Any) -> dict:
         asked.append(request.messages)
-        return {"content": next(answers), "tool_calls": []}
+        return assistant_message(reply_of(next(answers)), set(), len(asked))
 
     async with env.serving():
         played = await episode(env, list(env.taskset)[index], model, ModelEndpointServer())

@@ -22,8 +22,9 @@ from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 
 HERE = Path(__file__).parent
-WORD_ECHO, HIGHER_LOWER = HERE / "verifiers_v1_envs" / "word_echo", HERE / "verifiers_v1_envs" / "higher_lower"
-pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER)
+V1_ENVS = HERE / "verifiers_v1_envs"
+WORD_ECHO, HIGHER_LOWER, CAPITALS = V1_ENVS / "word_echo", V1_ENVS / "higher_lower", V1_ENVS / "capitals"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def served(tmp_path_factory):
     """{name: (ws url, the env venv's python)} for both packages, imported as users import them (load check on)."""
     out = tmp_path_factory.mktemp("v1")
     servers, found = [], {}
-    for source in (WORD_ECHO, HIGHER_LOWER):
+    for source in (WORD_ECHO, HIGHER_LOWER, CAPITALS):
         [result] = import_environment(source, source.name, out)
         server = LocalServer(str(result.folder), 1, 1000)
         servers.append(server)
@@ -82,6 +83,19 @@ def test_a_multi_turn_env_plays_the_user_as_verifiers_does(served):
     assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
                                                                "ok")}
     assert answers[-1][1] == pytest.approx(0.8)
+
+
+def test_a_taskset_with_a_tool_server_calls_its_tools_as_verifiers_does(served):
+    """Verifiers starts the package's MCP tool server as `python -m capitals.servers.atlas`: the vendored package
+    must be importable by the env's child processes."""
+    url, python = served["capitals"]
+    call = {"name": "atlas_capital", "arguments": {"country": "Japan"}}
+    first, looked_up, final = ours(url, 1, [call, "It is Tokyo."])
+    assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["atlas_capital"]
+    assert looked_up[0] == "Tokyo" and looked_up[1:4] == (0.0, False, False)  # the tool's answer, from its server
+    theirs = verifiers_own(python, CAPITALS, 1, [json.dumps(call), "It is Tokyo."])
+    assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
+    assert [a[-1]["messages"] for a in (first, looked_up)] == theirs["asked"] and final[1] == 1.0
 
 
 def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):

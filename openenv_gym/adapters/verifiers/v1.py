@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
@@ -193,6 +195,17 @@ def _errors(episode: Any) -> str:
     return "; ".join(f"{getattr(e, 'type', 'error')}: {getattr(e, 'message', e)}" for e in found)
 
 
+def importable_by_its_programs(manifest: VerifiersManifest) -> None:
+    """Verifiers starts a package's tool servers as `python -m package.module`: the vendored package must be
+    importable by this process's children (PYTHONPATH), under the name it is loaded as."""
+    root = manifest.vendored
+    if manifest.package:  # the vendored folder is the package itself: a link gives it its name
+        links = Path(tempfile.mkdtemp(prefix="openenv-gym-packages-"))
+        (links / manifest.package).symlink_to(root, target_is_directory=True)
+        root = links
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+
+
 def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
                         endpoint: ModelEndpoint | None) -> V1Factory:
     os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
@@ -202,6 +215,7 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     import verifiers.v1 as vf
     from verifiers.v1.utils.loaders import default_harness_id, harness_config_type, resolve_env_config
 
+    importable_by_its_programs(manifest)
     taskset_class = load_vendored(manifest)
     if not (isinstance(taskset_class, type) and issubclass(taskset_class, vf.Taskset)):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a verifiers v1 Taskset class")

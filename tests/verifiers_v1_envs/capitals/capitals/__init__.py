@@ -1,0 +1,3 @@
+from capitals.taskset import CapitalsTaskset
+
+__all__ = ["CapitalsTaskset"]
