@@ -25,7 +25,7 @@ TASKS = 6
 def main(argv: list[str] | None = None) -> dict:
     args = comparison_arguments(argv, __doc__, sessions=64)
     with imported_server(WORD_ECHO, "bench-word-echo", args.workers, args.sessions + 100) as served:
-        ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: obs.split()[-1],
+        ours = asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: (obs.split() or [""])[-1],
                                        lambda env: {"task": env % TASKS}))
         theirs = run_peer(served.python, "benchmarks.verifiers_v1_peer", str(WORD_ECHO), WORD_ECHO.name,
                           "--sessions", str(args.sessions), "--rounds", str(args.rounds))

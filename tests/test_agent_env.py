@@ -256,7 +256,7 @@ def test_a_request_after_the_episode_ended_is_told_so(tmp_path, start_server):
 
 
 def test_many_sessions_run_their_programs_at_once(start_server):
-    url = start_server(str(SERVERS / "curl_agent"))
+    url = start_server(str(SERVERS / "curl_agent"), workers=2)  # each worker its own fork server and endpoint
 
     async def main():
         async with openenv_gym.connect(url) as conn:

@@ -57,8 +57,10 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], 
     stopping = threading.Event()
 
     def start(index: int) -> multiprocessing.Process:
+        # not daemonic: a worker starts processes of its own (the fork server of agent programs), which multiprocessing
+        # refuses to daemonic ones; they are stopped here, and die with this process (die_with_parent)
         process = context.Process(target=_worker_main, name=f"openenv-worker-{index}",
-                                  args=(config, port, index, slots, lock, ready, private_fds), daemon=True)
+                                  args=(config, port, index, slots, lock, ready, private_fds), daemon=False)
         process.start()
         return process
 
@@ -89,3 +91,6 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], 
             processes[index] = start(index)
     for process in processes.values():
         process.join(timeout=10)
+        if process.is_alive():  # it did not stop in time: it must not hold this process's exit
+            process.kill()
+            process.join()
