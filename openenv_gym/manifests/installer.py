@@ -103,10 +103,8 @@ class Installer:
         python = str(venv / "bin" / "python")
         constrained = ["--constraint", str(constraints)] if constraints else []
         if self.uv:
-            # (bytecode compiled as pip compiles it: every worker and every program forked for an episode imports
-            # from .pyc, not from source)
             return [self.uv, "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match",
-                    "--compile-bytecode", *self.settings.flags, *constrained, *requirements]
+                    *self.settings.flags, *constrained, *requirements]
         return [python, "-m", "pip", "install", "--disable-pip-version-check", *constrained, *requirements]
 
     def freeze(self, venv: Path) -> list[str]:

@@ -240,8 +240,8 @@ class AgentSession(Environment):
             await turns.cancel()
         self.program = self.lease = None
         workdir, self.workdir = self.workdir, None
-        if workdir is not None:
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        if workdir is not None:  # a few small files: inline (a thread per close would outlive a stopping server)
+            shutil.rmtree(workdir, True)
 
 
 def _said(ended: Ended) -> str:
