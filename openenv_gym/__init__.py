@@ -40,12 +40,13 @@ _LAZY = {
     "OpenAIPolicy": "openenv_gym.rollout.openai",
     "Reply": "openenv_gym.rollout.turns",
     "Episode": "openenv_gym.rollout.records",
+    "Group": "openenv_gym.rollout.groups",
 }
 
 __all__ = [
-    "AsyncVectorClient", "Connection", "Environment", "Episode", "OpenAIPolicy", "RemoteEnv", "RemoteVectorEnv",
-    "Reply", "ResetResult", "Session", "StepResult", "ToolCallSpace", "ToolEnvironment", "UnicodeText",
-    "__version__", "connect", "invalid_action", "register_all", "rollouts", "serve", "tool",
+    "AsyncVectorClient", "Connection", "Environment", "Episode", "Group", "OpenAIPolicy", "RemoteEnv",
+    "RemoteVectorEnv", "Reply", "ResetResult", "Session", "StepResult", "ToolCallSpace", "ToolEnvironment",
+    "UnicodeText", "__version__", "connect", "invalid_action", "register_all", "rollouts", "serve", "tool",
     *_error_names,
 ]
 
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from openenv_gym.client.vector import AsyncVectorClient
     from openenv_gym.env import RemoteEnv
     from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+    from openenv_gym.rollout.groups import Group
     from openenv_gym.rollout.openai import OpenAIPolicy
     from openenv_gym.rollout.records import Episode
     from openenv_gym.rollout.stream import rollouts

@@ -27,6 +27,7 @@ from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.episode.state import MAX_STEPS_OPTION
+from openenv_gym.groups import Groups
 from openenv_gym.spaces import spaces_for
 from openenv_gym.targets import Target
 
@@ -102,7 +103,7 @@ class RemoteVectorEnv(VectorEnv):
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
-                 target: Target | None = None) -> None:
+                 group_size: int | None = None, target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -116,9 +117,14 @@ class RemoteVectorEnv(VectorEnv):
         reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again on live ones.
             An autoreset that still fails reports truncated with info["error"] and is tried again at the next
             step: a lost server never raises from step(). Only reset() raises, when no server could take the env.
+        group_size: G for GRPO groups: envs [kG, (k+1)G) play the same task together. The n-th episode of each
+            of them has the same seed (and the same reset options), whenever each gets to it, and
+            info["group"] names it ("k.n") at its reset and every step, for a trainer to gather the G results.
         target: env, base_url, token, options, transport, env_args, request_timeout and reset_retry_window at
             once (targets.resolve's), instead of them.
         """
+        if group_size is not None and (group_size < 1 or num_envs % group_size):
+            raise ValueError(f"group_size must be at least 1 and divide num_envs ({num_envs}), got {group_size}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
         self.target = target or Target.of(env, base_url, workers=os.cpu_count() or 1, transport=transport,
@@ -140,9 +146,19 @@ class RemoteVectorEnv(VectorEnv):
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._all_envs = range(num_envs)
+        self.group_size = group_size
+        self._groups = None if group_size is None else Groups(num_envs, group_size)
 
     def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
-        """The server seed of each env's next episode.
+        """The server seed of each env's next episode (with groups: its group's, for that episode)."""
+        if self._groups is None:
+            return self._own_seeds(seed, envs)
+        leaders = self._groups.leaders(envs)
+        fresh = self._own_seeds(seed, leaders) if seed is not None else None
+        return self._groups.seeds(envs, fresh, lambda leader: self._own_seeds(None, [leader])[0])
+
+    def _own_seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
+        """The server seed of each env's next episode, from the env's own generator.
 
         Each env has its own generator, seeded like a single RemoteEnv's: envs reset with seed s
         behave exactly like RemoteEnvs reset with seeds s, s+1, ... (Gymnasium's convention), and
@@ -181,6 +197,8 @@ class RemoteVectorEnv(VectorEnv):
             raise type(error)(f"reset of env {env} failed: {error}") from error
         self._absorb(result)
         self._autoreset[envs] = False
+        if self._groups is not None:
+            self._groups.label(result.infos, envs)
         return tuple(self._obs), batch_infos(result.infos, envs, self.num_envs)
 
     def _reset_options(self, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -230,6 +248,8 @@ class RemoteVectorEnv(VectorEnv):
         self._obs = result.obs  # every env answered, in env order
         if self.autoreset_mode is not AutoresetMode.DISABLED:
             self._autoreset = ~self.client.live  # ended, failed, or not restarted: reset at the next step
+        if self._groups is not None:
+            self._groups.label(result.infos, self._all_envs)
         infos = batch_infos(result.infos, self._all_envs, self.num_envs) | extra
         return tuple(self._obs), result.rewards, result.terminated, result.truncated, infos
 

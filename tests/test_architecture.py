@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
-GYM_FACE = {"env", "vector", "registry", "spaces", "targets"}
+GYM_FACE = {"env", "vector", "registry", "spaces", "targets", "groups"}
 EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters", "web", "server", "client", "gym",
               "rollout", "integrations", "ray", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)

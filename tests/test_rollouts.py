@@ -158,6 +158,18 @@ def test_rollout_cli_writes_one_line_per_episode(tmp_path, guess_url, model_serv
     assert len(errors) == 3 and all(error.startswith("policy: ModelServerError:") for error in errors)
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
+    grouped = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "3",
+                  "--group-size", "4", "--env-url", guess_url, "--out", str(out))
+    assert grouped.returncode == 0, grouped.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    by_group: dict[str, list] = {}
+    for line in lines:
+        by_group.setdefault(line["group"], []).append(line)
+    assert len(lines) == 12 and len(by_group) == 3 and all(len(members) == 4 for members in by_group.values())
+    for members in by_group.values():
+        assert len({m["seed"] for m in members}) == 1 and all(m["group_complete"] for m in members)
+        assert sum(m["advantage"] for m in members) == pytest.approx(0.0, abs=1e-9)
+
 
 def test_an_env_that_cannot_reset_stops_the_stream_with_its_error(faulty_url):
     from openenv_gym.errors import EnvError
@@ -173,3 +185,62 @@ def test_an_env_that_cannot_reset_stops_the_stream_with_its_error(faulty_url):
     with pytest.raises(EnvError, match=r"resets in a row failed, the last with: .*reset failed on purpose"):
         run(main())
     assert wait_until(lambda: health(faulty_url)["sessions"] == 0)
+
+
+def bisecting(messages, tools):
+    """Plays guess to the end: bisects the range the env states (guess's observations name low and high)."""
+    import re
+
+    numbers = [int(n) for n in re.findall(r"\d+", messages[-1]["content"])]
+    low, high = (numbers[-2], numbers[-1]) if len(numbers) >= 2 else (1, 100)
+    middle = (low + high) // 2
+    return Reply(text=f'<tool_call>{{"name": "guess", "arguments": {{"number": {middle}}}}}</tool_call>')
+
+
+def test_groups_play_one_task_g_times_and_come_with_advantages(guess_url):
+    async def policy(messages, tools):
+        return bisecting(messages, tools)
+
+    groups = run(play(guess_url, policy, num_envs=6, episodes=3, group_size=4))
+    assert len(groups) == 3 and all(group.complete and len(group.episodes) == 4 for group in groups)
+    for group in groups:
+        seeds = {episode.seed for episode in group.episodes}
+        firsts = {episode.messages[0]["content"] for episode in group.episodes}
+        assert len(seeds) == 1 and None not in seeds and len(firsts) == 1  # one task (seed), played 4 times
+        assert {episode.group for episode in group.episodes} == {group.id}
+        assert sorted(episode.group_member for episode in group.episodes) == [0, 1, 2, 3]
+        assert sum(episode.advantage for episode in group.episodes) == pytest.approx(0.0, abs=1e-9)
+    assert len({group.id for group in groups}) == 3
+
+
+def test_a_failed_member_is_played_again_or_its_group_is_marked_incomplete(guess_url):
+    async def policy(messages, tools):
+        if not policy.failed and len(messages) == 1:  # the first call of all fails, as a model server might
+            policy.failed = True
+            raise ConnectionError("the model server went away")
+        return bisecting(messages, tools)
+
+    policy.failed = False
+    [group] = run(play(guess_url, policy, num_envs=4, episodes=1, group_size=4, seed=3))
+    assert group.complete and len(group.episodes) == 4 and all(e.error is None for e in group.episodes)
+    policy.failed = False
+    [group] = run(play(guess_url, policy, num_envs=4, episodes=1, group_size=4, seed=3, replacements=0))
+    assert not group.complete and len(group.episodes) == 4
+    failed = [e for e in group.episodes if e.error is not None]
+    assert len(failed) == 1 and "went away" in failed[0].error and failed[0].advantage is None
+    good = [e.advantage for e in group.episodes if e.error is None]
+    assert len(good) == 3 and sum(good) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_group_arguments_are_checked():
+    from openenv_gym.rollout.groups import advantages
+
+    async def policy(messages, tools):
+        return Reply(text="x")
+    for bad, message in (({"group_size": 0}, "group_size must be at least 1"),
+                         ({"group_size": 2, "advantage": "median"}, "advantage must be")):
+        with pytest.raises(ValueError, match=message):
+            run(play("ws://127.0.0.1:9", policy, num_envs=2, **bad))
+    assert advantages([1.0, 3.0], "mean") == [-1.0, 1.0]
+    assert advantages([1.0, 3.0], "mean_std") == pytest.approx([-1 / (1 + 1e-4), 1 / (1 + 1e-4)])
+    assert advantages([1.0, 3.0], lambda returns: [r * 2 for r in returns]) == [2.0, 6.0]

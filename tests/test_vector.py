@@ -1,6 +1,7 @@
 """RemoteVectorEnv and AsyncVectorClient against real servers: Gymnasium semantics, spreading, errors."""
 
 import asyncio
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -216,3 +217,26 @@ def test_vector_env_in_a_running_loop(echo_url):
         return obs
 
     assert asyncio.run(main()) == ("p", "q")
+
+
+def test_groups_play_the_same_tasks_whenever_each_member_gets_to_them(guess_url):
+    envs = gym.make_vec("openenv/guess", num_envs=8, base_url=guess_url, group_size=4)
+    _, infos = envs.reset(seed=0)
+    assert list(infos["group"]) == ["0.0"] * 4 + ["1.0"] * 4
+    rng = np.random.default_rng(1)
+    secrets: dict[str, set] = {}  # each group episode's hidden number, as each member found it out
+    for _ in range(80):  # members give up (or guess right) at different steps: their episodes part ways
+        actions = [{"name": "give_up", "arguments": {}} if rng.random() < 0.3 else
+                   {"name": "guess", "arguments": {"number": int(rng.integers(1, 101))}} for _ in range(8)]
+        obs, _, terminated, truncated, infos = envs.step(actions)
+        for k in np.flatnonzero(terminated | truncated):  # "The number was N." or "N is correct!"
+            secrets.setdefault(infos["group"][k], set()).add(int(re.findall(r"\d+", obs[k])[0]))
+    envs.close()
+    assert len(secrets) > 8 and all(len(seen) == 1 for seen in secrets.values())  # one task for all its members
+    assert len({secret for seen in secrets.values() for secret in seen}) > 4  # and not one task for every group
+
+
+def test_group_size_must_divide_num_envs(guess_url):
+    for size in (0, 3):
+        with pytest.raises(ValueError, match="group_size must be at least 1 and divide num_envs"):
+            gym.make_vec("openenv/guess", num_envs=8, base_url=guess_url, group_size=size)

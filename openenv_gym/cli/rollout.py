@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 from tqdm import tqdm
 
-from openenv_gym.rollout import Episode, OpenAIPolicy, rollouts
+from openenv_gym.rollout import Episode, Group, OpenAIPolicy, rollouts
 
 
 def add_rollout(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +30,13 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("env_id", help="a gym id: openenv/guess, openenv/ors-myenv, ...")
     parser.add_argument("--base-url", required=True, help="the model server's OpenAI API root, e.g. http://HOST/v1")
     parser.add_argument("--model", required=True, help="the model name the server serves")
-    parser.add_argument("--episodes", type=positive_int, required=True, help="how many episodes to play")
+    parser.add_argument("--episodes", type=positive_int, required=True,
+                        help="how many episodes to play (with --group-size: how many groups)")
+    parser.add_argument("--group-size", type=positive_int,
+                        help="play each task this many times at once (GRPO groups); each line then carries its "
+                             "group's id, its advantage and whether the group is complete")
+    parser.add_argument("--advantage", choices=("mean", "mean_std"), default="mean",
+                        help="with --group-size: a return minus the group's mean, or over its standard deviation too")
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes played at once (default 64)")
     parser.add_argument("--out", type=Path, help="write one JSON line per episode here (default: nowhere)")
     parser.add_argument("--env-url", nargs="+",
@@ -53,12 +59,14 @@ def run_rollout(args: argparse.Namespace) -> None:
     policy = OpenAIPolicy(args.base_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
                           temperature=args.temperature, max_tokens=args.max_tokens)
     tasks = None if args.split is None else ({"split": args.split, "index": i} for i in range(args.episodes))
-    stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, args.episodes), episodes=args.episodes,
+    plays = args.episodes * (args.group_size or 1)
+    grouped = {} if args.group_size is None else {"group_size": args.group_size, "advantage": args.advantage}
+    stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, plays), episodes=args.episodes,
                       tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
-                      base_url=args.env_url, env=args.env)
+                      base_url=args.env_url, env=args.env, **grouped)
     with contextlib.ExitStack() as files:
         out = files.enter_context(args.out.open("wb")) if args.out else None
-        summary = asyncio.run(_play(stream, policy, args.episodes, out))
+        summary = asyncio.run(_play(stream, policy, plays, out))
     print(summary.table())
     if not summary.returns:
         sys.exit("openenv-gym rollout: no episode completed; see the errors above (and in --out)")
@@ -106,13 +114,16 @@ async def _play(stream: Any, policy: OpenAIPolicy, total: int, out: IO[bytes] | 
     progress = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
     try:
         async with contextlib.aclosing(stream):
-            async for episode in stream:
-                summary.add(episode)
-                if out is not None:
-                    out.write(orjson.dumps(episode.to_json(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            async for finished in stream:
+                group = finished if isinstance(finished, Group) else None
+                for episode in finished.episodes if group else [finished]:
+                    summary.add(episode)
+                    if out is not None:
+                        line = episode.to_json() | ({"group_complete": group.complete} if group else {})
+                        out.write(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                    progress.update()
                 progress.set_postfix(mean_reward=f"{summary.mean_return:.3f}",
                                      steps_per_s=f"{summary.steps_per_s:,.0f}", refresh=False)
-                progress.update()
     finally:
         progress.close()
         await policy.aclose()

@@ -30,6 +30,9 @@ class Episode:
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # the last step's (or the reset's) info
     error: str | None = None  # why the episode stopped early: the env or the model server failed
+    group: str | None = None  # the id of the group it was played in (rollouts(group_size=G))
+    group_member: int | None = None  # which of the group's G plays it is
+    advantage: float | None = None  # its return against its group's (None: no group, or it failed)
 
     @property
     def total_reward(self) -> float:

@@ -13,6 +13,7 @@ Every session is closed when the stream ends, is closed (aclose, or leaving `acl
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import partial
@@ -21,6 +22,7 @@ from typing import Any
 from openenv_gym.client.results import VectorResult
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.state import MAX_STEPS_OPTION
+from openenv_gym.rollout.groups import Advantage, GroupCollector
 from openenv_gym.rollout.records import Episode, TurnTokens
 from openenv_gym.rollout.turns import (
     Policy,
@@ -73,11 +75,17 @@ class _Game:
 async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int | None = None,
                    tasks: Iterable[dict[str, Any]] | None = None, seed: int | None = None,
                    max_turns: int | None = None, system_prompt: str | None = None, workers: int | None = None,
-                   **make_kwargs: Any) -> AsyncIterator[Episode]:
-    """Finished episodes of `env_id` played by `policy`, in the order they finish.
+                   group_size: int | None = None, advantage: Advantage = "mean", replacements: int = 1,
+                   **make_kwargs: Any) -> AsyncIterator[Any]:
+    """Finished episodes of `env_id` played by `policy`, in the order they finish; with `group_size`, groups.
 
     num_envs: sessions playing at once.
-    episodes: how many episodes to play (default: without end, or until `tasks` run out).
+    episodes: how many episodes (with group_size: groups) to play (default: without end, or until `tasks` run
+        out).
+    group_size: play each task (and seed) G times at once and yield `Group`s of its G episodes, each episode
+        with its group id and advantage (groups.py); `advantage` is "mean", "mean_std" or a function of the
+        group's returns; a failed member is played again up to `replacements` times per group, and a group
+        still short of a good member comes with `complete=False`.
     tasks: reset options of successive episodes, e.g. `({"split": "test", "index": i} for i in range(100))`.
     seed: the first episode's seed; the next ones get seed + 1, seed + 2, ... (default: the server's choice).
     max_turns: truncate episodes after this many steps (the env's own, lower limit still holds).
@@ -86,28 +94,32 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+    groups = None if group_size is None else GroupCollector(group_size, advantage, replacements)
     target = resolve(env_id, workers=workers, **make_kwargs)
     options = dict(target.options)
     if max_turns is not None:
         options[MAX_STEPS_OPTION] = max_turns
     driver = _Driver(await target.open_vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options),
-                     system_prompt)
+                     system_prompt, groups)
     try:
-        async for episode in driver.run():
-            yield episode
+        async for finished in driver.run():
+            yield finished
     finally:
         await driver.close()
 
 
 class _Driver:
-    def __init__(self, client: AsyncVectorClient, policy: Policy, plan: _Plan, system_prompt: str | None) -> None:
+    def __init__(self, client: AsyncVectorClient, policy: Policy, plan: _Plan, system_prompt: str | None,
+                 groups: GroupCollector | None = None) -> None:
         self.client = client
         self.policy = policy
         self.plan = plan
         self.system_prompt = system_prompt
+        self.groups = groups
+        self.members: deque[tuple[tuple[int | None, dict[str, Any]], str, int]] = deque()  # group plays to start
         self.games: dict[int, _Game] = {}
         self.thinking: set[asyncio.Task] = set()
-        self.finished: deque[Episode] = deque()  # ended by a failed policy call, to be yielded
+        self.finished: deque[Any] = deque()  # episodes (or groups) to yield
         self.tools: list[dict[str, Any]] = []
         self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
         self.reset_bound = max(10, 3 * client.num_envs)
@@ -122,18 +134,45 @@ class _Driver:
             if self.client.in_flight.any():
                 result = await self.client.recv(min_results=1)
                 for episode in self._absorb(result):
-                    yield episode
+                    self._finish(episode)
             elif self.thinking:
                 await asyncio.wait(self.thinking, return_when=asyncio.FIRST_COMPLETED)
 
+    def _finish(self, episode: Episode) -> None:
+        """An episode ended: yield it, or its group once the group is whole (playing a failed member again)."""
+        if self.groups is None:
+            self.finished.append(episode)
+            return
+        group, replay = self.groups.add(episode)
+        if replay is not None:
+            self.members.appendleft((replay, episode.group or "", episode.group_member or 0))
+        if group is not None:
+            self.finished.append(group)
+
+    def _next(self) -> tuple[tuple[int | None, dict[str, Any]], str | None, int | None] | None:
+        """The next episode to play: a play of a group begun, else the plan's next task (G plays of it)."""
+        if self.groups is None:
+            planned = self.plan.next()
+            return None if planned is None else (planned, None, None)
+        if not self.members:
+            planned = self.plan.next()
+            if planned is None:
+                return None
+            if planned[0] is None:  # the server would pick each member's task apart: one seed for the group
+                planned = (random.getrandbits(31), planned[1])
+            group = f"g{self.plan.count - 1}"
+            self.groups.begin(group, planned)
+            self.members.extend((planned, group, member) for member in range(self.groups.size))
+        return self.members.popleft()
+
     def _start(self, env: int) -> None:
-        """Begin the env's next episode, if the plan has one."""
-        planned = self.plan.next()
-        if planned is None:
+        """Begin the env's next episode, if there is one."""
+        following = self._next()
+        if following is None:
             self.games.pop(env, None)
             return
-        seed, options = planned
-        self.games[env] = _Game(Episode(env, seed, options))
+        (seed, options), group, member = following
+        self.games[env] = _Game(Episode(env, seed, options, group=group, group_member=member))
         self.client.send_reset([env], seed, options)
 
     def _absorb(self, result: VectorResult) -> list[Episode]:
@@ -186,7 +225,7 @@ class _Driver:
             reply = as_reply(task.result())
         except Exception as exc:  # the model server (or the policy) failed: this episode only
             game.episode.error = f"policy: {type(exc).__name__}: {exc}"
-            self.finished.append(game.episode)
+            self._finish(game.episode)
             self._start(env)
             return
         game.reply = reply

@@ -1,0 +1,54 @@
+"""GRPO groups in the vector env: envs [kG, (k+1)G) play the same tasks, in the same order.
+
+Each group has a sequence of seeds; an env's n-th episode plays its group's n-th seed, whenever the env gets to it
+(members end their episodes at different steps, and none waits for the others). An episode is named "k.n" in its
+infos, for a trainer to gather the G results of one task. An explicit reset with a seed starts the groups it
+touches again from that seed (reset whole groups, or their members part ways).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class Groups:
+    def __init__(self, num_envs: int, size: int) -> None:
+        self.size = size
+        self.episode = [-1] * num_envs  # each env's episode index in its group's sequence
+        self.sequences: list[dict[int, int]] = [{} for _ in range(num_envs // size)]  # group -> {n: seed}
+
+    def leaders(self, envs: Sequence[int]) -> list[int]:
+        """The first env of each group these envs belong to."""
+        return sorted({env - env % self.size for env in envs})
+
+    def seeds(self, envs: Sequence[int], fresh: list[int] | None, draw: Callable[[int], int]) -> list[int]:
+        """The seed of each env's next episode. `fresh` (one per leader): an explicit reset's seeds, which start
+        those groups' sequences again; `draw(leader)` makes a group's next seed."""
+        if fresh is not None:
+            for leader, seed in zip(self.leaders(envs), fresh, strict=True):
+                self.sequences[leader // self.size] = {0: seed}
+                for env in range(leader, leader + self.size):
+                    self.episode[env] = -1
+        seeds = []
+        for env in envs:
+            group = env // self.size
+            self.episode[env] += 1
+            sequence, n = self.sequences[group], self.episode[env]
+            if n not in sequence:
+                sequence[n] = draw(group * self.size)
+            seeds.append(sequence[n])
+            self._forget_played(group)
+        return seeds
+
+    def _forget_played(self, group: int) -> None:
+        """Drop the seeds every member has gone past (a long run keeps a few per group, not one per episode)."""
+        start = group * self.size
+        oldest = min(self.episode[start:start + self.size])
+        sequence = self.sequences[group]
+        for n in [n for n in sequence if n < oldest]:
+            del sequence[n]
+
+    def label(self, infos: Sequence[dict[str, Any]], envs: Sequence[int]) -> None:
+        for info, env in zip(infos, envs, strict=True):
+            info["group"] = f"{env // self.size}.{self.episode[env]}"
