@@ -126,6 +126,11 @@ def test_v1_packages_that_verifiers_would_not_load_are_refused(tmp_path):
         import_environment(v1_package(tmp_path / "a", pins=("verifiers<0.4",)), "old", tmp_path / "out")
     with pytest.raises(ImportFailedError, match=r"no package lists it in its __init__\.py's __all__"):
         import_environment(v1_package(tmp_path / "b", exported="Data"), "hidden", tmp_path / "out")
+    harness = write(tmp_path / "c", {  # Verifiers' own environments/compact: a harness, not an environment
+        "compact/__init__.py": "from compact.harness import Compacting\n__all__ = ['Compacting']\n",
+        "compact/harness.py": "from verifiers.v1.harness import Harness\nclass Compacting(Harness): ...\n"})
+    with pytest.raises(ImportFailedError, match=r"a Verifiers v1 harness package \(Compacting\).*not an environment"):
+        import_environment(harness, "compact", tmp_path / "out")
 
 
 def test_pre_0_1_8_sources_and_pins_are_refused(tmp_path):

@@ -61,8 +61,7 @@ def detect_tasksets(source: Path, kind: str) -> list[Detected]:
     trees = dict(parsed_files(source))
     if not any(imports_v1(tree) for tree in trees.values()):
         return []
-    tasksets = {node.name for tree in trees.values() if imports_v1(tree) for node in tree.body
-                if isinstance(node, ast.ClassDef) and any(_base_name(b) == "Taskset" for b in node.bases)}
+    tasksets, harnesses = _subclasses(trees, "Taskset"), _subclasses(trees, "Harness")
     found = []
     for path, tree in trees.items():
         if path.name != "__init__.py":
@@ -73,11 +72,21 @@ def detect_tasksets(source: Path, kind: str) -> list[Detected]:
                                     "Verifiers v1 package exports exactly one in __all__")
         if exported:
             found.append(Detected(kind, package_of(source, path), exported[0], path, (V1_MODULE,)))
+    if not tasksets and harnesses:
+        raise ImportFailedError(f"{source} is a Verifiers v1 harness package ({', '.join(sorted(harnesses))}): a "
+                                "program a taskset's agents run, not an environment; import a taskset that uses it "
+                                "(its harness id is the package's name)")
     if not found and tasksets:
         raise ImportFailedError(f"{source} defines the Verifiers v1 Taskset {', '.join(sorted(tasksets))} but no "
                                 "package lists it in its __init__.py's __all__, as Verifiers' loader requires: add "
                                 "__all__ = [\"<TasksetClass>\"] to the package's __init__.py")
     return found
+
+
+def _subclasses(trees: dict[Path, ast.Module], base: str) -> set[str]:
+    """The classes that the v1 modules define on `base` (vf.Taskset[...], Harness, ...)."""
+    return {node.name for tree in trees.values() if imports_v1(tree) for node in tree.body
+            if isinstance(node, ast.ClassDef) and any(_base_name(b) == base for b in node.bases)}
 
 
 def v1_requirements(declared: list[str]) -> list[str]:
