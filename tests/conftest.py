@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import sys
@@ -11,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -105,6 +107,13 @@ def write_files(folder: Path, files: dict[str, str]) -> Path:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls at once in threads (imports and server starts that wait on subprocesses); their results in
+    order, the first exception raised."""
+    with concurrent.futures.ThreadPoolExecutor(len(calls) or 1) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 def play_episode(url: str, actions: list, options: dict | None = None, seed: int | None = None) -> list[tuple]:

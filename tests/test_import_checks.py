@@ -4,10 +4,11 @@ and whatever `serve` would fail on fails the import instead, with the file, the 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from conftest import write_files
+from conftest import in_parallel, write_files
 from openenv_styles import STYLES, write_project
 
 from openenv_gym.client.local import LocalServer
@@ -42,26 +43,37 @@ EXPECTED = {  # style -> (package, entry, action) as the manifest names them
 GOALS = {"factory": 5}  # the factory makes the environment with its own goal; the others' is ten
 
 
+@pytest.fixture(scope="module")
+def every_style(tmp_path_factory):
+    """Each style's project imported as users import it (its load check included) and served: all at once, as the
+    imports and the servers mostly wait on their subprocesses."""
+    def imported(style: str, folder: Path):
+        [result] = import_environment(write_project(folder / "src", style), f"counter-{style}", folder / "out")
+        return result.folder
+
+    scratch = {style: tmp_path_factory.mktemp(style) for style in STYLES}  # (the factory is not for threads)
+    folders = in_parallel(*(lambda style=style: imported(style, scratch[style]) for style in STYLES))
+    servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 10) for folder in folders))
+    yield {style: (folder, server) for style, folder, server in zip(STYLES, folders, servers, strict=True)}
+    in_parallel(*(server.stop for server in servers))
+
+
 @pytest.mark.parametrize("style", STYLES)
-def test_every_import_style_imports_and_plays_on_a_real_server(tmp_path, style):
-    [result] = import_environment(write_project(tmp_path / "src", style), f"counter-{style}", tmp_path / "out")
-    manifest = load_manifest(result.folder)
+def test_every_import_style_imports_and_plays_on_a_real_server(every_style, style):
+    folder, server = every_style[style]
+    manifest = load_manifest(folder)
     assert (manifest.package, manifest.entry, manifest.action) == EXPECTED[style]
     assert manifest.app == (f"{manifest.package}.server.app" if manifest.package else "server.app")
     assert manifest.factory == ("counter_factory.server.app:create_counter_environment" if style == "factory" else None)
     goal = GOALS.get(style, 10)
-    server = LocalServer(str(result.folder), 1, 10)
-    try:
-        env = gym.make("openenv/remote", base_url=server.url)
-        obs, info = env.reset(seed=0)
-        assert json.loads(obs)["total"] == 0
-        obs, reward, terminated, truncated, info = env.step({"delta": 4})
-        assert (json.loads(obs)["total"], reward, terminated) == (4, 4.0, False)
-        obs, reward, terminated, truncated, info = env.step({"delta": goal - 4})
-        assert (json.loads(obs)["total"], terminated) == (goal, True)
-        env.close()
-    finally:
-        server.stop()
+    env = gym.make("openenv/remote", base_url=server.url)
+    obs, info = env.reset(seed=0)
+    assert json.loads(obs)["total"] == 0
+    obs, reward, terminated, truncated, info = env.step({"delta": 4})
+    assert (json.loads(obs)["total"], reward, terminated) == (4, 4.0, False)
+    obs, reward, terminated, truncated, info = env.step({"delta": goal - 4})
+    assert (json.loads(obs)["total"], terminated) == (goal, True)
+    env.close()
 
 
 def _broken(tmp_path, style: str, line: str, before: str = "from uuid import uuid4"):

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import play_episode
+from conftest import in_parallel, play_episode
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -31,15 +31,13 @@ pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS)
 def served(tmp_path_factory):
     """{name: (ws url, the env venv's python)} for both packages, imported as users import them (load check on)."""
     out = tmp_path_factory.mktemp("v1")
-    servers, found = [], {}
-    for source in (WORD_ECHO, HIGHER_LOWER, CAPITALS):
-        [result] = import_environment(source, source.name, out)
-        server = LocalServer(str(result.folder), 1, 1000)
-        servers.append(server)
-        found[source.name] = (server.url, str(ensure_venv(load_manifest(result.folder))))
-    yield found
-    for server in servers:
-        server.stop()
+    sources = (WORD_ECHO, HIGHER_LOWER, CAPITALS)
+    folders = in_parallel(*(lambda source=source: import_environment(source, source.name, out)[0].folder
+                            for source in sources))
+    servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 1000) for folder in folders))
+    yield {source.name: (server.url, str(ensure_venv(load_manifest(folder))))
+           for source, folder, server in zip(sources, folders, servers, strict=True)}
+    in_parallel(*(server.stop for server in servers))
 
 
 def verifiers_own(python: str, source: Path, index: int, replies: list[str]) -> dict:
