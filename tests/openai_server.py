@@ -5,7 +5,8 @@ the range, and the next guess is its middle. With tools in the request it answer
 with the call written in text. It returns token ids and logprobs, as vLLM does when asked.
 
 Models with special behaviour: "judge" judges AWM episodes (complete when the facts it is sent say
-"task_done": true); "broken" answers 400 to everything; "flaky" answers 503
+"task_done": true); "group-judge" scores the attempts of a group (the length of each, up to 10), and
+"miscounting-judge" gives one score too few; "broken" answers 400 to everything; "flaky" answers 503
 the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering.
 """
 
@@ -62,6 +63,14 @@ class Handler(BaseHTTPRequestHandler):
             verdict = {"classification": "complete" if done else "incomplete", "confidence": 0.9, "evidence": "facts"}
             return self._answer(200, {"id": "chatcmpl-j", "object": "chat.completion", "model": model, "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": json.dumps(verdict)},
+                 "finish_reason": "stop"}]})
+        if model in ("group-judge", "miscounting-judge"):  # scores each attempt by the length of its text
+            attempts = re.split(r"\n\nAttempt \d+:\n", request["messages"][-1]["content"])[1:]
+            scores = [min(10, len(attempt.split(": ", 1)[-1])) for attempt in attempts]  # the text after "role: "
+            if model == "miscounting-judge":
+                scores = scores[1:]
+            return self._answer(200, {"id": "chatcmpl-g", "object": "chat.completion", "model": model, "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": json.dumps({"scores": scores})},
                  "finish_reason": "stop"}]})
         if model.startswith("slow-"):
             time.sleep(int(model.split("-")[1]) / 1000)

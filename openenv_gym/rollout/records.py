@@ -33,6 +33,7 @@ class Episode:
     group: str | None = None  # the id of the group it was played in (rollouts(group_size=G))
     group_member: int | None = None  # which of the group's G plays it is
     advantage: float | None = None  # its return against its group's (None: no group, or it failed)
+    group_reward: float | None = None  # what its group's scoring gave it (a GroupJudge), where there is one
 
     @property
     def total_reward(self) -> float:
