@@ -173,6 +173,9 @@ def test_an_env_that_fails_ends_its_episodes_not_the_training(tmp_path, tokenize
     out = outputs[0]
     assert all(error.startswith("EnvError: ") and "reset failed on purpose" in error for error in out["env_error"])
     assert out["env_steps"] == [0] * 4 and out["env_reward"] == [0.0] * 4
+    # a failed episode is no score: TRL leaves it out of its group's baseline (not a 0 that would bias it)
+    assert env_reward(out["completion_ids"], env_reward=out["env_reward"], env_error=out["env_error"]) == [None] * 4
+    assert env_reward(["a", "b"], env_reward=[1.0, 2.0], env_error=[None, "EnvError: x"]) == [1.0, None]
     assert all(ids and all(out_mask == 1 for out_mask in mask)
                for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True))  # the model's turn only
     assert wait_until(lambda: health(faulty_url)["sessions"] == 0)

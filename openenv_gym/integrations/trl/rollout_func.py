@@ -32,9 +32,12 @@ from openenv_gym.targets import Target, resolve
 T = TypeVar("T")
 
 
-def env_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
-    """The reward function of make_rollout_func: each episode's return, as the env gave it."""
-    return [float(r) for r in env_reward]
+def env_reward(completions: list[Any], env_reward: list[float], env_error: list[str | None] | None = None,
+               **kwargs: Any) -> list[float | None]:
+    """The reward function of make_rollout_func: each episode's return, as the env gave it; None for an episode
+    whose env failed, which TRL (1.16) leaves out of its group's baseline, with no advantage of its own."""
+    errors = env_error or [None] * len(env_reward)
+    return [None if error is not None else float(r) for r, error in zip(env_reward, errors, strict=True)]
 
 
 class _Episode:
