@@ -215,10 +215,9 @@ class AgentSession(Environment):
         """(the reward, the metrics): the reward function's, else the program's last JSON line's."""
         function = self.factory.reward_function
         if function is not None:
-            try:
-                value = function(self.trace)
-                if inspect.isawaitable(value):
-                    value = await value
+            try:  # a plain function may take its time (running the tests of what the program wrote): in a thread
+                value = await (function(self.trace) if inspect.iscoroutinefunction(function)
+                               else asyncio.to_thread(function, self.trace))
             except Exception as exc:
                 info["error"] = {"code": "env_error", "message": f"the reward function {self.factory.manifest.reward} "
                                  f"raised {type(exc).__name__}: {exc}"}
