@@ -140,6 +140,24 @@ def test_tasks_come_from_the_reset_and_answers_stay_hidden(tmp_path, start_serve
     assert info["task"] == {"prompt": "p0", "answer": "a0"}
 
 
+def test_the_reward_function_sees_the_whole_trace(tmp_path, start_server):
+    """The answer the program never saw, each request and reply (a sampled reply's tokens too), and the result."""
+    reward = '''
+        def score(trace):
+            reply = trace["turns"][0]["reply"]
+            return {"reward": float(trace["result"]["said"] == trace["task"]["answer"]),
+                    "asked": trace["turns"][0]["messages"][-1]["content"], "ids": reply.get("completion_ids"),
+                    "logprobs": reply.get("logprobs"), "exit_code": trace["exit_code"]}
+    '''
+    program = ASK_ONCE + '    print(json.dumps({"said": "a0"}))\n'
+    url = start_server(agent_env(tmp_path / "traced", program, manifest='reward = "reward:score"\n',
+                                 tasks=[{"prompt": "p0", "answer": "a0"}], reward=reward))
+    [_, (_, reward_value, terminated, _, info)] = play(url, [{"content": "x", "completion_ids": [5, 6],
+                                                             "logprobs": [-1.0, -2.0]}])
+    assert (reward_value, terminated) == (1.0, True)
+    assert info["metrics"] == {"asked": "p0", "ids": [5, 6], "logprobs": [-1.0, -2.0], "exit_code": 0}
+
+
 # -- bad programs and bad input end only their own episode ----------------------------------------------
 
 NEVER_ASKS = 'import sys; print("no model needed", file=sys.stderr); sys.exit(3)'
