@@ -35,14 +35,15 @@ class ProgramSpec:
     output_bytes: int
     open_files: int
     command: list[str] | None = None  # exec'd, or else, when `script` is set, that Python script run in the fork
-    script: bool = False  # command is [python, script.py, args...] in this interpreter: run it, warm, no exec
+    script: bool = False  # command is [python, script.py | -m module, args...]: run it here, warm, no exec
     folder: str = ""  # the agent environment's folder, whose manifest names the entry
     call: dict[str, Any] = field(default_factory=dict)  # the entry's keyword arguments
     output_prefix: str = ""  # its output goes to <prefix>.stdout and <prefix>.stderr in the working directory
+    log: str = ""  # or, when set, both to this file
 
     @property
     def output_files(self) -> tuple[str, str]:
-        return f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr"
+        return (self.log, self.log) if self.log else (f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr")
 
 
 def run(spec: ProgramSpec) -> None:
@@ -73,12 +74,13 @@ def _run(spec: ProgramSpec) -> None:
     os.environ.update(spec.environ)
     stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)
     os.dup2(stdin, 0)
+    opened: dict[str, int] = {}
     for fd, name in zip((1, 2), spec.output_files, strict=True):
-        os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-    if spec.command is not None and spec.script:  # `python script.py ...`: run as python would, modules preloaded
-        sys.argv = spec.command[1:]
-        sys.path.insert(0, os.path.dirname(spec.command[1]))
-        runpy.run_path(spec.command[1], run_name="__main__")
+        if name not in opened:
+            opened[name] = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(opened[name], fd)
+    if spec.command is not None and spec.script:  # `python script.py ...` or `python -m module ...`: run as python
+        _run_python(spec.command[1:])             # would, in this interpreter, its modules preloaded
         return
     if spec.command is not None:
         try:
@@ -96,6 +98,21 @@ def _run(spec: ProgramSpec) -> None:
     if result is not None:
         print(json.dumps(result, default=str), flush=True)
     sys.stdout.flush()
+
+
+def _run_python(arguments: list[str]) -> None:
+    """`python ARGUMENTS` (a script, or -m and a module), run in this process: sys.argv and sys.path as python would
+    set them, PYTHONPATH's folders included (the fork server's path was fixed before the program's environment)."""
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in sys.path]
+    sys.path[1:1] = extra
+    if arguments[0] == "-m":
+        sys.argv = [arguments[1], *arguments[2:]]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(arguments[1], run_name="__main__", alter_sys=True)
+        return
+    sys.argv = arguments
+    sys.path.insert(0, os.path.dirname(arguments[0]))
+    runpy.run_path(arguments[0], run_name="__main__")
 
 
 def _accepted(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 # (openai imports its resources, httpx its transport and anyio its backend only when first used: at every request
 # of a fresh program, which costs more than the program's own work)
 PRELOAD = ["openai", "openai.resources", "mcp", "mcp.client.session", "httpx", "httpcore", "anyio._backends._asyncio",
+           "verifiers.v1",
            "tenacity", "certifi"]
 _SCRIPT_BLOCK = re.compile(r"^# /// script\s*$(.*?)^# ///\s*$", re.MULTILINE | re.DOTALL)
 CPU_SECONDS, MEMORY_BYTES, OUTPUT_BYTES, OPEN_FILES = 3600, 8 * 2**30, 256 * 2**20, 4096
@@ -88,7 +89,6 @@ def install() -> None:
     if getattr(SubprocessRuntime, "_openenv_gym_warm", False):
         return
     warm_up(PRELOAD)
-    prepare, run_program = SubprocessRuntime.prepare_uv_script, SubprocessRuntime.run_program
     warm_scripts: set[str] = set()
 
     async def prepare_uv_script(self: Any, script: str | bytes, env: dict[str, str] | None = None, *,
@@ -108,12 +108,7 @@ def install() -> None:
     async def warm_run_program(self: Any, argv: list[str], env: dict[str, str]) -> Any:
         if len(argv) < 2 or argv[0] != sys.executable or argv[1] not in warm_scripts:
             return await run_program(self, argv, env)
-        environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
-        environ.update(self.process_env(env))  # what the runtime gives its programs
-        program = await Program.start(ProgramSpec(
-            workdir=str(self.workdir), environ=environ, cpu_seconds=CPU_SECONDS, memory_bytes=MEMORY_BYTES,
-            output_bytes=OUTPUT_BYTES, open_files=OPEN_FILES, command=list(argv), script=True,
-            output_prefix=".vf-program"))
+        program = await Program.start(_spec(self, argv, env, output_prefix=".vf-program"))
         try:
             code = await program.wait()
         finally:
@@ -121,6 +116,41 @@ def install() -> None:
         stdout, stderr = program.output()
         return ProgramResult(exit_code=code, stdout=stdout, stderr=stderr)
 
+    async def warm_run_background(self: Any, argv: list[str], env: dict[str, str], log: str) -> None:
+        """A package's tool server (`python -m package.servers.x`, as Verifiers starts an MCP toolset), forked warm;
+        the runtime stops it at its teardown as it stops its own background processes."""
+        if len(argv) < 3 or argv[0] != sys.executable or argv[1] != "-m":
+            return await run_background(self, argv, env, log)
+        program = await Program.start(_spec(self, argv, env, log=log))
+        self._background.append(Background(program))
+
+    prepare, run_program = SubprocessRuntime.prepare_uv_script, SubprocessRuntime.run_program
+    run_background = SubprocessRuntime.run_background
     SubprocessRuntime.prepare_uv_script = prepare_uv_script
     SubprocessRuntime.run_program = warm_run_program
+    SubprocessRuntime.run_background = warm_run_background
     SubprocessRuntime._openenv_gym_warm = True
+
+
+def _spec(runtime: Any, argv: list[str], env: dict[str, str], **output: str) -> ProgramSpec:
+    """How a program runs: the runtime's working directory and environment (what it gives its programs)."""
+    environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
+    environ.update(runtime.process_env(env))
+    return ProgramSpec(workdir=str(runtime.workdir), environ=environ, cpu_seconds=CPU_SECONDS,
+                       memory_bytes=MEMORY_BYTES, output_bytes=OUTPUT_BYTES, open_files=OPEN_FILES,
+                       command=list(argv), script=True, **output)
+
+
+class Background:
+    """A forked program as the subprocess runtime keeps its background processes (asyncio's Process: pid,
+    returncode, wait), so that its teardown signals and reaps it the same way."""
+
+    def __init__(self, program: Program) -> None:
+        self.program, self.pid = program, program.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.program.process.exitcode
+
+    async def wait(self) -> int:
+        return await self.program.wait()
