@@ -236,6 +236,7 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     tasks = list(itertools.islice(iter(env.taskset), manifest.max_tasks))
     if not tasks:
         raise ManifestError(f"{manifest.name}: its taskset has no tasks")
-    run_programs_warm()
+    task_class = type(tasks[0])  # a task with tools overrides toolsets(): its servers start per rollout
+    run_programs_warm(tool_servers=task_class.toolsets.__func__ is not vf.Task.toolsets.__func__)
     base_fields = set(vf.TaskData.model_fields)
     return V1Factory(env, tasks, manifest, endpoint, vf, base_fields)

@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 # (openai imports its resources, httpx its transport and anyio its backend only when first used: at every request
 # of a fresh program, which costs more than the program's own work)
 PRELOAD = ["openai", "openai.resources", "mcp", "mcp.client.session", "httpx", "httpcore", "anyio._backends._asyncio",
-           "verifiers.v1",
            "tenacity", "certifi"]
+# what a package's tool servers import besides: preloaded only for tasksets that have tools, as a fork server that
+# holds verifiers costs every harness program forked from it (a quarter of the null harness's rollouts/s)
+TOOL_SERVER_PRELOAD = ["verifiers.v1"]
 _SCRIPT_BLOCK = re.compile(r"^# /// script\s*$(.*?)^# ///\s*$", re.MULTILINE | re.DOTALL)
 CPU_SECONDS, MEMORY_BYTES, OUTPUT_BYTES, OPEN_FILES = 3600, 8 * 2**30, 256 * 2**20, 4096
 
@@ -81,14 +83,15 @@ def runs_warm(source: str) -> bool:
     return not reasons
 
 
-def install() -> None:
-    """Route the subprocess runtime's script programs through the fork server (once per process)."""
+def install(tool_servers: bool = False) -> None:
+    """Route the subprocess runtime's script programs (and its `python -m` tool servers) through the fork server,
+    once per process; `tool_servers`: the taskset has tools, whose servers' imports are preloaded too."""
     from verifiers.v1.runtimes import ProgramResult
     from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
     if getattr(SubprocessRuntime, "_openenv_gym_warm", False):
         return
-    warm_up(PRELOAD)
+    warm_up(PRELOAD + (TOOL_SERVER_PRELOAD if tool_servers else []))
     warm_scripts: set[str] = set()
 
     async def prepare_uv_script(self: Any, script: str | bytes, env: dict[str, str] | None = None, *,
