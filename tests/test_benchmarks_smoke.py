@@ -86,6 +86,15 @@ def test_agent_sessions_benchmark_runs():
     assert figures["agent"]["turns"] == 40 and figures["crowd"]["processes"] >= 12
 
 
+def test_groups_benchmark_runs():
+    result = run_module("benchmarks.groups", "--sessions", "16", "--episodes", "64", "--rounds", "1",
+                        "--group-size", "4", timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "groups.json").read_text())
+    assert figures["runs"]["plain"][0]["episodes"] == figures["runs"]["groups"][0]["episodes"] == 64
+    assert figures["ratio"] > 0
+
+
 def test_cli_bench_measures_an_environment(tmp_path):
     out = tmp_path / "bench.json"
     result = run_module("openenv_gym", "bench", "openenv/guess", "--num-envs", "4", "32", "--seconds", "0.3",
