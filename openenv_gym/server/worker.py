@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 HARD_FRAME_FACTOR = 2
 INCOMING_QUEUE = 16  # frames read ahead of the handler; past it the socket is not read (TCP pushes back)
 LISTEN_BACKLOG = 4096  # thousands of clients may connect at once
-# Seconds a closing connection waits for the peer's close frame. A synchronous client (RemoteEnv's runner) reads
-# its socket only during a call, so it never answers a server that stops between calls: without a short wait, a
-# stopping worker waited websockets' 10 s for each such connection.
-CLOSE_TIMEOUT = 1.0
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -164,7 +160,6 @@ class Worker:
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
             ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
-            close_timeout=CLOSE_TIMEOUT,
             create_connection=PostAwareConnection.with_routes({"/mcp": self.openenv.post_mcp}),
             select_subprotocol=select_subprotocol,
         ):
