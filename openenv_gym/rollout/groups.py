@@ -71,7 +71,6 @@ class GroupCollector:
         pending = self.open[episode.group]
         if episode.error is not None and pending.replacements_left > 0:
             pending.replacements_left -= 1
-            pending.replaced.append(episode)
             return None, pending.planned
         pending.episodes.append(episode)
         if len(pending.episodes) < self.size:
@@ -93,4 +92,3 @@ class _Open:
     planned: Any  # what each member plays: (seed, reset options)
     replacements_left: int
     episodes: list[Episode] = field(default_factory=list)
-    replaced: list[Episode] = field(default_factory=list)  # failed members played again

@@ -213,7 +213,12 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     # Verifiers starts `uv` for harness scripts that do not run warm: the one of this venv
     os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     import verifiers.v1 as vf
-    from verifiers.v1.utils.loaders import default_harness_id, harness_config_type, resolve_env_config
+    from verifiers.v1.utils.loaders import (
+        default_harness_id,
+        harness_config_type,
+        load_environment,
+        resolve_env_config,
+    )
 
     importable_by_its_programs(manifest)
     taskset_class = load_vendored(manifest)
@@ -230,8 +235,6 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
             harness = agent.harness or harness_config_type(harness_id).model_validate({"id": harness_id})
             updates[name] = agent.model_copy(update={"runtime": vf.SubprocessConfig(), "harness": harness})
     config = config.model_copy(update=updates)
-    from verifiers.v1.utils.loaders import load_environment
-
     env = load_environment(config)
     tasks = list(itertools.islice(iter(env.taskset), manifest.max_tasks))
     if not tasks:
