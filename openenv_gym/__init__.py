@@ -32,6 +32,7 @@ _LAZY = {
     "tool": "openenv_gym.adapters.tools",
     "StepResult": "openenv_gym.episode.results",
     "ResetResult": "openenv_gym.episode.results",
+    "FinishedEpisode": "openenv_gym.episode.groups",
     "invalid_action": "openenv_gym.episode.results",
     "UnicodeText": "openenv_gym.spaces",
     "ToolCallSpace": "openenv_gym.spaces",
@@ -44,8 +45,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "AsyncVectorClient", "Connection", "Environment", "Episode", "Group", "OpenAIPolicy", "RemoteEnv",
-    "RemoteVectorEnv", "Reply", "ResetResult", "Session", "StepResult", "ToolCallSpace", "ToolEnvironment",
+    "AsyncVectorClient", "Connection", "Environment", "Episode", "FinishedEpisode", "Group", "OpenAIPolicy",
+    "RemoteEnv", "RemoteVectorEnv", "Reply", "ResetResult", "Session", "StepResult", "ToolCallSpace", "ToolEnvironment",
     "UnicodeText", "__version__", "connect", "invalid_action", "register_all", "rollouts", "serve", "tool",
     *_error_names,
 ]
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from openenv_gym.client.native.session import Session
     from openenv_gym.client.vector import AsyncVectorClient
     from openenv_gym.env import RemoteEnv
+    from openenv_gym.episode.groups import FinishedEpisode
     from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
     from openenv_gym.rollout.groups import Group
     from openenv_gym.rollout.openai import OpenAIPolicy

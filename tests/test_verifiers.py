@@ -4,6 +4,8 @@ Every reward is checked against what verifiers computes in process for the same 
 run by the environment venv's python with no openenv_gym involved).
 """
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -27,7 +29,7 @@ from openenv_gym.registry import register_all
 VF_ENVS = Path(__file__).parent / "verifiers_envs"
 # the multi-turn game is also the Verifiers benchmark's environment, so it lives with the benchmark
 SOURCES = {"quiz": VF_ENVS / "quiz", "guessing": BENCH_ENVS / "vf_guessing",
-           "calculator": VF_ENVS / "calculator"}
+           "calculator": VF_ENVS / "calculator", "ranked": VF_ENVS / "ranked"}
 pytestmark = pytest.mark.env_venvs(*SOURCES.values(), VF_ENVS / "routed")
 bisect = bisect_guess  # the game's scripted policy: the middle of the range the last message names
 
@@ -256,31 +258,52 @@ def test_task_catalog_lists_rows_without_answers_unless_the_server_reveals_them(
     assert not tasks["hidden"] and [t["answer"] for t in tasks["tasks"]] == ["Jupiter"]
 
 
-GROUP_REWARD_ENV = """
-    import verifiers as vf
-    from datasets import Dataset
-
-    def load_environment():
-        def best_of_group(completions, **kwargs) -> list[float]:
-            return [1.0 for _ in completions]
-
-        return vf.SingleTurnEnv(dataset=Dataset.from_list([{"question": "hi", "answer": "hi"}]),
-                                rubric=vf.Rubric(funcs=[best_of_group]))
-"""
+def in_process_groups(pythons, name, groups):
+    """Each group's rewards and metrics as verifiers scores a group: its rollouts, then the rubric's score_group."""
+    job = {"source": str(SOURCES[name] / f"{name}.py"), "groups": groups}
+    done = subprocess.run([str(pythons[name]), str(VF_ENVS / "replay.py")], input=json.dumps(job),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
-def test_group_reward_environments_are_refused_with_a_message(imported, tmp_path, capfd):
-    """Refused at import, where loading it as the server will shows it; imported anyway, refused at serve."""
-    source = write_files(tmp_path / "grouped", {"grouped.py": GROUP_REWARD_ENV,
-                                                "pyproject.toml": (SOURCES["quiz"] / "pyproject.toml").read_text()})
-    with pytest.raises(ImportFailedError, match=r"does not load as `openenv-gym serve` would .*group reward functions"):
-        import_environment(source, "grouped", tmp_path / "out")
-    assert not (tmp_path / "out" / "grouped").exists()
-    import_environment(source, "grouped", tmp_path / "out", check=False)
-    register_all()
-    with pytest.raises(ServerStartError):
-        gym.make("openenv/verifiers-grouped")
-    assert "group reward functions" in capfd.readouterr().err
+ANSWERS = {"2 + 3": ["<answer>5</answer>", "<answer>6</answer>", "The sum: <answer>5</answer>", "<answer>5</answer>"],
+           "7 * 6": ["<answer>42</answer>", "<answer>42</answer>", "<answer>41</answer>", "so <answer>42</answer>"],
+           "France": ["<answer>Lyon</answer>", "<answer>Lyon</answer>", "<answer>Paris</answer>", "Paris"]}
+
+
+def test_group_reward_functions_score_each_group_as_verifiers_score_group_does(imported):
+    """A rubric with group reward functions: the server keeps each member's rollout state and runs the rubric's
+    own score_group over the group, with the rewards and metrics verifiers computes for the same completions."""
+    turns = iter(range(10_000))
+
+    async def policy(messages, tools):
+        question = next(key for key in ANSWERS if key in messages[-1]["content"])
+        return ANSWERS[question][next(turns) % 4]
+
+    async def main():
+        tasks = [{"split": "train", "index": i} for i in (0, 1, 2, 1)]
+        async with contextlib.aclosing(openenv_gym.rollouts("openenv/verifiers-ranked", policy, num_envs=6,
+                                                            tasks=tasks, group_size=4)) as stream:
+            return [group async for group in stream]
+
+    groups = asyncio.run(main())
+    assert len(groups) == 4 and all(group.complete and len(group.episodes) == 4 for group in groups)
+    expected = in_process_groups(imported, "ranked", [
+        [{"split": "train", "index": e.options["index"],
+          "replies": [{"content": m["content"]} for m in e.messages if m["role"] == "assistant"]}
+         for e in group.episodes] for group in groups])
+    spread = set()
+    for group, oracle in zip(groups, expected, strict=True):
+        for episode, theirs in zip(group.episodes, oracle, strict=True):
+            assert episode.group_reward == pytest.approx(theirs["reward"])
+            assert episode.info["metrics"] == pytest.approx(theirs["metrics"])
+            assert episode.total_reward == 0.0  # a group rubric gives no per-rollout reward
+        rewards = [e.group_reward for e in group.episodes]
+        spread.add(max(rewards) - min(rewards))
+        mean = sum(rewards) / 4
+        assert [e.advantage for e in group.episodes] == pytest.approx([r - mean for r in rewards])
+    assert max(spread) > 0  # the group functions made a difference
 
 
 def test_env_args_are_for_verifiers_environments_only(imported, capfd):

@@ -8,6 +8,11 @@ written as plain `def`: the server then runs that method in a worker thread, off
 An async method that never awaits completes inline, with no task and no thread: the fast path.
 The server enforces the step limit (`max_steps`, or the reset option of that name), so an environment
 need not count its steps.
+
+GRPO groups: an environment that scores G episodes of one task together defines the classmethod (on a factory
+object: the method) `score_group(episodes: list[FinishedEpisode]) -> list[float | dict]`, sync or async, one
+score per episode in the order given (a dict: {"reward": r, ...what goes in that member's info}). Each episode
+carries its rewards' sum, its last info and `record`, what `episode_record()` returned when it ended.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ class Environment:
         """Why this environment refuses `action` before stepping, for front ends whose protocol refuses such
         actions (OpenEnv's validates them against the environment's Action model); None: it takes it, or answers
         it with an invalid-action observation when it steps. Called on the event loop: keep it cheap."""
+        return None
+
+    def episode_record(self) -> Any:
+        """What `score_group` gets of the episode that just ended (`FinishedEpisode.record`): called when an
+        episode of a group ends, before anything else happens to the instance. Keep it cheap."""
         return None
 
     def extras(self) -> dict[str, Any]:

@@ -58,6 +58,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--resume-window", type=float, default=Limits.resume_window,
                        help="seconds the sessions of a dropped connection are kept for its client to resume them "
                             f"(0: end them at once; default {Limits.resume_window:g})")
+    serve.add_argument("--group-timeout", type=float, default=Limits.group_timeout,
+                       help="seconds the finished episodes of a GRPO group are kept for its client to ask for the "
+                            f"group's score (default {Limits.group_timeout:g})")
     serve.add_argument("--max-action-chars", type=positive_int, default=Limits.max_action_chars,
                        help="longest text action; a longer one is answered with an invalid-action observation "
                             f"(default {Limits.max_action_chars:,})")
@@ -94,7 +97,8 @@ def _run_serve(args: argparse.Namespace) -> None:
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
           max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout, resume_window=args.resume_window,
-          max_action_chars=args.max_action_chars, threads=args.threads, reveal_tasks=args.reveal_tasks,
+          group_timeout=args.group_timeout, max_action_chars=args.max_action_chars, threads=args.threads,
+          reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin)
 

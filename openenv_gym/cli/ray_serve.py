@@ -29,7 +29,8 @@ def forwarded_flags(args: argparse.Namespace) -> list[str]:
     """The `openenv-gym serve` flags every server gets."""
     flags = ["--step-timeout", str(args.step_timeout), "--idle-timeout", str(args.idle_timeout),
              "--max-frame-bytes", str(args.max_frame_bytes), "--frame-timeout", str(args.frame_timeout),
-             "--resume-window", str(args.resume_window), "--max-action-chars", str(args.max_action_chars),
+             "--resume-window", str(args.resume_window), "--group-timeout", str(args.group_timeout),
+             "--max-action-chars", str(args.max_action_chars),
              "--threads", str(args.threads), "--log-level", args.log_level]
     return flags + ["--reveal-tasks"] * args.reveal_tasks + ["--no-web"] * args.no_web
 

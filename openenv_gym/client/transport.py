@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.episode.results import Action
+from openenv_gym.errors import EnvError
 
 StepTuple = tuple[str, float, bool, bool, dict]
 DEFAULT_REQUEST_TIMEOUT = 300.0
@@ -142,6 +144,17 @@ class Transport(ABC):
     async def tasks(self, split: str | None = None, start: int | None = None,
                     stop: int | None = None) -> list[dict[str, Any]]:
         """Tasks split[start:stop] (the first split by default). For trainers: they may hold answers."""
+
+    # -- GRPO groups scored by the server -----------------------------------------------------------
+
+    def place(self, session: TransportSession) -> Any:
+        """Where a session's episodes are kept for group scoring: the members of one group must share it.
+        None: this transport's servers score no groups."""
+        return None
+
+    async def score_group(self, place: Any, group: str, members: int) -> GroupScore:
+        raise EnvError(f"{type(self).__name__} servers score no groups; score them on the client "
+                       "(openenv_gym.rollout.judges.GroupJudge)")
 
     # -- batches ---------------------------------------------------------------------------------
 

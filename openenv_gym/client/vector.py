@@ -36,6 +36,7 @@ from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW, ResetRetries,
 from openenv_gym.client.servers import Servers, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Pending, Transport, TransportSession
 from openenv_gym.client.transports import transport_class
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import no_episode
 from openenv_gym.errors import CapacityError, RequestTimeoutError, ServerUnreachableError
@@ -199,6 +200,20 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
         self.live[envs] = False
         self._reset_on_live_servers(envs, seeds, Try(options, asyncio.get_running_loop().time()))
+
+    # -- GRPO groups scored by the server (episode/groups.py) -------------------------------------------
+
+    def place_of(self, env: int) -> tuple[int, Any] | None:
+        """Where the env's episodes are kept for group scoring now (its server and connection): every member of
+        a group must play there. None: its server scores no groups."""
+        u = self.transport_of[env]
+        place = self.transports[u].place(self.sessions[env])
+        return None if place is None else (u, place)
+
+    async def score_group(self, place: tuple[int, Any], group: str, members: int) -> GroupScore:
+        """The server's score of group `group` kept at `place` (place_of), once `members` of its episodes ended."""
+        u, where = place
+        return await self.transports[u].score_group(where, group, members)
 
     # -- receiving: one path for every answer (arrivals.py) --------------------------------------------
 

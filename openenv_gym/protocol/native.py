@@ -31,7 +31,9 @@ OP_TASKS = "tasks"
 OP_STATE = "state"
 OP_RESUMABLE = "resumable"
 OP_RESUME = "resume"
-OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE, OP_RESUME)
+OP_GROUP = "group"
+OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_GROUP, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE,
+       OP_RESUME)
 
 RequestId: TypeAlias = int | str
 
@@ -117,6 +119,12 @@ def state_request(rid: RequestId, session: str) -> dict:
 
 def close_request(rid: RequestId, session: str) -> dict:
     return {"id": rid, "op": OP_CLOSE, "session": session}
+
+
+def group_request(rid: RequestId, group: str, members: int) -> dict:
+    """The score of the connection's group `group`, once `members` of its episodes (reset with the option
+    {"group": {"id": group, "member": m}}) have ended."""
+    return {"id": rid, "op": OP_GROUP, "group": group, "members": members}
 
 
 def info_request(rid: RequestId) -> dict:
@@ -220,6 +228,11 @@ def state_response(rid: RequestId, state: dict[str, Any]) -> dict:
 
 def close_response(rid: RequestId) -> dict:
     return {"id": rid, "closed": True}
+
+
+def group_response(rid: RequestId, group: str, members: list[int], rewards: list[float], infos: Any) -> dict:
+    """Entry k of `rewards` and `infos` is member `members[k]`'s (members in order)."""
+    return {"id": rid, "group": group, "members": members, "rewards": rewards, "infos": infos}
 
 
 def info_response(rid: RequestId, server_info: dict) -> dict:

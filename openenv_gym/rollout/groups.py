@@ -5,7 +5,9 @@ yields a `Group` once all G episodes of a task have finished: each episode with 
 (its return against the group's; `advantage="mean"`, `"mean_std"` or a function of the returns). A member that
 failed (the env or the policy) is played again on the same task, up to `replacements` times per group; a group
 that still lacks a good member is yielded with `complete=False`, its failed members marked (`Episode.error`),
-so that a trainer can drop or mask it: a group never shrinks without a word.
+so that a trainer can drop or mask it: a group never shrinks without a word. Where the environment scores groups
+(`score_group`, run by the server: server/groups.py), each member's `group_reward` is what it gave, and the
+advantages are taken of those.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class GroupCollector:
         self.open[group] = _Open(planned, self.replacements)
 
     def add(self, episode: Episode) -> tuple[Group | None, Any]:
-        """(the group, if this episode completes it; what to play again in its place, if it failed and may be)."""
+        """(the group, if this episode completes it; what to play again in its place, if it failed and may be).
+        A completed group's advantages are set by `settle`, once its group rewards (if any) are in."""
         assert episode.group is not None
         pending = self.open[episode.group]
         if episode.error is not None and pending.replacements_left > 0:
@@ -76,15 +79,19 @@ class GroupCollector:
         if len(pending.episodes) < self.size:
             return None, None
         del self.open[episode.group]
-        return self._closed(episode.group, pending), None
-
-    def _closed(self, group: str, pending: _Open) -> Group:
         episodes = sorted(pending.episodes, key=lambda e: e.group_member or 0)
-        good = [e for e in episodes if e.error is None]
-        values = advantages([e.total_reward for e in good], self.advantage) if good else []
+        return Group(episode.group, episodes, complete=all(e.error is None for e in episodes)), None
+
+    def settle(self, group: Group) -> Group:
+        """Each good member's advantage: its group reward (where the group was scored) or its return, against the
+        group's. A member that failed gets none, and makes the group incomplete."""
+        good = [e for e in group.episodes if e.error is None]
+        values = advantages([e.total_reward if e.group_reward is None else e.group_reward for e in good],
+                            self.advantage) if good else []
         for episode, value in zip(good, values, strict=True):
             episode.advantage = value
-        return Group(group, episodes, complete=len(good) == self.size)
+        group.complete = len(good) == self.size
+        return group
 
 
 @dataclass(slots=True)

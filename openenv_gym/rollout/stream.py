@@ -21,8 +21,10 @@ from typing import Any
 
 from openenv_gym.client.results import VectorResult
 from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION
-from openenv_gym.rollout.groups import Advantage, GroupCollector
+from openenv_gym.errors import EnvError
+from openenv_gym.rollout.groups import Advantage, Group, GroupCollector
 from openenv_gym.rollout.records import Episode, TurnTokens
 from openenv_gym.rollout.turns import (
     Policy,
@@ -108,6 +110,9 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
         await driver.close()
 
 
+Play = tuple[tuple[int | None, dict[str, Any]], str | None, int | None]  # (seed, options), group, member
+
+
 class _Driver:
     def __init__(self, client: AsyncVectorClient, policy: Policy, plan: _Plan, system_prompt: str | None,
                  groups: GroupCollector | None = None) -> None:
@@ -116,9 +121,15 @@ class _Driver:
         self.plan = plan
         self.system_prompt = system_prompt
         self.groups = groups
-        self.members: deque[tuple[tuple[int | None, dict[str, Any]], str, int]] = deque()  # group plays to start
+        # The server scores the groups (the env has score_group): a group's members play where its episodes are
+        # kept (one connection), so each place has its own queue of group plays to start.
+        self.server_scores = groups is not None and bool(client.description.get("group_scoring"))
+        self.members: dict[Any, deque[Play]] = {}  # place -> group plays to start there
+        self.places: dict[str, Any] = {}  # group id -> its place
+        self.idle: set[int] = set()  # envs with nothing to play now
         self.games: dict[int, _Game] = {}
         self.thinking: set[asyncio.Task] = set()
+        self.scoring: set[asyncio.Task] = set()
         self.finished: deque[Any] = deque()  # episodes (or groups) to yield
         self.tools: list[dict[str, Any]] = []
         self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
@@ -128,15 +139,16 @@ class _Driver:
         self.tools = openai_tools(self.client.description)
         for env in range(self.client.num_envs):
             self._start(env)
-        while self.games or self.finished:
+        while self.games or self.finished or self.scoring:
             while self.finished:
                 yield self.finished.popleft()
             if self.client.in_flight.any():
-                result = await self.client.recv(min_results=1)
-                for episode in self._absorb(result):
-                    self._finish(episode)
-            elif self.thinking:
-                await asyncio.wait(self.thinking, return_when=asyncio.FIRST_COMPLETED)
+                self._absorb(await self.client.recv(min_results=1))
+            elif self.thinking or self.scoring:
+                await asyncio.wait(self.thinking | self.scoring, return_when=asyncio.FIRST_COMPLETED)
+
+    def _place(self, env: int) -> Any:
+        return self.client.place_of(env) if self.server_scores else None
 
     def _finish(self, episode: Episode) -> None:
         """An episode ended: yield it, or its group once the group is whole (playing a failed member again)."""
@@ -145,16 +157,46 @@ class _Driver:
             return
         group, replay = self.groups.add(episode)
         if replay is not None:
-            self.members.appendleft((replay, episode.group or "", episode.group_member or 0))
-        if group is not None:
-            self.finished.append(group)
+            place = self.places.get(episode.group or "")
+            self.members.setdefault(place, deque()).appendleft((replay, episode.group, episode.group_member))
+            waiting = next((env for env in self.idle if self._place(env) == place), None)
+            if waiting is not None:
+                self._start(waiting)
+        if group is None:
+            return
+        place = self.places.pop(group.id, None)
+        if self.server_scores and any(e.error is None for e in group.episodes):
+            task = asyncio.ensure_future(self._score(group, place))
+            self.scoring.add(task)
+            task.add_done_callback(self.scoring.discard)
+        else:
+            self.finished.append(self.groups.settle(group))
 
-    def _next(self) -> tuple[tuple[int | None, dict[str, Any]], str | None, int | None] | None:
-        """The next episode to play: a play of a group begun, else the plan's next task (G plays of it)."""
+    async def _score(self, group: Group, place: Any) -> None:
+        """The server scores the group (the env's score_group); a failure marks every member."""
+        assert self.groups is not None
+        good = [e for e in group.episodes if e.error is None]
+        try:
+            score = await self.client.score_group(place, group.id, len(good))
+            given = dict(zip(score.members, zip(score.rewards, score.infos, strict=True), strict=True))
+            for episode in good:
+                reward, info = given[episode.group_member]
+                episode.group_reward = reward
+                episode.info.update(info)
+        except Exception as exc:  # the env's group function (or the server) failed: this group only
+            for episode in group.episodes:
+                episode.error = episode.error or f"group score: {exc}"
+                episode.info["error"] = {"code": str(getattr(exc, "code", "group_error")), "message": str(exc)}
+        self.finished.append(self.groups.settle(group))
+
+    def _next(self, env: int) -> Play | None:
+        """The env's next episode: a play of a group begun there, else the plan's next task (G plays of it)."""
         if self.groups is None:
             planned = self.plan.next()
             return None if planned is None else (planned, None, None)
-        if not self.members:
+        place = self._place(env)
+        queue = self.members.setdefault(place, deque())
+        if not queue:
             planned = self.plan.next()
             if planned is None:
                 return None
@@ -162,21 +204,25 @@ class _Driver:
                 planned = (random.getrandbits(31), planned[1])
             group = f"g{self.plan.count - 1}"
             self.groups.begin(group, planned)
-            self.members.extend((planned, group, member) for member in range(self.groups.size))
-        return self.members.popleft()
+            self.places[group] = place
+            queue.extend((planned, group, member) for member in range(self.groups.size))
+        return queue.popleft()
 
     def _start(self, env: int) -> None:
         """Begin the env's next episode, if there is one."""
-        following = self._next()
+        following = self._next(env)
         if following is None:
             self.games.pop(env, None)
+            self.idle.add(env)
             return
+        self.idle.discard(env)
         (seed, options), group, member = following
         self.games[env] = _Game(Episode(env, seed, options, group=group, group_member=member))
+        if self.server_scores:  # the server keeps the member's episode for the group's score
+            options = options | {GROUP_OPTION: {"id": group, "member": member}}
         self.client.send_reset([env], seed, options)
 
-    def _absorb(self, result: VectorResult) -> list[Episode]:
-        done = []
+    def _absorb(self, result: VectorResult) -> None:
         for k, env in enumerate(result.ids.tolist()):
             game = self.games[env]
             episode = game.episode
@@ -187,6 +233,9 @@ class _Driver:
                 if self.failed_resets > self.reset_bound:
                     raise type(error)(f"{self.failed_resets} resets in a row failed, the last with: {error}; "
                                       "check the env and its reset options") from error
+                if error is None and self.server_scores and self._place(env) != self.places.get(episode.group or ""):
+                    error = EnvError("the env moved to another server at its reset, away from its group's; "
+                                     "the member is played again where the group is kept")
                 if error is None:
                     if self.system_prompt:
                         episode.messages.append({"role": "system", "content": self.system_prompt})
@@ -205,9 +254,8 @@ class _Driver:
                     continue
             if error is not None:
                 episode.error = f"env: {error}"
-            done.append(episode)
+            self._finish(episode)  # first: a member to play again may be started on this env
             self._start(env)
-        return done
 
     def _think(self, env: int) -> None:
         messages = self.games[env].episode.messages
@@ -235,8 +283,9 @@ class _Driver:
         self.client.send([action_of(reply)], [env])
 
     async def close(self) -> None:
-        for task in self.thinking:
+        tasks = self.thinking | self.scoring
+        for task in tasks:
             task.cancel()
-        if self.thinking:
-            await asyncio.gather(*self.thinking, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         await self.client.close()

@@ -57,3 +57,7 @@ class OffLoop(Environment):
     def extras(self) -> dict[str, Any]:
         tell = getattr(self.inner, "extras", None)
         return tell() if tell is not None else {}
+
+    def episode_record(self) -> Any:
+        keep = getattr(self.inner, "episode_record", None)
+        return keep() if keep is not None else None

@@ -18,6 +18,7 @@ class Limits:
     max_action_chars: int = 2**18  # longer text actions are answered with an invalid-action observation
     frame_timeout: float = 30.0  # seconds a frame may stay incomplete before its connection is cut
     resume_window: float = 60.0  # seconds a dropped connection's sessions are kept for it to resume (0: never)
+    group_timeout: float = 600.0  # seconds a GRPO group's finished episodes are kept for its score to be asked
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
+from openenv_gym.episode.groups import FinishedEpisode, group_of, without_group
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.state import episode_id_of, no_episode, step_limit
 from openenv_gym.errors import (
@@ -38,6 +39,7 @@ from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
 from openenv_gym.server.config import Limits
+from openenv_gym.server.groups import KeptGroups
 from openenv_gym.server.sessions import Owner, Session, SessionCounter, new_session_id, short
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ class SessionCore:
     def __init__(self, factory: EnvironmentFactory, limits: Limits, counter: SessionCounter,
                  threads: int) -> None:
         self.description = factory.describe()
+        score_group = getattr(factory, "score_group", None)
+        self.description["group_scoring"] = callable(score_group)
         self.default_limit: int | None = self.description.get("max_steps")
         self.loop = asyncio.get_running_loop()
         self.executor = ElasticPool(threads, "openenv-env")  # a hung call cannot use it up (runtime/threads.py)
@@ -64,6 +68,8 @@ class SessionCore:
         self.max_action_chars = limits.max_action_chars
         self.counter = counter
         self.sessions: dict[str, Session] = {}  # every session of this worker, for the reaper
+        self.groups = KeptGroups(score_group if callable(score_group) else None, self.description.get("name", ""),
+                                 limits.group_timeout, limits.step_timeout)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -72,11 +78,17 @@ class SessionCore:
         """Start an episode in a new session (session_id None) or in one of the owner's sessions."""
         limit = step_limit(options, self.default_limit)
         episode_id = episode_id_of(options)
+        group = group_of(options)
+        if group is not None:
+            if self.groups.score_group is None:
+                raise BadRequestError("this environment scores no groups (it has no score_group), so it keeps no "
+                                      "group members: leave out the reset option 'group'")
+            options = without_group(options)
         created = session_id is None
         session = self._open(owner) if created else self._idle_session(owner, session_id)
-        session.live = False
+        session.live, session.group = False, None  # an episode left unfinished is no group member any more
         session.last_active = self.loop.time()
-        done = partial(self._was_reset, session, limit, episode_id, created, reply)
+        done = partial(self._was_reset, session, limit, episode_id, group, created, reply)
         try:  # inline until the environment first waits
             finished, value = start_eagerly(session.env.reset(seed=seed, options=options))
         except Exception as exc:
@@ -211,9 +223,10 @@ class SessionCore:
             log.exception("closing an environment failed")
 
     def drop(self, owner: Owner) -> None:
-        """The owner (a connection) went away: end all its sessions."""
+        """The owner (a connection) went away: end all its sessions, and forget its groups."""
         for session in list(owner.sessions.values()):
             self.end(session)
+        self.groups.forget_owner(owner)
 
     def reap_idle(self, now: float) -> int:
         """End sessions unused for longer than the idle timeout; return how many."""
@@ -224,6 +237,7 @@ class SessionCore:
         return len(idle)
 
     def shutdown(self) -> None:
+        self.groups.shutdown()
         for session in list(self.sessions.values()):
             self.end(session)
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -297,6 +311,8 @@ class SessionCore:
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
+            if session.group is not None:
+                self.member_stepped(session, value)
             return value
         if isinstance(value, ProtocolError):  # the environment refused with a typed error: the session stays
             return value
@@ -305,13 +321,29 @@ class SessionCore:
         return self._failed(session, TypeError(
             f"step must return a StepResult(obs: str, ..., info: dict), got {value!r:.200}"))
 
+    def member_stepped(self, session: Session, result: StepResult) -> None:
+        """A group member's step was counted: add its reward; keep its episode if that ended."""
+        session.returned += result.reward
+        if session.live:
+            return
+        group, member = session.group  # type: ignore[misc]
+        session.group = None
+        try:
+            record = session.env.episode_record()
+        except Exception as exc:  # the environment's own code: the group is scored without this member's record
+            log.error("episode_record() of session %s failed", short(session.id), exc_info=exc)
+            record = None
+        self.groups.keep(session.owner, group, FinishedEpisode(
+            member, session.episode_id or "", session.returned, session.steps, result.info, result.truncated, record))
+
     def _deliver_step(self, session: Session, deliver: StepReply, value: Any) -> None:
         deliver(self.step_outcome(session, value))
 
-    def _was_reset(self, session: Session, limit: int | None, episode_id: str, created: bool, reply: ResetReply,
-                   value: Any) -> None:
+    def _was_reset(self, session: Session, limit: int | None, episode_id: str, group: tuple[str, int] | None,
+                   created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
             session.begin(limit, episode_id)
+            session.group, session.returned = group, 0.0
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:
                 self.end(session)

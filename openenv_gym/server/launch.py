@@ -32,7 +32,8 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
           step_timeout: float = Limits.step_timeout, idle_timeout: float = Limits.idle_timeout,
           max_frame_bytes: int = Limits.max_frame_bytes, max_action_chars: int = Limits.max_action_chars,
           frame_timeout: float = Limits.frame_timeout, resume_window: float = Limits.resume_window,
-          threads: int = ServeConfig.threads, reveal_tasks: bool = ServeConfig.reveal_tasks,
+          group_timeout: float = Limits.group_timeout, threads: int = ServeConfig.threads,
+          reveal_tasks: bool = ServeConfig.reveal_tasks,
           web: bool = ServeConfig.web, env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
           exit_with_stdin: bool = False) -> None:
@@ -56,7 +57,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
         _exit_when_stdin_closes()
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
-                                       frame_timeout, resume_window),
+                                       frame_timeout, resume_window, group_timeout),
                          threads=threads, reveal_tasks=reveal_tasks, web=web, env_args=env_args or {})
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 

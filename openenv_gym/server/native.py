@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.errors import (
     BadFrameError,
     BadRequestError,
@@ -70,7 +71,7 @@ def server_info(description: dict[str, Any], core: SessionCore) -> dict[str, Any
             "limits": {"max_sessions": limits.max_sessions, "step_timeout": limits.step_timeout,
                        "idle_timeout": limits.idle_timeout, "max_frame_bytes": limits.max_frame_bytes,
                        "max_action_chars": limits.max_action_chars, "frame_timeout": limits.frame_timeout,
-                       "resume_window": limits.resume_window},
+                       "resume_window": limits.resume_window, "group_timeout": limits.group_timeout},
             "worker": core.counter.index, "workers": core.counter.workers}
 
 
@@ -82,7 +83,7 @@ class NativeFrontEnd:
         self.max_frame_bytes = core.limits.max_frame_bytes
         self._ops: dict[str, Callable[[NativePeer, p.RequestId, dict], None]] = {
             p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset, p.OP_STATE: self._state,
-            p.OP_CLOSE: self._close,
+            p.OP_CLOSE: self._close, p.OP_GROUP: self._group,
             p.OP_INFO: self._info, p.OP_SPLITS: self._splits, p.OP_TASKS: self._tasks,
             p.OP_RESUMABLE: self._resumable, p.OP_RESUME: self._resume}
         self.resume_window = core.limits.resume_window
@@ -221,6 +222,22 @@ class NativeFrontEnd:
         self.core.close(peer, p.required_session(message))
         peer.reply(p.close_response(rid))
 
+    def _group(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
+        group = message.get("group")
+
+        def answer(outcome: GroupScore | ProtocolError) -> None:
+            if isinstance(outcome, GroupScore):
+                try:
+                    infos = p.encoded(outcome.infos)
+                except TypeError as exc:
+                    outcome = EnvError(f"score_group returned infos JSON cannot carry ({exc}); keep them to JSON types")
+                else:
+                    peer.reply(p.group_response(rid, group, outcome.members, outcome.rewards, infos))
+                    return
+            peer.reply(p.error_response(rid, outcome))
+
+        self.core.groups.score(peer, group, message.get("members"), answer)
+
     # -- results JSON cannot carry: encoded once, here; one that fails ends its session -------------------
 
     def _sendable(self, peer: NativePeer, session_id: Any, obs: str, info: dict) -> tuple[Any, Any] | EnvError:
@@ -283,8 +300,12 @@ class NativeFrontEnd:
 
     # -- catalog ops ---------------------------------------------------------------------------
 
+    def current_info(self) -> dict[str, Any]:
+        """`info` with this worker's counts of GRPO groups (server/groups.py)."""
+        return {**self.info, "groups": self.core.groups.counters()}
+
     def _info(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
-        peer.reply(p.info_response(rid, self.info))
+        peer.reply(p.info_response(rid, self.current_info()))
 
     def _splits(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         _answer_when_done(peer, rid, self.catalog.splits(), lambda splits: p.splits_response(rid, splits))

@@ -36,7 +36,7 @@ class Owner:
 class Session(Episode):
     """One environment instance and its episode. `busy` while a request runs in a task."""
 
-    __slots__ = ("env", "id", "last_active", "owner", "task", "timed_out")
+    __slots__ = ("env", "group", "id", "last_active", "owner", "returned", "task", "timed_out")
 
     def __init__(self, session_id: str, env: Environment, owner: Owner, now: float) -> None:
         super().__init__()
@@ -46,6 +46,8 @@ class Session(Episode):
         self.task: asyncio.Task | None = None  # the in-flight reset/step, when it had to wait
         self.timed_out = False
         self.last_active = now
+        self.group: tuple[str, int] | None = None  # (group id, member) of its episode, when it is in a group
+        self.returned = 0.0  # the episode's rewards so far (counted for group members only)
 
     @property
     def busy(self) -> bool:

@@ -126,7 +126,7 @@ class Worker:
         """Reap idle sessions; stop if the supervisor process went away."""
         parent = os.getppid()
         limits = self.config.limits
-        period = max(0.2, min(limits.idle_timeout / 4, limits.resume_window / 4 or 5.0, 5.0))
+        period = max(0.2, min(limits.idle_timeout / 4, limits.resume_window / 4 or 5.0, limits.group_timeout / 4, 5.0))
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             await asyncio.sleep(period)
@@ -136,6 +136,7 @@ class Worker:
             expired = self.native.expire_dropped(loop.time())
             if expired:
                 log.info("ended the sessions of %d dropped connections not resumed in time", expired)
+            self.core.groups.expire(loop.time())  # logs what it drops
             release_free_memory()  # what a burst (large frames, many ended sessions) freed goes back to the OS
             if self.config.workers > 1 and os.getppid() != parent:
                 stop.set()
@@ -153,7 +154,7 @@ class Worker:
         self.frame_deadline = FrameDeadline(limits.frame_timeout)
         self.openenv = OpenEnvFrontEnd(self.core, self.config.token)
         open_routes = {"/healthz": self.health, "/health": self.openenv.health}
-        routes = {"/info": lambda: self.native.info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
+        routes = {"/info": self.native.current_info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
         process_request = make_process_request(self.config.token, open_routes, routes, catalog,
                                                playground_pages() if self.config.web else None)
         async with serve(

@@ -4,6 +4,8 @@ Run with the environment venv's python:
     python replay.py < {"source": ".../guessing.py", "env_args": {}, "episodes": [
                           {"split": "train", "index": 3, "replies": [{"content": "...", "tool_calls": [...]}]}]}
 Prints a JSON list with each episode's reward, metrics and stop condition, as verifiers computed them.
+A job with "groups" instead (lists of such episodes) runs each group as `run_group` does: every rollout
+unscored, then the rubric's `score_group` over their states; it prints one list per group.
 """
 
 import asyncio
@@ -63,10 +65,23 @@ async def replay(env, episode: dict) -> dict:
     return {"reward": output["reward"], "metrics": output["metrics"], "stop_condition": output["stop_condition"]}
 
 
+async def replay_group(env, episodes: list[dict]) -> list[dict]:
+    states = []
+    for episode in episodes:
+        data = env.get_eval_dataset() if episode["split"] == "eval" else env.get_dataset()
+        states.append(await env.rollout(dict(data[episode["index"]]), ReplayClient(episode["replies"]), "replay", {}))
+    await env.rubric.score_group(states)
+    return [{"reward": s["reward"], "metrics": s["metrics"], "stop_condition": s.get("stop_condition")}
+            for s in states]
+
+
 def main() -> None:
     job = json.load(sys.stdin)
     env = load(job["source"], job.get("env_args", {}))
-    results = [asyncio.run(replay(env, episode)) for episode in job["episodes"]]
+    if "groups" in job:
+        results = [asyncio.run(replay_group(env, group)) for group in job["groups"]]
+    else:
+        results = [asyncio.run(replay(env, episode)) for episode in job["episodes"]]
     print(json.dumps(results))
 
 

@@ -12,12 +12,17 @@ step:   the assistant message (text, or {"content", "tool_calls"}); tool calls w
         parsed for environments with tools. The observation is the environment's response.
 reward: 0.0 until the rollout ends, then the rubric's score (metrics and stop condition in info).
 The row's `answer` and `info` columns reach info only with reset option expose_answer=True.
+
+A rubric with group reward functions scores G rollouts of one row together: its sessions run each rollout as
+`run_group` does (unscored), the server keeps each finished rollout's state, and `score_group` runs the
+rubric's own `score_group` over the group's states, then its cleanup (GRPO groups: episode/groups.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any
 
 from openenv_gym.adapters.environment import Environment
@@ -31,6 +36,7 @@ from openenv_gym.adapters.verifiers.classic_rollout import (
     render_messages,
 )
 from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
@@ -44,6 +50,8 @@ HIDDEN_COLUMNS = {"answer": "answer", "info": "row_info"}  # row column -> info 
 
 class VerifiersFactory:
     """Holds the one loaded environment of this worker; makes a VerifiersSession per session."""
+
+    grouped = False  # its rubric scores groups (GroupScoringFactory)
 
     def __init__(self, vf: Any, env: Any, manifest: VerifiersManifest, env_args: dict[str, Any]) -> None:
         self.env = env
@@ -98,10 +106,29 @@ class VerifiersFactory:
         return dict(self.datasets[split][index])
 
 
+class GroupScoringFactory(VerifiersFactory):
+    """An environment whose rubric has group reward functions: the server scores its groups with the rubric."""
+
+    grouped = True
+
+    async def score_group(self, episodes: list[FinishedEpisode]) -> list[dict[str, Any]]:
+        states = [episode.record for episode in episodes]
+        if any(state is None for state in states):
+            raise EnvError("a member's rollout state is missing (its rollout failed before it ended)")
+        rubric = self.env.rubric
+        _time_scoring(states, "start")  # as run_group does
+        await rubric.score_group(states)
+        _time_scoring(states, "end")
+        for state in states:
+            await rubric.cleanup(state)
+        return [{"reward": state["reward"], "metrics": jsonable(state.get("metrics") or {})} for state in states]
+
+
 class VerifiersSession(Environment):
     def __init__(self, factory: VerifiersFactory) -> None:
         self.factory = factory
         self.rollout: Rollout | None = None
+        self.state: Any = None  # a group member's finished, unscored rollout state (run_group's)
         self.prompt: list[Any] = []  # the conversation the model last saw
         self.turns = 0
 
@@ -113,7 +140,7 @@ class VerifiersSession(Environment):
         chosen = await choose_task(self.factory, self.factory.name, seed, options)
         row = self.factory.row(chosen["split"], chosen["index"])
         await self.close()  # the previous episode's rollout
-        self.rollout = Rollout(self.factory.env, self.factory.client_class, row)
+        self.rollout = Rollout(self.factory.env, self.factory.client_class, row, scored=not self.factory.grouped)
         turn = await self.rollout.next_turn()
         if turn.done:
             raise EnvError(f"the rollout ended before asking the model anything: {_failure(turn.output)}")
@@ -132,6 +159,7 @@ class VerifiersSession(Environment):
             return invalid_action(message)
         turn = await self.rollout.answer(message)
         if turn.done:
+            self.state = turn.output if self.factory.grouped else None
             return self._final(turn.output)
         new = turn.request[len(self.prompt) + 1:]  # after what the model saw and its own reply
         self.prompt = turn.request
@@ -153,10 +181,22 @@ class VerifiersSession(Environment):
         obs = render_messages(messages) if messages else f"The episode is over ({stop or 'done'}); reward {reward:g}."
         return StepResult(obs, reward, terminated=not truncated, truncated=truncated, info=info)
 
+    def episode_record(self) -> Any:
+        state, self.state = self.state, None
+        return state
+
     async def close(self) -> None:
         rollout, self.rollout = self.rollout, None
         if rollout is not None:
             await rollout.cancel()
+
+
+def _time_scoring(states: list[Any], mark: str) -> None:
+    now = time.time()
+    for state in states:
+        scoring = getattr(state.get("timing"), "scoring", None)  # verifiers >= 0.2's RolloutTiming
+        if scoring is not None:
+            setattr(scoring, mark, now)
 
 
 def _failure(output: dict[str, Any]) -> str:
@@ -182,6 +222,5 @@ def load_classic_environment(manifest: VerifiersManifest,
         raise ManifestError(f"{manifest.name}: load_environment() returned {type(env).__name__}, "
                             "not a verifiers Environment")
     if getattr(env, "requires_group_rollouts", False):
-        raise ManifestError(f"{manifest.name}: its rubric has group reward functions, which score N rollouts of "
-                            "one row together; one-episode-per-session stepping cannot score them")
+        return GroupScoringFactory(vf, env, manifest, arguments)
     return VerifiersFactory(vf, env, manifest, arguments)

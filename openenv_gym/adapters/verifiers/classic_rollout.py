@@ -70,8 +70,13 @@ class Rollout(PolicyTurns):
     """One `env.run_rollout` task; its model requests become turns (their `request` is the prompt's messages),
     answered one step at a time; a rollout that failed raises EnvError with what to do about it."""
 
-    def __init__(self, env: Any, client_class: type, row: dict[str, Any]) -> None:
-        super().__init__(lambda ask: env.run_rollout(row, client_class(ask), MODEL, {}))
+    def __init__(self, env: Any, client_class: type, row: dict[str, Any], scored: bool = True) -> None:
+        """scored: run it as `run_rollout` does, scored by the rubric; else as `run_group` runs each of a group's
+        rollouts, leaving scoring (and the rubric's cleanup) to `score_group` over the group's states."""
+        if scored:
+            super().__init__(lambda ask: env.run_rollout(row, client_class(ask), MODEL, {}))
+        else:
+            super().__init__(lambda ask: env.rollout(row, client_class(ask), MODEL, {}))
 
     async def next_turn(self) -> Turn:
         try:

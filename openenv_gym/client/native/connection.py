@@ -24,6 +24,7 @@ from websockets.protocol import State
 from openenv_gym.client.native.batches import Batch, BatchSink
 from openenv_gym.client.native.resume import ReopenSocket, Resuming
 from openenv_gym.client.native.session import Session
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.errors import ConnectionLostError, InvalidActionError, RequestTimeoutError, error_from_wire
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
@@ -223,6 +224,12 @@ class Connection(Resuming):
         response = await self.request(p.info_request(self.next_id()))
         response.pop("id")
         return response
+
+    async def score_group(self, group: str, members: int) -> GroupScore:
+        """The score of this connection's group `group` (its members reset with the option
+        {"group": {"id": group, "member": m}}), once `members` of them have ended; the env's error if it failed."""
+        response = await self.request(p.group_request(self.next_id(), group, members))
+        return GroupScore(response["members"], response["rewards"], response["infos"])
 
     async def splits(self) -> list[dict[str, Any]]:
         """The environment's splits, each {"name", "type", "num_tasks"}; empty if it has no tasks."""

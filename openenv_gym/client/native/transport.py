@@ -17,6 +17,7 @@ from openenv_gym.client.native.connection import Connection
 from openenv_gym.client.native.handshake import connect
 from openenv_gym.client.native.session import Session
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, Answers, Pending, Reply, Transport
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import ends_session
 from openenv_gym.errors import error_from_wire
@@ -114,6 +115,14 @@ class NativeTransport(Transport):
     async def tasks(self, split: str | None = None, start: int | None = None,
                     stop: int | None = None) -> list[dict[str, Any]]:
         return await self._slots[0].tasks(split, start, stop)
+
+    # -- GRPO groups: kept per connection ----------------------------------------------------------
+
+    def place(self, session: Session) -> Connection:  # type: ignore[override]
+        return session.connection
+
+    async def score_group(self, place: Connection, group: str, members: int) -> GroupScore:  # type: ignore[override]
+        return await place.score_group(group, members)
 
     # -- batches: one frame per connection -----------------------------------------------------
 

@@ -1,0 +1,141 @@
+"""GRPO groups scored by the environment, on the server: the reset option `group`, the `group` op, what the server
+keeps and drops, and the rollout stream over them (tests/envs/contest ranks a group's replies by length)."""
+
+import asyncio
+import contextlib
+import itertools
+
+import pytest
+from conftest import env_path, run
+
+import openenv_gym
+from openenv_gym.errors import BadRequestError, StepTimeoutError
+
+
+@pytest.fixture(scope="module")
+def contest_url():
+    from openenv_gym.client.local import LocalServer
+
+    with LocalServer(env_path("contest"), 2, 1000, "--group-timeout", "2") as server:
+        yield server.url
+
+
+def replies(lengths):
+    """A policy whose n-th call replies with lengths[n % len] characters."""
+    counter = itertools.count()
+
+    async def policy(messages, tools):
+        return "x" * lengths[next(counter) % len(lengths)]
+    return policy
+
+
+async def collect(url, policy, **kwargs):
+    # any id with base_url reaches a running server; openenv/ors's one is switched to native
+    async with contextlib.aclosing(openenv_gym.rollouts("openenv/ors", policy, base_url=url, transport="native",
+                                                        **kwargs)) as stream:
+        return [group async for group in stream]
+
+
+def expected_rewards(group):
+    """The contest's own rule, from what each member said: the longest reply 1, the shortest 0."""
+    lengths = [len(episode.messages[-2]["content"]) for episode in group.episodes]
+    low, high = min(lengths), max(lengths)
+    return [(length - low) / ((high - low) or 1) for length in lengths]
+
+
+def test_the_server_scores_each_group_with_the_envs_score_group(contest_url):
+    groups = run(collect(contest_url, replies([3, 8, 1, 5, 2]), num_envs=6, episodes=5, group_size=4))
+    assert len(groups) == 5 and all(group.complete for group in groups)
+    for group in groups:
+        assert [e.group_reward for e in group.episodes] == pytest.approx(expected_rewards(group))
+        assert all(e.total_reward == 0.0 for e in group.episodes)  # the env's per-episode reward
+        assert all(e.info["rank_of"] == 4 and e.info["steps"] == 1 for e in group.episodes)  # score_group's infos
+        mean = sum(expected_rewards(group)) / 4
+        assert [e.advantage for e in group.episodes] == pytest.approx([r - mean for r in expected_rewards(group)])
+
+
+def test_members_ending_at_different_steps_and_one_played_again_are_scored_together(contest_url):
+    calls = itertools.count()
+
+    async def policy(messages, tools):
+        n = next(calls)
+        if n == 1:
+            raise RuntimeError("the model server fell over")  # this member is played again
+        return "again" if n % 3 == 0 and len(messages) < 3 else "y" * (n % 5 + 1)
+
+    [group] = run(collect(contest_url, policy, num_envs=4, episodes=1, group_size=4))
+    assert group.complete and sorted(e.group_member for e in group.episodes) == [0, 1, 2, 3]
+    assert any(e.steps == 2 for e in group.episodes)
+    assert [e.group_reward for e in group.episodes] == pytest.approx(expected_rewards(group))
+
+
+@pytest.mark.parametrize("judge, message", [
+    ("raise", "score_group of contest raised ValueError: the judge walked out"),
+    ("short", "score_group of contest returned 1 scores for a group of 4 episodes"),
+])
+def test_a_failing_group_function_marks_every_member_and_the_stream_goes_on(contest_url, judge, message):
+    groups = run(collect(contest_url, replies([2, 4]), num_envs=4, episodes=2, group_size=4,
+                         options={"judge": judge}))
+    assert len(groups) == 2
+    for group in groups:
+        assert not group.complete
+        for episode in group.episodes:
+            assert message in episode.error and episode.info["error"]["message"].startswith(message)
+            assert episode.info["error"]["code"] == "env_error" and episode.advantage is None
+    # the server and its other clients go on
+    assert all(g.complete for g in run(collect(contest_url, replies([1, 2]), num_envs=4, episodes=1, group_size=4)))
+
+
+def test_group_requests_are_checked_and_unasked_groups_are_dropped_after_the_timeout(contest_url, echo_url):
+    async def main():
+        async with openenv_gym.connect(echo_url) as conn:
+            with pytest.raises(BadRequestError, match="scores no groups"):
+                await conn.session().reset(options={"group": {"id": "g", "member": 0}})
+            with pytest.raises(BadRequestError, match="scores no groups"):
+                await conn.score_group("g", 1)
+        async with openenv_gym.connect(contest_url) as conn:
+            session = conn.session()
+            for bad in ("g", {"id": "", "member": 0}, {"id": "g", "member": -1}, {"id": "g", "member": 5000}):
+                with pytest.raises(BadRequestError, match="option group"):
+                    await session.reset(options={"group": bad})
+            for group, members in (("", 1), ("g", 0), ("g", 100_000), ("g", "4")):
+                with pytest.raises(BadRequestError, match="field"):
+                    await conn.score_group(group, members)
+            # two of three members end; asked for three, the group times out (the server's --group-timeout 2)
+            for member in range(2):
+                await session.reset(options={"group": {"id": "late", "member": member}})
+                await session.step("hello")
+            with pytest.raises(StepTimeoutError, match=r"group 'late': 2 of its 3 members ended within 2 s"):
+                await conn.score_group("late", 3)
+            # a group nobody asks for is dropped once the timeout passes; the connection goes on
+            dropped = (await conn.info())["groups"]["dropped"]
+            await session.reset(options={"group": {"id": "forgotten", "member": 0}})
+            await session.step("hi")
+            info = await conn.info()
+            assert info["groups"]["kept_episodes"] == 1 and info["limits"]["group_timeout"] == 2
+            for _ in range(50):
+                await asyncio.sleep(0.1)
+                info = await conn.info()
+                if info["groups"]["dropped"] > dropped:
+                    break
+            assert info["groups"]["dropped"] == dropped + 1 and info["groups"]["kept_episodes"] == 0
+            await session.reset(options={"group": {"id": "asked", "member": 0}})
+            await session.step("ok")
+            score = await conn.score_group("asked", 1)
+            assert score.members == [0] and score.rewards == [0.0]
+
+    run(main())
+
+
+def test_a_group_belongs_to_its_connection(contest_url):
+    async def main():
+        async with openenv_gym.connect(contest_url) as mine, openenv_gym.connect(contest_url) as other:
+            session = mine.session()
+            await session.reset(options={"group": {"id": "g", "member": 0}})
+            await session.step("hello")
+            theirs = asyncio.ensure_future(other.score_group("g", 1))  # another connection's group of that name
+            score = await mine.score_group("g", 1)
+            assert score.members == [0]
+            with pytest.raises(StepTimeoutError, match="0 of its 1 members"):
+                await theirs
+    run(main())
