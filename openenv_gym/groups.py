@@ -4,6 +4,9 @@ Each group has a sequence of seeds; an env's n-th episode plays its group's n-th
 (members end their episodes at different steps, and none waits for the others). An episode is named "k.n" in its
 infos, for a trainer to gather the G results of one task. An explicit reset with a seed starts the groups it
 touches again from that seed (reset whole groups, or their members part ways).
+
+Where the environment scores groups (the server runs its score_group: server/groups.py), each reset carries the
+option naming its episode's group and member, and `ended` tells when the last member of a group has ended.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ class Groups:
         self.size = size
         self.episode = [-1] * num_envs  # each env's episode index in its group's sequence
         self.sequences: list[dict[int, int]] = [{} for _ in range(num_envs // size)]  # group -> {n: seed}
+        self.endings: dict[tuple[int, int], list[int]] = {}  # (group, n) -> [members ended, of them kept]
 
     def leaders(self, envs: Sequence[int]) -> list[int]:
         """The first env of each group these envs belong to."""
@@ -28,6 +32,8 @@ class Groups:
         if fresh is not None:
             for leader, seed in zip(self.leaders(envs), fresh, strict=True):
                 self.sequences[leader // self.size] = {0: seed}
+                for key in [key for key in self.endings if key[0] == leader // self.size]:
+                    del self.endings[key]
                 for env in range(leader, leader + self.size):
                     self.episode[env] = -1
         seeds = []
@@ -51,4 +57,24 @@ class Groups:
 
     def label(self, infos: Sequence[dict[str, Any]], envs: Sequence[int]) -> None:
         for info, env in zip(infos, envs, strict=True):
-            info["group"] = f"{env // self.size}.{self.episode[env]}"
+            info["group"] = self.name(env)
+
+    def option(self, env: int) -> dict[str, Any]:
+        """The reset option that makes the env's current episode its member of its group's episode (for the
+        server to keep it until the group is scored)."""
+        return {"id": self.name(env), "member": env % self.size}
+
+    def name(self, env: int) -> str:
+        return f"{env // self.size}.{self.episode[env]}"
+
+    def ended(self, env: int, kept: bool) -> tuple[str, int, int] | None:
+        """The env's current episode ended (`kept`: normally, so the server keeps it; else it failed). When it was
+        its group's last: (the group episode's name, its leader env, how many members the server kept)."""
+        key = (env // self.size, self.episode[env])
+        counts = self.endings.setdefault(key, [0, 0])
+        counts[0] += 1
+        counts[1] += kept
+        if counts[0] < self.size:
+            return None
+        del self.endings[key]
+        return self.name(env), key[0] * self.size, counts[1]

@@ -75,15 +75,16 @@ class Target:
         """Refuse a server that serves another environment than the one named (EnvNotFoundError)."""
         check_served(self.env, description, where)
 
-    def vector_client(self, num_envs: int, connections_per_worker: int = 2) -> AsyncVectorClient:
+    def vector_client(self, num_envs: int, connections_per_worker: int = 2, align: int = 1) -> AsyncVectorClient:
         """An AsyncVectorClient of `num_envs` sessions over the target's servers (not yet open)."""
         return AsyncVectorClient(self.source, num_envs, transport=self.transport,
-                                 connections_per_worker=connections_per_worker,
+                                 connections_per_worker=connections_per_worker, align=align,
                                  reset_retry_window=self.reset_retry_window, **self.transport_options)
 
-    async def open_vector_client(self, num_envs: int, connections_per_worker: int = 2) -> AsyncVectorClient:
+    async def open_vector_client(self, num_envs: int, connections_per_worker: int = 2,
+                                 align: int = 1) -> AsyncVectorClient:
         """vector_client(num_envs), opened, and checked to reach the env the id names (closed if not)."""
-        client = self.vector_client(num_envs, connections_per_worker)
+        client = self.vector_client(num_envs, connections_per_worker, align)
         await client.open()
         try:
             self.check(client.description, ", ".join(client.urls))

@@ -11,6 +11,7 @@ numpy arrays; infos are Gymnasium's dict of arrays with `_key` masks. Autoreset 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from openenv_gym.client.servers import Servers
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.env import SEED_BOUND
+from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.groups import Groups
 from openenv_gym.spaces import spaces_for
@@ -120,6 +122,9 @@ class RemoteVectorEnv(VectorEnv):
         group_size: G for GRPO groups: envs [kG, (k+1)G) play the same task together. The n-th episode of each
             of them has the same seed (and the same reset options), whenever each gets to it, and
             info["group"] names it ("k.n") at its reset and every step, for a trainer to gather the G results.
+            Where the environment scores groups (score_group, on the server), the step at which a group's last
+            member ends has, in that env's info, "group_rewards" and "group_infos": one entry per member, in env
+            order (None for a member that failed), or "group_error" if the scoring failed.
         target: env, base_url, token, options, transport, env_args, request_timeout and reset_retry_window at
             once (targets.resolve's), instead of them.
         """
@@ -137,7 +142,8 @@ class RemoteVectorEnv(VectorEnv):
         self.default_options = self.target.options
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
-        self.client = self._runner.run(self.target.open_vector_client(num_envs, connections_per_worker))
+        self.client = self._runner.run(self.target.open_vector_client(num_envs, connections_per_worker,
+                                                                      group_size or 1))
         self.single_env_max_steps: int | None = self.client.description.get("max_steps")
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -148,6 +154,7 @@ class RemoteVectorEnv(VectorEnv):
         self._all_envs = range(num_envs)
         self.group_size = group_size
         self._groups = None if group_size is None else Groups(num_envs, group_size)
+        self._server_scores = self._groups is not None and bool(self.client.description.get("group_scoring"))
 
     def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
         """The server seed of each env's next episode (with groups: its group's, for that episode)."""
@@ -191,7 +198,9 @@ class RemoteVectorEnv(VectorEnv):
         mask = options.pop("reset_mask", None)
         envs = list(range(self.num_envs)) if mask is None else np.flatnonzero(
             _check_reset_mask(mask, self.num_envs)).tolist()
-        result = self._runner.run(self.client.reset(envs, self._seeds(seed, envs), self._reset_options(options)))
+        seeds = self._seeds(seed, envs)
+        options = self._member_options(envs, self._reset_options(options))
+        result = self._runner.run(self.client.reset(envs, seeds, options))
         if result.errors:
             env, error = next(iter(result.errors.items()))
             raise type(error)(f"reset of env {env} failed: {error}") from error
@@ -210,6 +219,35 @@ class RemoteVectorEnv(VectorEnv):
             merged[MAX_STEPS_OPTION] = self.max_episode_steps if own is None else min(own, self.max_episode_steps)
         return merged
 
+    def _member_options(self, envs: Sequence[int], options: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+        """Reset options; where the server scores groups, one per env, naming the env's group and member."""
+        if not self._server_scores:
+            return options
+        return [options | {GROUP_OPTION: self._groups.option(env)} for env in envs]  # type: ignore[union-attr]
+
+    async def _score_groups(self, result: VectorResult, waiting: np.ndarray) -> None:
+        """Ask the server for the score of each group whose last member ended at this step (an episode that failed,
+        at its step or its reset, counts as ended, not kept); the answer goes in that member's info."""
+        groups = self._groups
+        assert groups is not None
+        ended = set(np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist()) | set(result.errors)
+        complete = [(env, *done) for env in sorted(ended)
+                    if (done := groups.ended(env, env not in result.errors)) is not None]
+        if not complete:
+            return
+        scores = await asyncio.gather(*(self.client.score_group(self.client.place_of(leader), name, kept)
+                                        for _, name, leader, kept in complete), return_exceptions=True)
+        for (env, name, _, kept), score in zip(complete, scores, strict=True):
+            info = result.infos[env]
+            if isinstance(score, BaseException):
+                info["group_error"] = f"group {name}: {score}" if kept else f"group {name}: every member failed"
+                continue
+            rewards: list[float | None] = [None] * groups.size
+            infos: list[dict[str, Any] | None] = [None] * groups.size
+            for member, reward, member_info in zip(score.members, score.rewards, score.infos, strict=True):
+                rewards[member], infos[member] = reward, member_info
+            info["group_rewards"], info["group_infos"] = rewards, infos
+
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
         client = self.client
         waiting = self._autoreset
@@ -217,11 +255,14 @@ class RemoteVectorEnv(VectorEnv):
             # envs whose episode ended last step (or whose reset then failed) are reset now, their actions ignored
             resetting = np.flatnonzero(waiting).tolist()
             stepping = np.flatnonzero(~waiting).tolist()
-            result = await client.step_and_reset([actions[i] for i in stepping], stepping, resetting,
-                                                 self._seeds(None, resetting), self._reset_options())
+            seeds = self._seeds(None, resetting)
+            result = await client.step_and_reset([actions[i] for i in stepping], stepping, resetting, seeds,
+                                                 self._member_options(resetting, self._reset_options()))
             _truncate_failed(result)
         else:
             result = await client.step(actions)
+        if self._server_scores:
+            await self._score_groups(result, waiting)
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             return result, {}
         done = np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist()
@@ -235,7 +276,8 @@ class RemoteVectorEnv(VectorEnv):
             final_obs[env] = result.obs[env]
         extra = {"final_obs": final_obs, "_final_obs": mask, "_final_info": mask.copy(),
                  "final_info": batch_infos([result.infos[i] for i in done], done, self.num_envs)}
-        client.send_reset(done, self._seeds(None, done), self._reset_options())
+        seeds = self._seeds(None, done)
+        client.send_reset(done, seeds, self._member_options(done, self._reset_options()))
         restarted = await client.gather(done)  # a reset that failed is reported, and tried again at the next step
         for k, env in enumerate(done):
             result.obs[env], result.infos[env] = restarted.obs[k], restarted.infos[k]

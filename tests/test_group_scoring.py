@@ -139,3 +139,25 @@ def test_a_group_belongs_to_its_connection(contest_url):
             with pytest.raises(StepTimeoutError, match="0 of its 1 members"):
                 await theirs
     run(main())
+
+
+def test_make_vec_asks_for_each_groups_score_when_its_last_member_ends(contest_url):
+    import gymnasium as gym
+
+    openenv_gym.register_all()
+    envs = gym.make_vec("openenv/ors", num_envs=8, base_url=contest_url, transport="native", group_size=4)
+    try:
+        _, info = envs.reset(seed=1)
+        scored = {}
+        for t in range(4):  # envs 0, 3, 6 take two steps on even steps: members end at different steps
+            actions = ["again" if t % 2 == 0 and i % 3 == 0 else "z" * (i % 4 + 1) for i in range(8)]
+            _, _, terminated, truncated, info = envs.step(actions)
+            for env in range(8):
+                if info.get("_group_rewards", [False] * 8)[env]:
+                    scored[str(info["group"][env])] = (env, info["group_rewards"][env], info["group_infos"][env])
+        assert set(scored) == {"0.0", "1.0", "0.1", "1.1"}
+        for env, rewards, infos in scored.values():  # the last member to end: the slow one, env 3 or env 6
+            assert env in (3, 6) and rewards == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+            assert [i["rank_of"] for i in infos] == [4] * 4
+    finally:
+        envs.close()

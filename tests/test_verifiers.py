@@ -326,3 +326,23 @@ def test_plain_string_task_rows_run_on_the_verifiers_their_pin_names(imported, t
         "pyproject.toml": '[project]\nname = "routed"\ndependencies = ["verifiers>=0.2"]\n'})
     with pytest.raises(ImportFailedError, match=r"plain-string `task` column.*pin verifiers==0.1.12"):
         import_environment(newer, "routed_new", tmp_path / "out")
+
+
+def test_group_reward_functions_score_make_vec_groups_as_verifiers_does(imported):
+    envs = gym.make_vec("openenv/verifiers-ranked", num_envs=8, group_size=4)
+    try:
+        obs, task = envs.reset(seed=3)
+        replies = [next(ANSWERS[key][env % 4] for key in ANSWERS if key in obs[env]) for env in range(8)]
+        _, rewards, terminated, _, info = envs.step(replies)
+        assert terminated.all() and (rewards == 0.0).all()
+        scored = [env for env in range(8) if info["_group_rewards"][env]]
+        assert len(scored) == 2 and {env // 4 for env in scored} == {0, 1}
+        expected = in_process_groups(imported, "ranked", [
+            [{"split": task["split"][env], "index": int(task["index"][env]), "replies": [{"content": replies[env]}]}
+             for env in range(4 * group, 4 * group + 4)] for group in (0, 1)])
+        for env, oracle in zip(scored, expected, strict=True):
+            assert info["group_rewards"][env] == pytest.approx([member["reward"] for member in oracle])
+            for ours, theirs in zip(info["group_infos"][env], oracle, strict=True):
+                assert ours["metrics"] == pytest.approx(theirs["metrics"])
+    finally:
+        envs.close()

@@ -97,8 +97,8 @@ class ProbedTransport(Transport):
     def session(self) -> TransportSession:
         return self._opened().session()
 
-    def sessions(self, count: int) -> list[TransportSession]:
-        return self._opened().sessions(count)
+    def sessions(self, count: int, align: int = 1) -> list[TransportSession]:
+        return self._opened().sessions(count, align)
 
     async def splits(self) -> list[dict[str, Any]]:
         return await self._opened().splits()

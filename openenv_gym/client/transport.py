@@ -132,8 +132,9 @@ class Transport(ABC):
     @abstractmethod
     def session(self) -> TransportSession: ...
 
-    def sessions(self, count: int) -> list[TransportSession]:
-        """`count` sessions, placed as the transport sees fit (spread over connections and workers)."""
+    def sessions(self, count: int, align: int = 1) -> list[TransportSession]:
+        """`count` sessions, placed as the transport sees fit (spread over connections and workers), in blocks of
+        `align` that share a place (a GRPO group's members: see place())."""
         return [self.session() for _ in range(count)]
 
     @abstractmethod

@@ -49,17 +49,19 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
                  env: str | None = None, token: str | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, open_timeout: float = 10.0,
                  env_args: dict[str, Any] | None = None,
-                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> None:
+                 reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW, align: int = 1) -> None:
         """urls: a server URL, a list of them, `dns+ws://NAME:PORT` (every address of NAME), or an object
         with `urls()` (see servers.py). transport: "native" (openenv_gym servers) or "ors" (ORS servers;
         `env` names the environment). reset_retry_window: seconds a reset that failed for its server (lost,
-        full) is tried again on live ones before its failure is reported (0: never)."""
+        full) is tried again on live ones before its failure is reported (0: never). align: envs [k*align,
+        (k+1)*align) are placed together, on one connection (a GRPO group's members, for its server score)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.source = server_source(urls)
         self.num_envs = num_envs
         self.request_timeout = request_timeout
         self.reset_retry_window = reset_retry_window
+        self.align = align
         self._transport_class = transport_class(transport)
         self._options = {"env": env, "token": token, "request_timeout": request_timeout,
                          "open_timeout": open_timeout, "connections_per_worker": connections_per_worker,
@@ -104,9 +106,12 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self._serving = list(range(len(urls)))
         self.description = self.transports[0].description
         sessions: list[TransportSession] = []
+        blocks, align = self.num_envs // self.align, self.align
         for u, transport in enumerate(self.transports):  # contiguous blocks: an equal share per server
-            share = (u + 1) * self.num_envs // len(urls) - u * self.num_envs // len(urls)
-            sessions += transport.sessions(share)
+            share = ((u + 1) * blocks // len(urls) - u * blocks // len(urls)) * align
+            if u == len(urls) - 1:
+                share = self.num_envs - len(sessions)
+            sessions += transport.sessions(share, align)
             self.transport_of += [u] * share
             self._load.append(share)
         self._adopt(sessions)
@@ -189,8 +194,9 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self._send(envs, self._checked_actions(actions, envs))
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
-                   options: dict | None = None) -> None:
-        """Reset the envs `ids` (creating their sessions if needed), without waiting."""
+                   options: dict | Sequence[dict] | None = None) -> None:
+        """Reset the envs `ids` (creating their sessions if needed), without waiting. `options`: one dict for all,
+        or one per env."""
         envs = self._ids(ids)
         if seed is None or isinstance(seed, int | np.integer):
             seeds = [None if seed is None else int(seed) + k for k in range(len(envs))]
@@ -199,7 +205,14 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
         self.live[envs] = False
-        self._reset_on_live_servers(envs, seeds, Try(options, asyncio.get_running_loop().time()))
+        now = asyncio.get_running_loop().time()
+        if options is None or isinstance(options, dict):
+            self._reset_on_live_servers(envs, seeds, Try(options, now))
+            return
+        if len(options) != len(envs):
+            raise ValueError(f"got {len(options)} reset options for {len(envs)} envs")
+        for env, env_seed, env_options in zip(envs, seeds, options, strict=True):  # one batch each (sent in one frame)
+            self._reset_on_live_servers([env], [env_seed], Try(env_options, now))
 
     # -- GRPO groups scored by the server (episode/groups.py) -------------------------------------------
 
@@ -248,7 +261,8 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         return await self.gather(envs)
 
     async def step_and_reset(self, actions: Sequence[Action], stepping: list[int], resetting: list[int],
-                             seeds: Sequence[int | None] | None = None, options: dict | None = None) -> VectorResult:
+                             seeds: Sequence[int | None] | None = None,
+                             options: dict | Sequence[dict] | None = None) -> VectorResult:
         """Step `stepping` (actions in that order) and reset `resetting` at once; results ordered by env id."""
         self._idle_check("step_and_reset")
         stepping, resetting = self._ids(stepping), self._ids(resetting)
@@ -259,7 +273,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         return await self.gather(sorted(stepping + resetting))
 
     async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
-                    options: dict | None = None) -> VectorResult:
+                    options: dict | Sequence[dict] | None = None) -> VectorResult:
         """Reset envs `ids` (default all); envs refused for capacity move to another server if there is one, and
         CapacityError is raised if some found no room within the retry window."""
         self._idle_check("reset")

@@ -102,12 +102,15 @@ class NativeTransport(Transport):
     def session(self) -> Session:
         return Session(self._slots[0])
 
-    def sessions(self, count: int) -> list[Session]:
-        """Contiguous blocks, an equal share per connection (consecutive connections alternate workers). Each
-        call starts where the last one stopped, so sessions asked for a few at a time spread too."""
+    def sessions(self, count: int, align: int = 1) -> list[Session]:
+        """Contiguous blocks, an equal share per connection (consecutive connections alternate workers), each a
+        whole number of `align` sessions. Each call starts where the last one stopped, so sessions asked for a few
+        at a time spread too."""
         slots = self._slots
-        first, self._turn = self._turn, (self._turn + count) % len(slots)
-        return [Session(slots[(first + j * len(slots) // count) % len(slots)]) for j in range(count)]
+        blocks = max(1, count // align)
+        first, self._turn = self._turn, (self._turn + blocks) % len(slots)
+        return [Session(slots[(first + min(j // align, blocks - 1) * len(slots) // blocks) % len(slots)])
+                for j in range(count)]
 
     async def splits(self) -> list[dict[str, Any]]:
         return await self._slots[0].splits()
