@@ -224,3 +224,35 @@ def test_vllm_server_generation_reads_trls_client_answer():
                                             "logprobs": 0, "generation_kwargs": {"seed": 1}}
     with pytest.raises(ValueError, match="server mode only"):
         VLLMServerGenerator(SimpleNamespace(vllm_mode="colocate"))
+
+
+def test_rollout_func_gets_group_rewards_from_an_env_that_scores_groups(tmp_path, tokenizer):
+    """tests/envs/contest scores a group on the server (its longest reply wins): each GRPO group (a run of
+    identical prompts) is one group there, and its rewards are what the trainer trains on."""
+    from conftest import env_path
+
+    from openenv_gym.client.local import LocalServer
+
+    with LocalServer(env_path("contest"), 1, 100) as server:
+        rollout_func = make_rollout_func("openenv/ors", base_url=server.url, transport="native", max_turns=2)
+        outputs = []
+
+        def recording(prompts, trainer):
+            outputs.append(rollout_func(prompts, trainer))
+            return outputs[-1]
+
+        trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
+                              train_dataset=dataset(4), args=grpo_args(tmp_path, tokenizer, max_steps=2),
+                              rollout_func=recording)
+        trainer.train()
+        assert trainer.state.global_step == 2
+        for out in outputs:
+            replies = [len(tokenizer.decode(ids, skip_special_tokens=True)) for ids in out["completion_ids"]]
+            for leader in range(0, len(replies), 2):  # num_generations=2: each pair of identical prompts
+                pair = replies[leader:leader + 2]
+                expected = [(n - min(pair)) / ((max(pair) - min(pair)) or 1) for n in pair]
+                assert out["env_group_reward"][leader:leader + 2] == pytest.approx(expected)
+            assert out["env_reward"] == [0.0] * len(replies)  # the env's own per-episode reward
+        last = outputs[-1]["env_group_reward"]
+        assert logged(trainer, "rewards/env_reward/mean")[-1] == pytest.approx(sum(last) / len(last), abs=1e-6)
+        assert wait_until(lambda: health(server.url)["sessions"] == 0)

@@ -9,10 +9,16 @@ answers are appended as chat messages, as tokens: the model's tokens have `env_m
 `prompt_ids`, `completion_ids`, `logprobs`, `env_mask`, and for the reward functions `env_reward` (the return),
 `env_rewards` (per step), `env_info` (the last info), `env_steps` and `env_error` (None, or why the env failed:
 that episode ends, training goes on).
+
+Identical prompts (a GRPO group) play one task. Where the environment scores groups itself (score_group, on the
+server), each run of identical prompts is one group, played on one connection; `env_group_reward` holds what the
+server's score gave each member (None where there is none, or the group's scoring failed, with `env_error`
+saying why), and `env_reward` (the reward function) gives it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import defaultdict
@@ -21,7 +27,9 @@ from typing import Any, TypeVar
 
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.toolcalls import parse_tool_call
+from openenv_gym.errors import EnvError
 from openenv_gym.integrations.trl import lifecycle
 from openenv_gym.integrations.trl.chat import ChatTokens
 from openenv_gym.integrations.trl.generation import Generator, generator_for, tokenizer_of
@@ -33,17 +41,20 @@ T = TypeVar("T")
 
 
 def env_reward(completions: list[Any], env_reward: list[float], env_error: list[str | None] | None = None,
-               **kwargs: Any) -> list[float | None]:
-    """The reward function of make_rollout_func: each episode's return, as the env gave it; None for an episode
-    whose env failed, which TRL (1.16) leaves out of its group's baseline, with no advantage of its own."""
+               env_group_reward: list[float | None] | None = None, **kwargs: Any) -> list[float | None]:
+    """The reward function of make_rollout_func: each episode's return, as the env gave it, or its group reward
+    where the env scores groups; None for an episode whose env failed, which TRL (1.16) leaves out of its group's
+    baseline, with no advantage of its own."""
     errors = env_error or [None] * len(env_reward)
-    return [None if error is not None else float(r) for r, error in zip(env_reward, errors, strict=True)]
+    grouped = env_group_reward or [None] * len(env_reward)
+    return [None if error is not None else float(r if g is None else g)
+            for r, g, error in zip(env_reward, grouped, errors, strict=True)]
 
 
 class _Episode:
     """One prompt's episode: its tokens so far and what the env said."""
 
-    __slots__ = ("completion", "done", "error", "info", "logprobs", "mask", "pending", "prompt", "rewards")
+    __slots__ = ("completion", "done", "ended", "error", "info", "logprobs", "mask", "pending", "prompt", "rewards")
 
     def __init__(self, prompt: list[int], info: dict[str, Any], error: str | None) -> None:
         self.prompt = prompt
@@ -54,6 +65,7 @@ class _Episode:
         self.rewards: list[float] = []
         self.info = info
         self.done = False
+        self.ended = False  # the env ended it (terminated or truncated): a group member the server keeps
         self.pending: dict[str, Any] | None = None  # the env's last message, tokenized at the next turn
 
     def add(self, ids: list[int], logprobs: list[float] | None, from_model: bool) -> None:
@@ -73,13 +85,15 @@ class EnvRolloutFunc:
         self.generate = generate
         self.timings: dict[str, float] = {}  # the last call's seconds: waiting on the env, and generating
         self.client: AsyncVectorClient | None = None
+        self.calls = 0  # names this call's groups
         self.runner = current_runner()
         lifecycle.track(self)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         lifecycle.attach(trainer)
         self.timings = {"env_s": 0.0, "generate_s": 0.0}
-        client = self._client(len(prompts))
+        self.calls += 1
+        client = self._client(len(prompts), _run_length(prompts))
         chat = ChatTokens(tokenizer_of(trainer), trainer.chat_template_kwargs)
         tools = openai_tools(client.description)
         first = self._reset(client, prompts)
@@ -91,6 +105,7 @@ class EnvRolloutFunc:
                                      None if error is None else f"{type(error).__name__}: {error}"))
         generate = self.generate or generator_for(trainer)
         self._play(client, episodes, generate, trainer.max_completion_length, chat, tools)
+        group_rewards = self._score_groups(client, prompts, episodes)
         return {
             "prompt_ids": [e.prompt for e in episodes],
             "completion_ids": [e.completion for e in episodes],
@@ -101,13 +116,16 @@ class EnvRolloutFunc:
             "env_steps": [len(e.rewards) for e in episodes],
             "env_info": [e.info for e in episodes],
             "env_error": [e.error for e in episodes],
+            "env_group_reward": group_rewards,
         }
 
-    def _client(self, num_envs: int) -> AsyncVectorClient:
-        """The vector client of `num_envs` sessions, opened on first use (again if the batch size changed)."""
-        if self.client is None or self.client.num_envs != num_envs or not self.client.transports:
+    def _client(self, num_envs: int, group_size: int) -> AsyncVectorClient:
+        """The vector client of `num_envs` sessions, opened on first use (again if the batch or group size changed);
+        each run of `group_size` envs on one connection (a group the server scores)."""
+        client = self.client
+        if client is None or client.num_envs != num_envs or client.align != group_size or not client.transports:
             self._close()
-            self.client = self.runner.run(self.target.open_vector_client(num_envs))
+            self.client = self.runner.run(self.target.open_vector_client(num_envs, align=group_size))
         return self.client
 
     def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
@@ -115,10 +133,14 @@ class EnvRolloutFunc:
         the result's errors, its observation says what went wrong."""
         groups: dict[str, list[int]] = defaultdict(list)
         seeds, options = [], []
+        scored = self._server_scores(client)
         for k, prompt in enumerate(prompts):
             seed, task = task_of_prompt(prompt)
             seeds.append(seed)
             options.append(self.target.options | task)
+            if scored:
+                member = {"id": self._group_of(k, client), "member": k % client.align}
+                options[-1] = options[-1] | {GROUP_OPTION: member}
             groups[json.dumps(options[-1], sort_keys=True)].append(k)
 
         async def reset() -> Any:
@@ -127,6 +149,44 @@ class EnvRolloutFunc:
             return await client.gather(list(range(len(prompts))))
 
         return self._env(reset())
+
+    # -- groups the server scores: each run of identical prompts ---------------------------------------
+
+    @staticmethod
+    def _server_scores(client: AsyncVectorClient) -> bool:
+        return bool(client.description.get("group_scoring")) and client.num_envs % client.align == 0
+
+    def _group_of(self, env: int, client: AsyncVectorClient) -> str:
+        return f"{self.calls}.{env // client.align}"
+
+    def _score_groups(self, client: AsyncVectorClient, prompts: list[Any],
+                      episodes: list[_Episode]) -> list[float | None]:
+        """Each member's group reward, where the server scores groups; a group whose scoring fails marks each
+        of its members' env_error."""
+        rewards: list[float | None] = [None] * len(prompts)
+        if not self._server_scores(client):
+            return rewards
+        size = client.align
+        leaders = range(0, len(prompts), size)
+
+        async def score(leader: int) -> Any:
+            kept = sum(episodes[k].ended for k in range(leader, leader + size))
+            if not kept:
+                raise EnvError("every member of the group failed")
+            return await client.score_group(client.place_of(leader), self._group_of(leader, client), kept)
+
+        async def every() -> list[Any]:
+            return await asyncio.gather(*(score(leader) for leader in leaders), return_exceptions=True)
+
+        for leader, outcome in zip(leaders, self._env(every()), strict=True):
+            for k in range(leader, leader + size):
+                if isinstance(outcome, BaseException):
+                    episodes[k].error = episodes[k].error or f"group score: {type(outcome).__name__}: {outcome}"
+                elif episodes[k].ended:
+                    rewards[k] = outcome.rewards[outcome.members.index(k - leader)]
+                elif episodes[k].error is None:  # no score of its own, none of its group: left out of the baseline
+                    episodes[k].error = "the episode did not end within max_turns, so its group did not score it"
+        return rewards
 
     def _messages(self, prompt: Any, observation: str) -> list[dict[str, Any]]:
         """The prompt (text or messages) with the env's first observation appended to its last user message."""
@@ -159,7 +219,8 @@ class EnvRolloutFunc:
                 error = result.errors.get(k)
                 if error is not None:
                     episode.error = f"{type(error).__name__}: {error}"
-                episode.done = bool(result.terminated[j] or result.truncated[j]) or error is not None
+                episode.ended = error is None and bool(result.terminated[j] or result.truncated[j])
+                episode.done = episode.ended or error is not None
                 if not episode.done and turn + 1 < self.max_turns:
                     episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools))
 
@@ -231,3 +292,12 @@ def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | N
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
     return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate)
+
+
+def _run_length(prompts: list[Any]) -> int:
+    """How many identical prompts come in a row (TRL repeats each prompt num_generations times): the group size,
+    where every run has that length; else 1."""
+    keys = [json.dumps(prompt, sort_keys=True, default=str) for prompt in prompts]
+    size = next((k for k in range(1, len(keys)) if keys[k] != keys[0]), len(keys))
+    runs_agree = len(keys) % size == 0 and all(keys[k] == keys[k - k % size] for k in range(len(keys)))
+    return size if runs_agree else 1
