@@ -40,6 +40,16 @@ def grpo_args(tmp_path, tokenizer, **overrides):
     return GRPOConfig(**(settings | overrides))
 
 
+def recorded(rollout_func):
+    """The rollout function, keeping each call's output (in the list returned with it)."""
+    outputs = []
+
+    def recording(prompts, trainer):
+        outputs.append(rollout_func(prompts, trainer))
+        return outputs[-1]
+    return recording, outputs
+
+
 def logged(trainer, key):
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 
@@ -64,11 +74,7 @@ def test_environment_factory_trains_two_steps(tmp_path, tokenizer, guess_url):
 
 def test_rollout_func_trains_two_steps(tmp_path, tokenizer, guess_url):
     rollout_func = make_rollout_func("openenv/guess", base_url=guess_url, max_turns=3)
-    outputs = []
-
-    def recording(prompts, trainer):
-        outputs.append(rollout_func(prompts, trainer))
-        return outputs[-1]
+    recording, outputs = recorded(rollout_func)
 
     trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
                           train_dataset=dataset(8), args=grpo_args(tmp_path, tokenizer), rollout_func=recording)
@@ -159,11 +165,7 @@ def test_an_env_that_fails_ends_its_episodes_not_the_training(tmp_path, tokenize
     # openenv/ors with transport="native" reaches any running openenv_gym server: here one whose resets fail
     rollout_func = make_rollout_func("openenv/ors", base_url=faulty_url, transport="native",
                                      options={"fail": True}, max_turns=2)
-    outputs = []
-
-    def recording(prompts, trainer):
-        outputs.append(rollout_func(prompts, trainer))
-        return outputs[-1]
+    recording, outputs = recorded(rollout_func)
 
     trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
                           train_dataset=dataset(4), args=grpo_args(tmp_path, tokenizer, max_steps=1),
@@ -235,11 +237,7 @@ def test_rollout_func_gets_group_rewards_from_an_env_that_scores_groups(tmp_path
 
     with LocalServer(env_path("contest"), 1, 100) as server:
         rollout_func = make_rollout_func("openenv/ors", base_url=server.url, transport="native", max_turns=2)
-        outputs = []
-
-        def recording(prompts, trainer):
-            outputs.append(rollout_func(prompts, trainer))
-            return outputs[-1]
+        recording, outputs = recorded(rollout_func)
 
         trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
                               train_dataset=dataset(4), args=grpo_args(tmp_path, tokenizer, max_steps=2),
