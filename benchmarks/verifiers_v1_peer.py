@@ -3,6 +3,7 @@ with the environment's venv python, from the repository root:
 
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --sessions 64 --rounds 2    # throughput, one JSON line
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --replies 50 25  # one episode, as JSON
+    python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --best-of 3 --replies a b c  # best-of-n
     (a reply that is a JSON object is a message or a tool call, as a step's action)
 
 The project's package is loaded as Verifiers' loader loads it (its folder on sys.path); each episode is
@@ -32,12 +33,13 @@ from openenv_gym.server.model_endpoint import ModelEndpointServer
 KEY_VARIABLE = "VERIFIERS_PEER_KEY"
 
 
-def verifiers_env(project: str, taskset_id: str) -> Any:
+def verifiers_env(project: str, taskset_id: str, best_of: int | None = None) -> Any:
     """The env as Verifiers loads it, every agent on the null harness (unless it names one) and the local
-    subprocess runtime."""
+    subprocess runtime; with `best_of`, Verifiers' best-of-n env over the taskset (n attempts, one at a time)."""
     sys.path.insert(0, project)  # as if installed: here, and in the tool servers it starts (python -m ...)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [project, os.environ.get("PYTHONPATH")]))
-    config = resolve_env_config({"taskset": {"id": taskset_id}})
+    chosen = {} if best_of is None else {"id": "best-of-n", "n": best_of}
+    config = resolve_env_config({**chosen, "taskset": {"id": taskset_id}})
     pinned = {name: agent.model_copy(update={"runtime": vf.SubprocessConfig(),
                                              "harness": agent.harness or {"id": "null"}}).model_dump()
               for name, agent in config if isinstance(agent, vf.AgentConfig)}
@@ -73,9 +75,9 @@ async def one_episode(env: Any, index: int, replies: list[str]) -> dict:
 
     async with env.serving():
         played = await episode(env, list(env.taskset)[index], model, ModelEndpointServer())
-    trace = played.traces[0]
-    return {"reward": trace.reward, "rewards": {k: r.score for k, r in trace.rewards.items()},
-            "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition, "ok": played.ok, "asked": asked}
+    traces = [{"reward": trace.reward, "rewards": {k: r.score for k, r in trace.rewards.items()},
+               "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition} for trace in played.traces]
+    return {**traces[0], "ok": played.ok, "asked": asked, "traces": traces}
 
 
 async def throughput(env: Any, sessions: int, rounds: int) -> dict:
@@ -108,10 +110,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--task", type=int, help="play this one task with --replies, and print what it scored")
     parser.add_argument("--replies", nargs="*", default=[])
+    parser.add_argument("--best-of", type=int, help="with --task: Verifiers' best-of-n env, n attempts")
     args = parser.parse_args()
     os.environ.setdefault(KEY_VARIABLE, "unused")
     os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # its own uv
-    env = verifiers_env(args.project, args.taskset_id)
+    env = verifiers_env(args.project, args.taskset_id, args.best_of)
     if args.task is not None:
         result = asyncio.run(one_episode(env, args.task, args.replies))
     else:

@@ -40,10 +40,11 @@ def served(tmp_path_factory):
     in_parallel(*(server.stop for server in servers))
 
 
-def verifiers_own(python: str, source: Path, index: int, replies: list[str]) -> dict:
-    """The episode as Verifiers' own runner plays it with these replies."""
+def verifiers_own(python: str, source: Path, index: int, replies: list[str], best_of: int | None = None) -> dict:
+    """The episode as Verifiers' own runner plays it with these replies (with `best_of`: its best-of-n env)."""
+    extra = [] if best_of is None else ["--best-of", str(best_of)]
     done = subprocess.run([python, "-m", "benchmarks.verifiers_v1_peer", str(source), source.name, "--task",
-                           str(index), "--replies", *replies], capture_output=True, text=True, timeout=300,
+                           str(index), *extra, "--replies", *replies], capture_output=True, text=True, timeout=300,
                           cwd=HERE.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -138,3 +139,25 @@ def test_many_sessions_play_at_once(served):
                 return answer
             return await asyncio.gather(*(play(k) for k in range(24)))
     assert [answer[1] for answer in asyncio.run(main())] == [1.5] * 24
+
+
+def test_a_group_is_judged_as_verifiers_best_of_n_judges_its_attempts(served):
+    """G sessions of one task are siblings: the server's group score is best-of-n's finalize over their traces."""
+    url, python = served["word_echo"]
+    replies = ["apple", "It is apple.", "pear", "apple"]
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            sessions = [conn.session() for _ in replies]
+            for member, session in enumerate(sessions):
+                await session.reset(options={"task": 0, "group": {"id": "g", "member": member}})
+            finals = [await session.step(reply) for session, reply in zip(sessions, replies, strict=True)]
+            return finals, await conn.score_group("g", len(replies))
+
+    finals, score = asyncio.run(main())
+    theirs = verifiers_own(python, WORD_ECHO, 0, replies, best_of=4)["traces"]
+    assert score.members == [0, 1, 2, 3]
+    assert score.rewards == [trace["reward"] for trace in theirs] == [final[1] for final in finals]
+    assert [info["metrics"] for info in score.infos] == [trace["metrics"] for trace in theirs]
+    assert [info["metrics"]["best"] for info in score.infos] == [1.0, 0.0, 0.0, 1.0]
+    assert {info["metrics"]["pass_at_n"] for info in score.infos} == {1.0}

@@ -8,6 +8,10 @@ address on the worker's model endpoint. Each request the harness program sends t
 ends, the step is terminal, its reward the first trace's weighted reward as Verifiers computes it, with the
 rewards by name, the metrics, the stop condition and any errors in info.
 
+GRPO groups: the G episodes of one task are siblings, as the attempts of Verifiers' best-of-n env are; the
+server's `score_group` judges them with that env's `finalize` (each member's `best`, and `pass_at_n` on all),
+its reward the trace's own.
+
 What Verifiers would run remotely runs here: every agent's runtime is the local subprocess one, and an agent that
 names no harness gets the taskset's own, else the manifest's (`null` unless the import said otherwise).
 """
@@ -19,6 +23,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
@@ -29,6 +34,7 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers.classic_rollout import jsonable
 from openenv_gym.adapters.verifiers.warm_programs import install as run_programs_warm
 from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
@@ -90,6 +96,19 @@ class V1Factory:
                 return index
         raise BadRequestError(f"no task has the id or name {name!r}; options={{'task': i}} picks one by index")
 
+    async def score_group(self, episodes: list[FinishedEpisode]) -> list[dict[str, Any]]:
+        """The members' first traces judged together as best-of-n's finalize judges its attempts."""
+        from verifiers.v1.envs.best_of_n import BestOfNEnv, BestOfNEnvConfig
+
+        records = [episode.record for episode in episodes]
+        if any(record is None or not record[1].traces for record in records):
+            raise EnvError("a member's episode has no trace to compare (it failed before its agent ran)")
+        task, first = records[0]
+        siblings = self.vf.Episode(env=first.env, task=first.task, traces=[played.traces[0] for _, played in records])
+        judge = SimpleNamespace(config=SimpleNamespace(threshold=BestOfNEnvConfig.model_fields["threshold"].default))
+        await BestOfNEnv.finalize(judge, task, siblings)  # type: ignore[arg-type]
+        return [{"reward": trace.reward, "metrics": jsonable(trace.metrics)} for trace in siblings.traces]
+
     async def serve(self) -> None:
         """Verifiers' serving resources (shared tool servers, interception), up once for the worker's episodes."""
         if self.serving is None:
@@ -110,6 +129,8 @@ class V1Session(Environment):
         self.lease: EndpointLease | None = None
         self.tool_names: set[str] = set()
         self.replies = 0
+        self.task: Any = None
+        self.finished: tuple[Any, Any] | None = None  # (task, episode) of the episode that ended, for score_group
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
@@ -121,7 +142,7 @@ class V1Session(Environment):
                                   "(an index, an id or a name), {'split': 'train', 'index': i}, or a seed")
         else:
             chosen = await choose_task(factory, factory.name, seed, options)
-        task = factory.tasks[chosen["index"]]
+        task = self.task = factory.tasks[chosen["index"]]
         await self.close()
         await factory.serve()
         self.replies = 0
@@ -159,7 +180,12 @@ class V1Session(Environment):
             return self._final(turn.output)
         return StepResult(turn.request.last_text, info=self._request_info(turn.request))
 
+    def episode_record(self) -> tuple[Any, Any] | None:
+        finished, self.finished = self.finished, None
+        return finished
+
     def _final(self, episode: Any) -> StepResult:
+        self.finished = (self.task, episode)
         traces = list(episode.traces)
         info: dict[str, Any] = {"ok": bool(episode.ok)}
         value = None
