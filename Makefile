@@ -48,6 +48,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.ors_compare
 	$(PY) -m benchmarks.verifiers_compare
+	$(PY) -m benchmarks.verifiers_groups
 	$(PY) -m benchmarks.verifiers_v1_compare
 	$(PY) -m benchmarks.agent_sessions
 	$(PY) -m benchmarks.groups

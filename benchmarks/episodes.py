@@ -39,10 +39,13 @@ class Served:
     pid: int = 0  # the server's process
 
 
-def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int) -> argparse.Namespace:
-    """The command line every import comparison takes."""
+def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int,
+                         group_size: int | None = None) -> argparse.Namespace:
+    """The command line every import comparison takes (and --group-size, for those that play groups)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=sessions, help="concurrent players")
+    if group_size is not None:
+        parser.add_argument("--group-size", type=int, default=group_size, help="plays of each task, scored together")
     parser.add_argument("--rounds", type=int, default=3, help="episodes each player plays, back to back")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server workers (ours)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="where the JSON goes")
@@ -60,10 +63,10 @@ def run_peer(python: Path, module: str, *args: str) -> dict:
 
 
 @contextlib.contextmanager
-def imported_server(source: Path, name: str, workers: int, max_sessions: int,
+def imported_server(source: Path, name: str, workers: int, max_sessions: int, serve_args: tuple[str, ...] = (),
                     **import_options: Any) -> Iterator[Served]:
-    """`openenv-gym import SOURCE` (with import_options) into a scratch home, then `openenv-gym serve` it; stopped
-    on exit."""
+    """`openenv-gym import SOURCE` (with import_options) into a scratch home, then `openenv-gym serve` it (with
+    serve_args); stopped on exit."""
     from openenv_gym.manifests.home import home
 
     os.environ.setdefault("OPENENV_GYM_VENVS", str(home() / "venvs"))  # reuse built venvs across runs
@@ -76,7 +79,7 @@ def imported_server(source: Path, name: str, workers: int, max_sessions: int,
 
         (imported,) = import_environment(source, name, Path(scratch) / "servers", **import_options)
         python = ensure_venv(load_manifest(imported.folder))
-        server = LocalServer(str(imported.folder), workers, max_sessions)
+        server = LocalServer(str(imported.folder), workers, max_sessions, *serve_args)
         try:
             yield Served(server.url, python, imported.folder, server.process.pid)
         finally:

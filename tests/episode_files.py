@@ -44,3 +44,24 @@ async def write_episodes(path: Path, url: str, count: int, *, max_turns: int = 8
             lines.append(episode.to_json())
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     return lines
+
+
+async def write_group_episodes(path: Path, url: str, groups: int, size: int) -> list[dict]:
+    """Play `groups` GRPO groups of `size` on a server of tests/envs/contest (the group's longest reply wins, scored
+    by the server), replies of random lengths and a few members failing (not played again); write them as
+    `openenv-gym rollout --group-size` does, return them as written."""
+    chance = random.Random(1)
+
+    async def policy(messages, tools):
+        if chance.random() < 0.05:
+            raise RuntimeError("the scripted policy failed on purpose")
+        return "x" * chance.randint(1, 40)
+
+    lines = []
+    stream = rollouts("openenv/ors", policy, base_url=url, transport="native", num_envs=16, episodes=groups,
+                      group_size=size, replacements=0)
+    async with contextlib.aclosing(stream):
+        async for group in stream:
+            lines += [episode.to_json() | {"group_complete": group.complete} for episode in group.episodes]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return lines

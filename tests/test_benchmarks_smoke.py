@@ -67,6 +67,16 @@ def test_verifiers_comparison_runs(tmp_path):
     assert figures["ours"]["steps"] == figures["verifiers_in_process"]["steps"] > 20  # the same games on both sides
 
 
+@pytest.mark.env_venvs(ENVS / "vf_guessing")
+def test_verifiers_groups_comparison_runs(tmp_path):
+    result = run_module("benchmarks.verifiers_groups", "--sessions", "8", "--rounds", "1", "--group-size", "4",
+                        "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "verifiers_groups.json").read_text())
+    assert figures["ours"]["errors"] == figures["verifiers_generate"]["errors"] == 0
+    assert figures["ours"]["steps"] == figures["verifiers_generate"]["steps"] > 8  # the same games on both sides
+
+
 @pytest.mark.env_venvs(ROOT / "tests" / "verifiers_v1_envs" / "word_echo")
 def test_verifiers_v1_comparison_runs(tmp_path):
     result = run_module("benchmarks.verifiers_v1_compare", "--sessions", "4", "--rounds", "1", "--workers", "1",

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import ROOT, health, http_url, run, wait_until
-from episode_files import write_episodes
+from episode_files import write_episodes, write_group_episodes
 
 CHROMIUM = Path("/usr/bin/chromium")
 VF_GUESSING = ROOT / "benchmarks" / "envs" / "vf_guessing"
@@ -351,6 +351,52 @@ def test_the_viewer_reads_a_growing_file_and_reports_what_it_cannot_read(viewer,
 
     path.write_text(json.dumps(good | {"seed": 1, "options": {}}) + "\n")  # written anew: read from the start
     assert [e["task"] for e in httpx.get(api, timeout=5).json()["episodes"]] == ["seed 1"]
+
+
+def test_the_viewer_shows_groups_side_by_side_widest_spread_first(browser, viewer, tmp_path):
+    from conftest import env_path
+
+    from openenv_gym.client.local import LocalServer
+
+    path = tmp_path / "groups.jsonl"
+    with LocalServer(env_path("contest"), 1, 100) as server, ThreadPoolExecutor(1) as thread:
+        episodes = thread.submit(run, write_group_episodes(path, server.url, 30, 4)).result()
+    by_group: dict[str, list[dict]] = {}
+    for episode in episodes:
+        by_group.setdefault(episode["group"], []).append(episode)
+    failed = [e for e in episodes if e["error"] is not None]
+    assert len(by_group) == 30 and failed  # some members failed: their groups came incomplete
+
+    def spread(members):
+        scores = [e["group_reward"] for e in members if e["error"] is None]
+        return max(scores) - min(scores) if scores else 0.0
+
+    page = browser.new_page(viewport={"width": 1000, "height": 1200})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(viewer(path))
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('click')")
+    assert page.inner_text("#group-count") == "(30)"
+    rows = page.locator("#groups tbody tr")
+    shown_spreads = [float(s) for s in rows.locator(".spread").all_inner_texts()]
+    assert shown_spreads == sorted(shown_spreads, reverse=True)
+    assert shown_spreads == pytest.approx(sorted((spread(m) for m in by_group.values()), reverse=True), abs=1e-3)
+    assert all(rows.nth(k).locator(".member").count() == 4 for k in range(30))
+    assert page.locator("#groups .member.failed").count() == len(failed)
+
+    widest = rows.first.get_attribute("data-group")
+    members = sorted(by_group[widest], key=lambda e: e["group_member"])
+    expected = [f"{e['group_reward']:.3f}" if e["error"] is None else "failed" for e in members]
+    assert rows.first.locator(".member").all_inner_texts() == expected  # side by side, in member order
+    rows.first.locator(".group-id").click()  # a group lists its episodes
+    assert page.input_value("#group-filter") == widest and shown(page) == 4
+    assert page.locator("#groups tbody tr").count() == 1
+    page.locator("#groups .member").nth(3).click()  # a member opens its episode
+    page.wait_for_selector("#episode-box:not([hidden])")
+    index = episodes.index(members[3])
+    assert page.inner_text("#episode-title").startswith(f"Episode {index} ")
+    assert errors == []
+    page.close()
 
 
 def test_view_says_what_is_wrong_with_its_arguments(tmp_path):

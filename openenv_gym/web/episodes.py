@@ -108,7 +108,11 @@ def task_label(episode: dict[str, Any]) -> str:
 def summary(index: int, line: int, episode: dict[str, Any]) -> dict[str, Any]:
     rewards = episode.get("rewards", [])
     error = episode.get("error")
+    group, member, group_reward = episode.get("group"), episode.get("group_member"), episode.get("group_reward")
     return {"index": index, "line": line, "task": task_label(episode),
             "return": float(episode.get("total_reward", sum(rewards))), "steps": len(rewards),
             "terminated": bool(episode.get("terminated")), "truncated": bool(episode.get("truncated")),
-            "error": None if error is None else str(error)}
+            "error": None if error is None else str(error),
+            # GRPO groups (rollout --group-size): which group, which member, and what the group's scoring gave it
+            "group": None if group is None else str(group), "member": member if isinstance(member, int) else None,
+            "group_reward": float(group_reward) if _number(group_reward) else None}

@@ -1,5 +1,6 @@
-// The episode viewer: the summaries of a rollout's episodes (GET /api/episodes), filtered here by return, task
-// and ending; a histogram of the returns shown; one episode (GET /api/episodes/N) read turn by turn.
+// The episode viewer: the summaries of a rollout's episodes (GET /api/episodes), filtered here by return, task,
+// GRPO group and ending; a histogram of the returns shown; the groups side by side with their reward spread; one
+// episode (GET /api/episodes/N) read turn by turn.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -47,18 +48,20 @@ function matches(episode, filter) {
   if (filter.min !== null && !(episode.return >= filter.min)) return false;
   if (filter.max !== null && !(episode.return <= filter.max)) return false;
   if (filter.task && !episode.task.toLowerCase().includes(filter.task)) return false;
+  if (filter.group && episode.group !== filter.group) return false;
   if (filter.ended === "failed") return episode.error !== null;
   if (filter.ended) return episode.error === null && episode[filter.ended];
   return true;
 }
 
 function applyFilters() {
-  const filter = { min: bound("min-return"), max: bound("max-return"),
+  const filter = { min: bound("min-return"), max: bound("max-return"), group: $("group-filter").value.trim(),
                    task: $("task-filter").value.trim().toLowerCase(), ended: $("ended").value };
   view.shown = view.episodes.filter((episode) => matches(episode, filter));
   $("count").textContent = `(${view.shown.length.toLocaleString()} of ${view.episodes.length.toLocaleString()} episodes)`;
   drawHistogram(view.shown.filter((e) => e.error === null).map((e) => e.return));
   drawTable(view.shown);
+  drawGroups(view.shown);
   status(view.episodes.length ? "click an episode to read it" : "the file holds no episodes yet: Reload later");
 }
 
@@ -128,6 +131,53 @@ function drawTable(episodes) {
     ? `the first ${MAX_ROWS} of ${episodes.length.toLocaleString()} are listed: narrow the filters to see the rest` : "";
 }
 
+// -- GRPO groups side by side --------------------------------------------------------------------------------------
+
+const score = (episode) => episode.group_reward ?? episode.return;
+
+function groupsOf(episodes) {
+  const groups = new Map();
+  for (const episode of episodes) {
+    if (episode.group === null) continue;
+    if (!groups.has(episode.group)) groups.set(episode.group, []);
+    groups.get(episode.group).push(episode);
+  }
+  return [...groups].map(([id, members]) => {
+    members.sort((a, b) => (a.member ?? 0) - (b.member ?? 0));
+    const scores = members.filter((e) => e.error === null).map(score);
+    const spread = scores.length ? Math.max(...scores) - Math.min(...scores) : 0;
+    return { id, members, spread };
+  }).sort((a, b) => b.spread - a.spread);
+}
+
+function drawGroups(episodes) {
+  const groups = groupsOf(episodes);
+  $("groups-box").hidden = groups.length === 0;
+  $("group-count").textContent = `(${groups.length.toLocaleString()})`;
+  const rows = groups.slice(0, MAX_ROWS).map((group) => {
+    const row = document.createElement("tr");
+    row.dataset.group = group.id;
+    const name = Object.assign(document.createElement("td"), { className: "group-id", textContent: group.id,
+                                                               title: "list this group's episodes" });
+    name.addEventListener("click", () => { $("group-filter").value = group.id; applyFilters(); });
+    const members = document.createElement("td");
+    for (const episode of group.members) {
+      const member = Object.assign(document.createElement("button"), {
+        className: episode.error === null ? "member" : "member failed",
+        textContent: episode.error === null ? score(episode).toFixed(3) : "failed",
+        title: `member ${episode.member} · episode ${episode.index} · return ${episode.return}` });
+      member.dataset.index = episode.index;
+      member.addEventListener("click", () => showEpisode(episode.index));
+      members.append(member);
+    }
+    row.append(name, Object.assign(document.createElement("td"), { textContent: group.members[0].task }),
+               Object.assign(document.createElement("td"), { className: "spread", textContent: group.spread.toFixed(3) }),
+               members);
+    return row;
+  });
+  $("groups").tBodies[0].replaceChildren(...rows);
+}
+
 // -- one episode, turn by turn -------------------------------------------------------------------------------------
 
 function turnsOf(messages) {
@@ -176,10 +226,10 @@ async function showEpisode(index) {
 }
 
 function main() {
-  for (const id of ["min-return", "max-return", "task-filter"]) $(id).addEventListener("input", applyFilters);
+  for (const id of ["min-return", "max-return", "task-filter", "group-filter"]) $(id).addEventListener("input", applyFilters);
   $("ended").addEventListener("change", applyFilters);
   $("clear").addEventListener("click", () => {
-    for (const id of ["min-return", "max-return", "task-filter", "ended"]) $(id).value = "";
+    for (const id of ["min-return", "max-return", "task-filter", "group-filter", "ended"]) $(id).value = "";
     applyFilters();
   });
   $("reload").addEventListener("click", load);

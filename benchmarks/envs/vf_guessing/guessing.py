@@ -54,7 +54,8 @@ class GuessingGame(vf.MultiTurnEnv):
 
 
 def load_environment(num_rows: int = 50, low: int = 1, high: int = 100, max_turns: int = 10,
-                     timeout_seconds: float | None = None):
+                     timeout_seconds: float | None = None, group_reward: bool = False):
+    """group_reward: the rubric also has a group reward function (GRPO groups: the fewest guesses of the group win)."""
     parser = vf.XMLParser(["guess"], answer_field="guess")
     rows = [{"question": INTRO.format(low=low, high=high), "answer": str(low + (i * 37) % (high - low + 1))}
             for i in range(num_rows)]
@@ -65,6 +66,14 @@ def load_environment(num_rows: int = 50, low: int = 1, high: int = 100, max_turn
     def speed_reward(state, **kwargs) -> float:
         return 1.0 - len(state["trajectory"]) / (max_turns + 1) if state["solved"] else 0.0
 
-    rubric = vf.Rubric(funcs=[solved_reward, speed_reward], weights=[1.0, 0.5], parser=parser)
+    def fewest_guesses(states) -> list[float]:
+        turns = [len(state["trajectory"]) if state["solved"] else None for state in states]
+        best = min((n for n in turns if n is not None), default=None)
+        return [float(n is not None and n == best) for n in turns]
+
+    funcs, weights = [solved_reward, speed_reward], [1.0, 0.5]
+    if group_reward:
+        funcs, weights = [*funcs, fewest_guesses], [*weights, 0.25]
+    rubric = vf.Rubric(funcs=funcs, weights=weights, parser=parser)
     return GuessingGame(low, high, dataset=Dataset.from_list(rows), parser=parser, rubric=rubric,
                         max_turns=max_turns, timeout_seconds=timeout_seconds)
