@@ -9,6 +9,8 @@ import pytest
 from conftest import env_path, run
 
 import openenv_gym
+from openenv_gym import Reply
+from openenv_gym.rollout.turns import ToolCall
 from openenv_gym.errors import BadRequestError, StepTimeoutError
 
 
@@ -161,3 +163,47 @@ def test_make_vec_asks_for_each_groups_score_when_its_last_member_ends(contest_u
             assert [i["rank_of"] for i in infos] == [4] * 4
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("env", ["guess", "contest"])
+def test_a_server_killed_mid_stream_shrinks_no_group_silently(env):
+    """Two servers, one killed outright while groups play: every group still comes, with all its G members, each
+    finished or marked failed; members are played again on the live server, and a group that cannot be made
+    whole (or, scored by the env, lost its kept episodes) says so. guess: groups gathered by the client; contest:
+    scored by the server."""
+    from openenv_gym.client.local import LocalServer
+
+    source = "guess" if env == "guess" else env_path("contest")
+    calls = itertools.count()
+
+    async def policy(messages, tools):
+        await asyncio.sleep(0.005)
+        n = next(calls)
+        if env == "guess":
+            return Reply(tool_calls=[ToolCall("guess", {"number": n % 100 + 1})])
+        return "z" * (n % 9 + 1)
+
+    async def main(urls, victim):
+        groups = []
+        stream = openenv_gym.rollouts("openenv/guess" if env == "guess" else "openenv/ors", policy, base_url=urls,
+                                      transport="native", num_envs=16, episodes=24, group_size=4, max_turns=3,
+                                      reset_retry_window=5)
+        async with contextlib.aclosing(stream):
+            async for group in stream:
+                groups.append(group)
+                if len(groups) == 4:
+                    victim.process.kill()
+        return groups
+
+    with LocalServer(source, 1, 1000) as kept, LocalServer(source, 1, 1000) as victim:
+        groups = run(main([kept.url, victim.url], victim))
+    assert len(groups) == 24 and len({g.id for g in groups}) == 24
+    for group in groups:
+        assert sorted(e.group_member for e in group.episodes) == [0, 1, 2, 3]
+        assert group.complete == all(e.error is None for e in group.episodes)
+        for episode in group.episodes:
+            assert (episode.error is None) == (episode.advantage is not None)
+            if env == "contest" and episode.error is None:
+                assert episode.group_reward is not None
+    if env == "contest":  # the groups kept on the lost server lost their episodes: they say so
+        assert not all(group.complete for group in groups)

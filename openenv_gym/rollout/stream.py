@@ -126,6 +126,8 @@ class _Driver:
         self.server_scores = groups is not None and bool(client.description.get("group_scoring"))
         self.members: dict[Any, deque[Play]] = {}  # place -> group plays to start there
         self.places: dict[str, Any] = {}  # group id -> its place
+        self.env_places: dict[int, Any] = {}  # env -> where it started its last play
+        self.left_places: set[Any] = set()  # places an env moved away from (its server was lost)
         self.idle: set[int] = set()  # envs with nothing to play now
         self.games: dict[int, _Game] = {}
         self.thinking: set[asyncio.Task] = set()
@@ -195,6 +197,11 @@ class _Driver:
             planned = self.plan.next()
             return None if planned is None else (planned, None, None)
         place = self._place(env)
+        if self.env_places.setdefault(env, place) != place:  # the env moved: its old place may have no env left
+            self.left_places.add(self.env_places[env])
+            self.env_places[env] = place
+        if self.left_places:
+            self._give_up_deserted()
         queue = self.members.setdefault(place, deque())
         if not queue:
             planned = self.plan.next()
@@ -207,6 +214,19 @@ class _Driver:
             self.places[group] = place
             queue.extend((planned, group, member) for member in range(self.groups.size))
         return queue.popleft()
+
+    def _give_up_deserted(self) -> None:
+        """The group plays queued at a place no env sits on any more (its server was lost) cannot be played
+        there: each ends as failed, so its group comes (incomplete), never silently short."""
+        occupied = {self._place(env) for env in range(self.client.num_envs)}
+        for place in [place for place in self.left_places if place not in occupied]:
+            self.left_places.discard(place)
+            queue = self.members.get(place, deque())
+            while queue:  # a member given up may queue its replacement here again, within its group's bound
+                (seed, options), group, member = queue.popleft()
+                self._finish(Episode(-1, seed, options, group=group, group_member=member,
+                                     error="env: its group's server was lost before this member could play"))
+            self.members.pop(place, None)
 
     def _start(self, env: int) -> None:
         """Begin the env's next episode, if there is one."""
