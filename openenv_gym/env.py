@@ -20,6 +20,7 @@ from openenv_gym.client.servers import Servers, one_of
 from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport
 from openenv_gym.client.transports import transport_class
+from openenv_gym.episode.groups import GroupScore
 from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome
 from openenv_gym.errors import InvalidActionError
@@ -123,6 +124,12 @@ class RemoteEnv(gym.Env[str, Action]):
 
     def render(self) -> str | None:
         return self._last_obs if self.render_mode == "ansi" else None
+
+    def score_group(self, group: str, members: int) -> GroupScore:
+        """The server's score of group `group` of this env's connection (reset option {"group": {"id": group,
+        "member": m}}), once `members` of its episodes have ended (an env that scores groups: episode/groups.py)."""
+        transport = self._transport
+        return self._runner.run(transport.score_group(transport.place(self._session), group, members))
 
     def close(self) -> None:
         """End the session on the server. Safe to call more than once."""

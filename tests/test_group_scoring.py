@@ -10,8 +10,8 @@ from conftest import env_path, run
 
 import openenv_gym
 from openenv_gym import Reply
-from openenv_gym.rollout.turns import ToolCall
 from openenv_gym.errors import BadRequestError, StepTimeoutError
+from openenv_gym.rollout.turns import ToolCall
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,13 @@ import pytest
 
 pytest.importorskip("trl")
 
-from conftest import health, wait_until
+import httpx
+from conftest import env_path, health, http_url, wait_until
 from transformers.utils import get_json_schema
 from trl import GRPOConfig, GRPOTrainer
 
 from examples.tiny_model import build_model, build_tokenizer, steer, tool_call_text
+from openenv_gym.client.local import LocalServer
 from openenv_gym.integrations.trl import (
     close_sessions,
     dataset,
@@ -231,9 +233,6 @@ def test_vllm_server_generation_reads_trls_client_answer():
 def test_rollout_func_gets_group_rewards_from_an_env_that_scores_groups(tmp_path, tokenizer):
     """tests/envs/contest scores a group on the server (its longest reply wins): each GRPO group (a run of
     identical prompts) is one group there, and its rewards are what the trainer trains on."""
-    from conftest import env_path
-
-    from openenv_gym.client.local import LocalServer
 
     with LocalServer(env_path("contest"), 1, 100) as server:
         rollout_func = make_rollout_func("openenv/ors", base_url=server.url, transport="native", max_turns=2)
@@ -254,3 +253,39 @@ def test_rollout_func_gets_group_rewards_from_an_env_that_scores_groups(tmp_path
         last = outputs[-1]["env_group_reward"]
         assert logged(trainer, "rewards/env_reward/mean")[-1] == pytest.approx(sum(last) / len(last), abs=1e-6)
         assert wait_until(lambda: health(server.url)["sessions"] == 0)
+
+
+def test_environment_factory_rewards_are_group_scores_from_an_env_that_scores_groups(tmp_path):
+    """Consecutive resets of one row form a group on the server (tests/envs/contest: its longest reply wins);
+    get_reward() is the member's group reward, asked once per group; a member that did not end gets None."""
+
+    with LocalServer(env_path("contest"), 1, 100) as server:
+        Env = environment_factory("openenv/ors", base_url=server.url, transport="native")
+        envs = [Env() for _ in range(5)]
+        for env, row in zip(envs, [{"seed": 1}] * 3 + [{"seed": 2}] * 2, strict=True):
+            env.reset(**row)
+        for env, message in zip(envs, ["a" * 5, "a" * 1, "a" * 3, "b" * 2, "again"], strict=True):
+            env.send_message(message=message)  # the last one's episode goes on: it did not end
+        assert [env.get_reward() for env in envs] == [1.0, 0.0, 0.5, 0.0, None]
+        info = httpx_info(server.url)
+        assert info["groups"]["scored"] == 2  # one request per group
+        close_sessions()
+
+        message = tool_call_text("send_message", {"message": "a reply"})
+        tokenizer = build_tokenizer([message])
+        trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[],
+                              train_dataset=dataset(4), environment_factory=environment_factory(
+                                  "openenv/ors", base_url=server.url, transport="native"),
+                              args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=2,
+                                             generation_kwargs=steer(tokenizer, message)))
+        trainer.train()
+        assert trainer.state.global_step == 2
+        # every batch of 4 is 2 GRPO groups of 2, each scored once by the server
+        assert httpx_info(server.url)["groups"]["scored"] == 2 + 2 * 2
+        rewards = [env.get_reward() for env in trainer.environments]
+        assert logged(trainer, "rewards/ContestEnv/mean")[-1] == pytest.approx(sum(rewards) / len(rewards), abs=1e-6)
+        assert wait_until(lambda: health(server.url)["sessions"] == 0)
+
+
+def httpx_info(url):
+    return httpx.get(http_url(url) + "/info", timeout=5).json()

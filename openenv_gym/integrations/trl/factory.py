@@ -8,15 +8,23 @@ and a tool call is one request. The class has one public method per tool of the 
 `send_message`), `reset(**row)` and `get_reward()`. The episode's end, and an env that fails, reach the model as
 tool results. Sessions end when `trainer.train()` returns (a callback the class adds to the trainer) or when the
 process exits; `close_sessions()` ends them at any time.
+
+GRPO groups: TRL resets its instances in batch order, a group's rows one after the other. Where the env scores
+groups itself (score_group, on the server), consecutive resets with the same row join one group, and
+`get_reward()` is the member's group reward (asked of the server once per group, when its first member's reward
+is asked for; None for a member that failed or did not end, which TRL leaves out).
 """
 
 from __future__ import annotations
 
 import copyreg
+import itertools
+import json
 from typing import Any, ClassVar
 
 from openenv_gym.env import RemoteEnv
-from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.episode.groups import GROUP_OPTION, GroupScore
+from openenv_gym.errors import EnvError, OpenEnvGymError
 from openenv_gym.integrations.trl import lifecycle
 from openenv_gym.integrations.trl.tasks import task_of_row
 from openenv_gym.integrations.trl.tool_methods import tool_method
@@ -28,9 +36,24 @@ SEND_MESSAGE = {"name": "send_message", "description": "Send a message to the en
                     "required": ["message"]}}
 
 
+GROUP_NUMBERS = itertools.count()  # group ids, unique in this process (a server keeps groups per connection)
+
+
 def _episode_over(env: OpenEnvGymEnv) -> str:
     how = f"failed ({env._error})" if env._error else "over"
-    return f"The episode is {how}; its return is {env.get_reward():g}. No more tool calls are needed."
+    return f"The episode is {how}; its return is {env._return():g}. No more tool calls are needed."
+
+
+class _Group:
+    """Consecutive resets of one row: a GRPO group the server scores."""
+
+    __slots__ = ("id", "members", "row", "score")
+
+    def __init__(self, row: str) -> None:
+        self.id = f"trl-{next(GROUP_NUMBERS)}"
+        self.row = row
+        self.members: list[OpenEnvGymEnv] = []
+        self.score: GroupScore | Exception | None = None
 
 
 class EnvClass(type):
@@ -61,6 +84,8 @@ class OpenEnvGymEnv(metaclass=EnvClass):
 
     target: ClassVar[Target]
     tool_names: ClassVar[list[str]] = []
+    group_scoring: ClassVar[bool] = False  # the env scores groups: its rewards are its groups'
+    _open_group: ClassVar[_Group | None] = None  # the group the last reset joined
 
     def __init__(self) -> None:
         self._env: RemoteEnv | None = None
@@ -68,6 +93,8 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         self._done = True
         self._error: str | None = None
         self._info: dict[str, Any] = {}
+        self._ended = False  # the env ended the episode (terminated or truncated)
+        self._group: _Group | None = None
         lifecycle.track(self)
         lifecycle.attach_to_caller()
 
@@ -77,7 +104,9 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         seed, options = task_of_row(row)
         if self._env is None:
             self._env = RemoteEnv(target=self.target)
-        self._rewards, self._error = [], None
+        self._rewards, self._error, self._ended = [], None, False
+        if self.group_scoring:
+            options = options | {GROUP_OPTION: self._join_group(row)}
         obs, self._info = self._env.reset(seed=seed, options=options)
         self._done = False
         return obs
@@ -87,9 +116,39 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         """Env steps of the current (or last) episode."""
         return len(self._rewards)
 
-    def get_reward(self) -> float:
-        """The episode's return: the sum of its step rewards."""
+    def get_reward(self) -> float | None:
+        """The episode's return: the sum of its step rewards; where the env scores groups, its group reward (None
+        for a member that failed or did not end)."""
+        group = self._group
+        if group is None:
+            return self._return()
+        if group.score is None:
+            ended = sum(member._ended for member in group.members)
+            try:
+                if not ended:
+                    raise EnvError("no member of the group ended its episode")
+                group.score = self._env.score_group(group.id, ended)  # type: ignore[union-attr]
+            except OpenEnvGymError as exc:
+                group.score = exc
+        score = group.score
+        if isinstance(score, Exception) or not self._ended:
+            return None
+        return score.rewards[score.members.index(group.members.index(self))]
+
+    def _return(self) -> float:
         return float(sum(self._rewards))
+
+    def _join_group(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The group option of this reset: the group of the reset before it, if that played the same row and this
+        instance is not in it yet (a new batch), else a new group."""
+        cls = type(self)
+        key = json.dumps(row, sort_keys=True, default=str)
+        group = cls._open_group
+        if group is None or group.row != key or self in group.members or group.score is not None:
+            group = cls._open_group = _Group(key)
+        self._group = group
+        group.members.append(self)
+        return {"id": group.id, "member": len(group.members) - 1}
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         return self._step({"name": name, "arguments": arguments})
@@ -104,7 +163,7 @@ class OpenEnvGymEnv(metaclass=EnvClass):
             return _episode_over(self)
         self._rewards.append(float(reward))
         if terminated or truncated:
-            self._done = True
+            self._done = self._ended = True
             return f"{obs}\n\n{_episode_over(self)}"
         return obs
 
@@ -128,7 +187,7 @@ def environment_factory(env_id: str, *, workers: int | None = None, **make_kwarg
     specs = (description.get("tools") or []) if description.get("action") == "tools" else [SEND_MESSAGE]
     taken = set(vars(OpenEnvGymEnv))
     namespace: dict[str, Any] = {"target": target, "__doc__": description.get("description") or None,
-                                 "tool_names": []}
+                                 "tool_names": [], "group_scoring": bool(description.get("group_scoring"))}
     for spec in specs:
         if spec is SEND_MESSAGE:
             name, method = tool_method(spec, lambda self, _name, arguments: self._step(arguments["message"]), taken)
