@@ -1,5 +1,6 @@
-"""A single-turn quiz whose rubric scores groups: correctness per rollout, plus two group reward functions (the
-shortest correct answer of the group wins; agreement with the group's most common answer)."""
+"""A single-turn quiz whose rubric scores groups: correctness per rollout, plus three group reward functions (the
+shortest correct answer of the group wins; agreement with the group's most common answer; the group's share of
+tagged answers), each of a style Verifiers takes as a group function: plural parameters, `states`, a list return."""
 
 from collections import Counter
 
@@ -26,6 +27,11 @@ def load_environment():
         common = Counter(given).most_common(1)[0][1]
         return [Counter(given)[g] / common for g in given]
 
-    rubric = vf.Rubric(funcs=[correct_answer, shortest_correct, agreement], weights=[1.0, 0.5, 0.25], parser=parser)
+    def tagged_share(**kwargs) -> list[float]:  # a group function by its list return alone
+        tagged = ["<answer>" in str(c) for c in kwargs["completions"]]
+        return [sum(tagged) / len(tagged) if t else 0.0 for t in tagged]
+
+    rubric = vf.Rubric(funcs=[correct_answer, shortest_correct, agreement, tagged_share],
+                       weights=[1.0, 0.5, 0.25, 0.1], parser=parser)
     return vf.SingleTurnEnv(dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in TRAIN]),
                             system_prompt="Answer in <answer> tags.", parser=parser, rubric=rubric)
