@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 
 from openenv_gym.adapters import load_factory
 from openenv_gym.errors import EnvError
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 HARD_FRAME_FACTOR = 2
 INCOMING_QUEUE = 16  # frames read ahead of the handler; past it the socket is not read (TCP pushes back)
 LISTEN_BACKLOG = 4096  # thousands of clients may connect at once
+# Stopping, a worker tells each connection it goes away and waits this long for the peer's close frame; a
+# synchronous client reads its socket only during its calls and never answers, so its connection is then cut
+# rather than held for websockets' 10 s (which outlasts what a LocalServer waits for its process to end).
+SHUTDOWN_CLOSE_WAIT = 1.0
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -65,6 +70,16 @@ def _keep_alive(connection: ServerConnection) -> None:
 def _unencodable(message: dict, exc: Exception) -> dict:
     return error_response(message.get("id"), EnvError(
         f"the environment returned a value JSON cannot carry ({exc}); keep obs and info to JSON types"))
+
+
+async def _going_away(connections: set[ServerConnection]) -> None:
+    """Close every connection (1001, going away); cut those whose peer does not answer within SHUTDOWN_CLOSE_WAIT."""
+    closing = [asyncio.ensure_future(connection.close(CloseCode.GOING_AWAY)) for connection in connections]
+    if not closing:
+        return
+    await asyncio.wait(closing, timeout=SHUTDOWN_CLOSE_WAIT)
+    for connection in connections:
+        connection.transport.abort()  # a no-op for one already closed
 
 
 class Worker:
@@ -163,12 +178,13 @@ class Worker:
             ping_interval=self.config.ping_interval, server_header=None, backlog=LISTEN_BACKLOG,
             create_connection=PostAwareConnection.with_routes({"/mcp": self.openenv.post_mcp}),
             select_subprotocol=select_subprotocol,
-        ):
+        ) as server:
             ready()
             chores = [loop.create_task(self._housekeeping(stop)), loop.create_task(self._cut_incomplete_frames())]
             await stop.wait()
             for chore in chores:
                 chore.cancel()
+            await _going_away(server.connections)
         self.native.shutdown()
         self.openenv.shutdown()
         self.core.shutdown()
