@@ -5,8 +5,9 @@
         async for episode in stream:
             replay_buffer.add(episode)
 
-`num_envs` sessions play at once. Each policy call runs as its own task and sends its action as soon as it
-returns (the vector client's send/recv), so a slow policy call or a slow env holds back only its own episode.
+`num_envs` sessions play at once. Each policy call runs as its own task and its action is sent as soon as it
+returns (the vector client's send/recv; the actions of calls that return in one loop iteration go in one send),
+so a slow policy call or a slow env holds back only its own episode.
 Every session is closed when the stream ends, is closed (aclose, or leaving `aclosing`), or is cancelled.
 """
 
@@ -131,6 +132,8 @@ class _Driver:
         self.idle: set[int] = set()  # envs with nothing to play now
         self.games: dict[int, _Game] = {}
         self.thinking: set[asyncio.Task] = set()
+        self.outbox: tuple[list[int], list[Any]] = ([], [])  # actions to send: (envs, actions)
+        self.flushing = False  # a flush of the outbox is scheduled
         self.scoring: set[asyncio.Task] = set()
         self.finished: deque[Any] = deque()  # episodes (or groups) to yield
         self.tools: list[dict[str, Any]] = []
@@ -144,6 +147,7 @@ class _Driver:
         while self.games or self.finished or self.scoring:
             while self.finished:
                 yield self.finished.popleft()
+            self._flush()
             if self.client.in_flight.any():
                 self._absorb(await self.client.recv(min_results=1))
             elif self.thinking or self.scoring:
@@ -300,7 +304,20 @@ class _Driver:
         game.episode.messages.append(assistant_message(reply))
         if reply.completion_ids is not None or reply.logprobs is not None:
             game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
-        self.client.send([action_of(reply)], [env])
+        envs, actions = self.outbox
+        envs.append(env)
+        actions.append(action_of(reply))
+        if not self.flushing:  # after the other calls that return in this loop iteration
+            self.flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Send the actions waiting in the outbox, all in one send."""
+        self.flushing = False
+        envs, actions = self.outbox
+        if envs:
+            self.outbox = ([], [])
+            self.client.send(actions, envs)
 
     async def close(self) -> None:
         tasks = self.thinking | self.scoring
