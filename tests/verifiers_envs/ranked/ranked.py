@@ -16,7 +16,7 @@ def load_environment():
     def correct_answer(completion, answer, **kwargs) -> float:
         return 1.0 if (parser.parse_answer(completion) or "").strip() == answer else 0.0
 
-    def shortest_correct(completions, answers, **kwargs) -> list[float]:
+    async def shortest_correct(completions, answers, **kwargs) -> list[float]:  # async, as Verifiers documents
         lengths = [len(str(c)) if (parser.parse_answer(c) or "").strip() == a else None
                    for c, a in zip(completions, answers, strict=True)]
         best = min((n for n in lengths if n is not None), default=None)
