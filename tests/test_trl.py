@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("trl")
 
 import httpx
-from conftest import env_path, health, http_url, wait_until
+from conftest import ROOT, env_path, health, http_url, wait_until
 from transformers.utils import get_json_schema
 from trl import GRPOConfig, GRPOTrainer
 
@@ -289,3 +289,41 @@ def test_environment_factory_rewards_are_group_scores_from_an_env_that_scores_gr
 
 def httpx_info(url):
     return httpx.get(http_url(url) + "/info", timeout=5).json()
+
+
+SCRIPT = """
+import asyncio, sys
+from types import SimpleNamespace
+from examples.tiny_model import build_tokenizer, tool_call_text
+from openenv_gym.integrations.trl import make_rollout_func
+
+call = tool_call_text("guess", {"number": 50})
+tokenizer = build_tokenizer([call])
+ids = tokenizer(call)["input_ids"] + [tokenizer.eos_token_id]
+rollout_func = make_rollout_func("openenv/guess", base_url=sys.argv[1], max_turns=2,
+                                 generate=lambda sequences, n: [(ids, [0.0] * len(ids)) for _ in sequences])
+trainer = SimpleNamespace(processing_class=tokenizer, chat_template_kwargs={}, max_completion_length=64)
+
+async def in_a_loop():  # an async script, or a notebook cell: the function was made outside any loop
+    return rollout_func(["Guess the number."] * 4, trainer)
+
+out = asyncio.run(in_a_loop()) if sys.argv[2] == "async" else rollout_func(["Guess the number."] * 4, trainer)
+print(out["env_steps"])
+"""
+
+
+@pytest.mark.parametrize("where", ["sync", "async"])
+def test_a_script_calling_the_rollout_function_directly_leaves_no_session_open(tmp_path, where):
+    """Outside a trainer (an evaluation, a first try): the script's normal exit ends its sessions at once, not after
+    the server's resume window; a function made in plain code may be called inside a running loop."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "evaluate.py"
+    script.write_text(SCRIPT)
+    with LocalServer("guess", 2, 100) as server:
+        done = subprocess.run([sys.executable, str(script), server.url, where], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == "[2, 2, 2, 2]"  # four episodes were played
+        assert health(server.url)["sessions"] == 0  # at once: the exit closed them

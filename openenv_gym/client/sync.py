@@ -33,6 +33,10 @@ class Runner:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         raise NotImplementedError
 
+    def usable(self) -> bool:
+        """Whether `run` works from here now."""
+        return True
+
     async def open_transport(self, cls: type[Transport], url: str, options: dict[str, Any]) -> Transport:
         """The shared, open transport of this runner to `url` (opened, or reopened, on demand), from its loop."""
         key = (cls, url, json.dumps(options, sort_keys=True, default=str))
@@ -54,6 +58,10 @@ class PrivateLoopRunner(Runner):
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
+
+    def usable(self) -> bool:
+        """Not from inside a running loop (one loop cannot run inside another), nor once closed."""
+        return not self.loop.is_closed() and asyncio._get_running_loop() is None
 
     def shutdown(self) -> None:
         if not self.loop.is_closed():

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from openenv_gym.client.sync import current_runner
+from openenv_gym.client.sync import Runner, current_runner
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.toolcalls import parse_tool_call
@@ -91,6 +91,7 @@ class EnvRolloutFunc:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         lifecycle.attach(trainer)
+        self._follow(current_runner())
         self.timings = {"env_s": 0.0, "generate_s": 0.0}
         self.calls += 1
         client = self._client(len(prompts), _run_length(prompts))
@@ -265,9 +266,18 @@ class EnvRolloutFunc:
         finally:
             self.timings["env_s"] += time.perf_counter() - started
 
+    def _follow(self, runner: Runner) -> None:
+        """Run on the runner of where this call is made: a function made in plain code and called inside a running
+        loop (an async script, a notebook) moves to the background loop, its old client closed if that can be done
+        from here (else its loop closes it at exit)."""
+        if runner is self.runner:
+            return
+        self._close()
+        self.client, self.runner = None, runner
+
     def _close(self) -> None:
         client, self.client = self.client, None
-        if client is not None:
+        if client is not None and self.runner.usable():
             self.runner.run(client.close())
 
 
