@@ -244,3 +244,40 @@ def test_group_arguments_are_checked():
     assert advantages([1.0, 3.0], "mean") == [-1.0, 1.0]
     assert advantages([1.0, 3.0], "mean_std") == pytest.approx([-1 / (1 + 1e-4), 1 / (1 + 1e-4)])
     assert advantages([1.0, 3.0], lambda returns: [r * 2 for r in returns]) == [2.0, 6.0]
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_rollout_that_stopped_resumes_playing_no_task_twice_and_none_skipped(tmp_path, guess_url, model_server,
+                                                                                grouped):
+    out = tmp_path / "episodes.jsonl"
+    run_args = ["openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "6",
+                "--seed", "40", "--num-envs", "4", "--env-url", guess_url, "--out", str(out)]
+    if grouped:
+        run_args += ["--group-size", "3"]
+    assert cli(*run_args).returncode == 0
+    whole = out.read_bytes().splitlines()
+    assert len(whole) == (18 if grouped else 6)
+    # the run "died": it had written 4 lines and part of a fifth (with groups: one group and part of another)
+    out.write_bytes(b"\n".join(whole[:4]) + b"\n" + whole[4][:20])
+    resumed = cli(*run_args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    if grouped:
+        assert "1 of 6 groups played; 2 unfinished lines taken out" in resumed.stderr
+        by_group: dict[str, list] = {}
+        for line in lines:
+            by_group.setdefault(line["group"], []).append(line)
+        assert sorted(by_group) == [f"g{n}" for n in range(6)] and all(len(m) == 3 for m in by_group.values())
+        assert [line["seed"] for line in lines[:3]] == [40] * 3  # what was whole is kept as it was
+        assert {m[0]["seed"] for m in by_group.values()} == set(range(40, 46))
+    else:
+        assert "4 of 6 episodes played; 1 unfinished lines taken out" in resumed.stderr
+        assert sorted(line["seed"] for line in lines) == list(range(40, 46))  # each task once
+        assert out.read_bytes().splitlines()[:4] == whole[:4]
+    again = cli(*run_args, "--resume")
+    assert again.returncode == 0 and "nothing to play" in again.stdout
+    wrong = cli(*[a if a != "40" else "0" for a in run_args], "--resume")
+    # another run's file is refused, and left as it was
+    assert wrong.returncode == 1
+    assert ("another --seed or --split" if grouped else "outside this run's 0 to 5") in wrong.stderr
+    assert [json.loads(line) for line in out.read_text().splitlines()] == lines

@@ -20,6 +20,7 @@ import orjson
 from tqdm import tqdm
 
 from openenv_gym.rollout import Episode, Group, OpenAIPolicy, rollouts
+from openenv_gym.rollout.resume import played
 
 
 def add_rollout(commands: argparse._SubParsersAction) -> None:
@@ -39,6 +40,10 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
                         help="with --group-size: a return minus the group's mean, or over its standard deviation too")
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes played at once (default 64)")
     parser.add_argument("--out", type=Path, help="write one JSON line per episode here (default: nowhere)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run that wrote --out (same --episodes, --seed, --split, --group-size): play "
+                             "only what the file lacks, appending to it; a line cut short and the lines of a group "
+                             "not whole are played again")
     parser.add_argument("--env-url", nargs="+",
                         help="running env servers, or one dns+ws://NAME:PORT for every address of NAME (default: start "
                              "a local one)")
@@ -55,17 +60,37 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_rollout)
 
 
+def _already_played(args: argparse.Namespace) -> frozenset[int]:
+    """With --resume: the plan numbers --out holds whole (the file rewritten without what is played again)."""
+    if not args.resume:
+        return frozenset()
+    if args.out is None:
+        sys.exit("openenv-gym rollout: --resume continues the file of --out; give it")
+    try:
+        done = played(args.out, episodes=args.episodes, seed=args.seed, split=args.split, group_size=args.group_size)
+    except ValueError as exc:
+        sys.exit(f"openenv-gym rollout: {exc}")
+    what = "groups" if args.group_size else "episodes"
+    again = f"; {done.dropped} unfinished lines taken out, played again" if done.dropped else ""
+    print(f"resuming {args.out}: {len(done.numbers)} of {args.episodes} {what} played{again}", file=sys.stderr)
+    return done.numbers
+
+
 def run_rollout(args: argparse.Namespace) -> None:
+    skip = _already_played(args)
+    if len(skip) == args.episodes:
+        print(f"{args.out} holds the whole run already; nothing to play")
+        return
     policy = OpenAIPolicy(args.base_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
                           temperature=args.temperature, max_tokens=args.max_tokens)
     tasks = None if args.split is None else ({"split": args.split, "index": i} for i in range(args.episodes))
-    plays = args.episodes * (args.group_size or 1)
+    plays = (args.episodes - len(skip)) * (args.group_size or 1)
     grouped = {} if args.group_size is None else {"group_size": args.group_size, "advantage": args.advantage}
     stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, plays), episodes=args.episodes,
                       tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
-                      base_url=args.env_url, env=args.env, **grouped)
+                      base_url=args.env_url, env=args.env, skip=skip, **grouped)
     with contextlib.ExitStack() as files:
-        out = files.enter_context(args.out.open("wb")) if args.out else None
+        out = files.enter_context(args.out.open("ab" if args.resume else "wb")) if args.out else None
         summary = asyncio.run(_play(stream, policy, plays, out))
     print(summary.table())
     if not summary.returns:
@@ -122,6 +147,8 @@ async def _play(stream: Any, policy: OpenAIPolicy, total: int, out: IO[bytes] | 
                         line = episode.to_json() | ({"group_complete": group.complete} if group else {})
                         out.write(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
                     progress.update()
+                if out is not None:
+                    out.flush()  # a run that dies keeps what it finished (--resume goes on from there)
                 progress.set_postfix(mean_reward=f"{summary.mean_return:.3f}",
                                      steps_per_s=f"{summary.steps_per_s:,.0f}", refresh=False)
     finally:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -40,29 +40,33 @@ from openenv_gym.targets import resolve
 
 
 class _Plan:
-    """Hands out the (seed, reset options) of each new episode until `episodes` are handed out or `tasks` run out."""
+    """Hands out the (seed, reset options) of each new episode until `episodes` are handed out or `tasks` run out.
+    Episode (or group) n of the plan has seed `seed + n`, the n-th task, and group id "g{n}"; the numbers in
+    `skip` (played already: a resumed run) are passed over."""
 
     def __init__(self, episodes: int | None, tasks: Iterable[dict[str, Any]] | None, seed: int | None,
-                 options: dict[str, Any]) -> None:
+                 options: dict[str, Any], skip: Collection[int] = ()) -> None:
         self.left = episodes
         self.tasks: Iterator[dict[str, Any]] | None = None if tasks is None else iter(tasks)
         self.seed = seed
         self.options = options
-        self.count = 0
+        self.skip = skip
+        self.count = 0  # the plan's next number
 
     def next(self) -> tuple[int | None, dict[str, Any]] | None:
-        if self.left is not None and self.left <= 0:
-            return None
-        task: dict[str, Any] = {}
-        if self.tasks is not None:
-            task = next(self.tasks, None)  # type: ignore[arg-type]
-            if task is None:
+        while True:
+            if self.left is not None and self.left <= 0:
                 return None
-        if self.left is not None:
-            self.left -= 1
-        seed = None if self.seed is None else self.seed + self.count
-        self.count += 1
-        return seed, self.options | task
+            task: dict[str, Any] = {}
+            if self.tasks is not None:
+                task = next(self.tasks, None)  # type: ignore[arg-type]
+                if task is None:
+                    return None
+            if self.left is not None:
+                self.left -= 1
+            number, self.count = self.count, self.count + 1
+            if number not in self.skip:
+                return (None if self.seed is None else self.seed + number), self.options | task
 
 
 class _Game:
@@ -79,7 +83,7 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
                    tasks: Iterable[dict[str, Any]] | None = None, seed: int | None = None,
                    max_turns: int | None = None, system_prompt: str | None = None, workers: int | None = None,
                    group_size: int | None = None, advantage: Advantage = "mean", replacements: int = 1,
-                   **make_kwargs: Any) -> AsyncIterator[Any]:
+                   skip: Collection[int] = (), **make_kwargs: Any) -> AsyncIterator[Any]:
     """Finished episodes of `env_id` played by `policy`, in the order they finish; with `group_size`, groups.
 
     num_envs: sessions playing at once.
@@ -93,6 +97,8 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     seed: the first episode's seed; the next ones get seed + 1, seed + 2, ... (default: the server's choice).
     max_turns: truncate episodes after this many steps (the env's own, lower limit still holds).
     system_prompt: a system message put before each episode's first observation.
+    skip: the numbers (0 for the first) of the plan's episodes, or groups, not to play: those a run that stopped
+        played already (`openenv-gym rollout --resume`); `episodes` still counts them.
     make_kwargs: what gym.make takes for this id (base_url, token, options, env_args, ...).
     """
     if num_envs < 1:
@@ -102,7 +108,7 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     options = dict(target.options)
     if max_turns is not None:
         options[MAX_STEPS_OPTION] = max_turns
-    driver = _Driver(await target.open_vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options),
+    driver = _Driver(await target.open_vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options, skip),
                      system_prompt, groups)
     try:
         async for finished in driver.run():
