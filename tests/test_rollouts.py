@@ -281,3 +281,35 @@ def test_a_rollout_that_stopped_resumes_playing_no_task_twice_and_none_skipped(t
     assert wrong.returncode == 1
     assert ("another --seed or --split" if grouped else "outside this run's 0 to 5") in wrong.stderr
     assert [json.loads(line) for line in out.read_text().splitlines()] == lines
+
+
+def test_rescore_replays_each_episode_and_says_what_changed(tmp_path, guess_url, model_server):
+    out = tmp_path / "episodes.jsonl"
+    done = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "8",
+               "--group-size", "2", "--num-envs", "4", "--env-url", guess_url, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    # the file as an older verifier scored it: two returns off, one episode recorded as cut short
+    stored = [dict(r) for r in records]
+    stored[0] |= {"rewards": [r + 0.5 for r in stored[0]["rewards"]], "total_reward": stored[0]["total_reward"] + 0.5}
+    stored[3] |= {"rewards": [0.0] * stored[3]["steps"], "total_reward": 0.0}
+    stored[5] |= {"terminated": False, "truncated": True}
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in stored) + "not an episode\n")
+
+    rescored = subprocess.run([sys.executable, "-m", "openenv_gym", "rescore", str(old), "openenv/guess",
+                               "--env-url", guess_url, "--num-envs", "5"], capture_output=True, text=True, timeout=120)
+    assert rescored.returncode == 0, rescored.stderr
+    summary = dict(line.split("  ", 1) for line in rescored.stdout.splitlines())
+    assert summary["episodes"].strip() == "16" and summary["replayed"].strip() == "16"
+    assert summary["return changed"].strip() == "2" and summary["ended differently"].strip() == "1"
+    assert summary["lines not episodes"].strip() == "1"
+    new = [json.loads(line) for line in (tmp_path / "old.rescored.jsonl").read_text().splitlines()]
+    # the replay gives back what the env gave the first time: the same rewards, endings and the group advantages
+    for before, after in zip(records, new, strict=True):
+        assert after["rewards"] == pytest.approx(before["rewards"]) and after["steps"] == before["steps"]
+        assert (after["terminated"], after["truncated"]) == (before["terminated"], before["truncated"])
+        assert after["advantage"] == pytest.approx(before["advantage"], abs=1e-9)
+    assert new[0]["rescore"]["previous_total_reward"] == pytest.approx(records[0]["total_reward"] + 0.5)
+    assert [r["rescore"]["same_ending"] for r in new].count(False) == 1 and not new[5]["rescore"]["same_ending"]
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)

@@ -1,4 +1,5 @@
-"""The `openenv-gym` command: serve | import | list | bench | rollout | venvs | view. A thin layer over the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout | rescore | venvs | view. A thin layer over
+the library."""
 
 from __future__ import annotations
 
@@ -156,6 +157,7 @@ def _run_list(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
+    from openenv_gym.cli.rescore import add_rescore
     from openenv_gym.cli.rollout import add_rollout
     from openenv_gym.cli.venvs import add_venvs
     from openenv_gym.cli.view import add_view
@@ -167,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_list(commands)
     add_bench(commands)
     add_rollout(commands)
+    add_rescore(commands)
     add_venvs(commands)
     add_view(commands)
     return parser
