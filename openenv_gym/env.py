@@ -125,6 +125,10 @@ class RemoteEnv(gym.Env[str, Action]):
     def render(self) -> str | None:
         return self._last_obs if self.render_mode == "ansi" else None
 
+    def splits(self) -> list[dict[str, Any]]:
+        """The environment's task splits, each {"name", "type", "num_tasks"}; empty if it has no tasks."""
+        return self._runner.run(self._transport.splits())
+
     def score_group(self, group: str, members: int) -> GroupScore:
         """The server's score of group `group` of this env's connection (reset option {"group": {"id": group,
         "member": m}}), once `members` of its episodes have ended (an env that scores groups: episode/groups.py)."""

@@ -11,6 +11,7 @@ NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 EXPECTED = {
     "quickstart.ipynb": ["correct!", "steps/s"],
     "trl_grpo.ipynb": ["mean env reward per step: [", "sessions left open: 0"],
+    "trl_spec.ipynb": ["mean env reward per step: [", "sessions left open: 0"],
 }
 
 
@@ -20,7 +21,7 @@ def test_every_notebook_is_checked():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_runs(name):
-    if name == "trl_grpo.ipynb":
+    if name.startswith("trl_"):
         pytest.importorskip("trl")
     path = NOTEBOOKS / name
     notebook = nbformat.read(path, as_version=4)

@@ -327,3 +327,21 @@ def test_a_script_calling_the_rollout_function_directly_leaves_no_session_open(t
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip() == "[2, 2, 2, 2]"  # four episodes were played
         assert health(server.url)["sessions"] == 0  # at once: the exit closed them
+
+
+def test_spec_fills_dataset_factory_and_reward_funcs_at_once(tmp_path, tokenizer, guess_url):
+    from openenv_gym.integrations.trl import spec
+
+    env = spec("openenv/guess", base_url=guess_url, num_tasks=8, seed=100)
+    rows = env.train_dataset
+    assert len(rows) == 8 and rows["seed"] == list(range(100, 108)) and env.reward_funcs == []
+    with pytest.raises(ValueError, match="has no task splits"):
+        _ = spec("openenv/guess", base_url=guess_url, split="train").train_dataset
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, train_dataset=env.train_dataset,
+                          environment_factory=env.environment_factory, reward_funcs=env.reward_funcs,
+                          args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=3))
+    trainer.train()
+    assert trainer.state.global_step == 2
+    returns = [e.get_reward() for e in trainer.environments]  # the class's get_reward is the reward
+    assert logged(trainer, "rewards/GuessEnv/mean")[-1] == pytest.approx(sum(returns) / len(returns), abs=1e-6)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)

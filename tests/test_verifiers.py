@@ -306,6 +306,18 @@ def test_group_reward_functions_score_each_group_as_verifiers_score_group_does(i
     assert max(spread) > 0  # the group functions made a difference
 
 
+def test_spec_rows_are_the_task_catalog_without_answers(imported):
+    pytest.importorskip("trl")
+    from openenv_gym.integrations.trl import spec
+
+    rows = spec("openenv/verifiers-quiz").train_dataset  # its train split, every task
+    assert rows["split"] == ["train"] * 3 and rows["index"] == [0, 1, 2]
+    assert "answer" not in rows.column_names and "Paris" not in str(rows.to_list())
+    assert spec("openenv/verifiers-quiz", split="eval", num_tasks=1).train_dataset["index"] == [0]
+    with pytest.raises(ValueError, match="has no split 'test'; its splits: train, eval"):
+        _ = spec("openenv/verifiers-quiz", split="test").train_dataset
+
+
 def test_env_args_are_for_verifiers_environments_only(imported, capfd):
     with pytest.raises(ServerStartError):
         gym.make("openenv/echo", env_args={"size": 3})

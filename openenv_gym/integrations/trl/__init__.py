@@ -4,6 +4,8 @@
 - `make_rollout_func(env_id)`: a `rollout_func` that plays the whole batch's episodes at once, with `env_reward`,
   the reward function that reads their returns;
 - `dataset(size)`: a train dataset whose rows name their tasks;
+- `spec(env_id)`: the three at once (`.train_dataset`, `.environment_factory`, `.reward_funcs`), as TRL's
+  `OpenRewardSpec`;
 - `close_sessions()`: end every session now (done for you when training ends and at exit).
 """
 
@@ -15,6 +17,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from openenv_gym.integrations.trl.factory import close_sessions, environment_factory
 from openenv_gym.integrations.trl.rollout_func import env_reward, make_rollout_func
+from openenv_gym.integrations.trl.spec import EnvSpec, spec
 from openenv_gym.integrations.trl.tasks import dataset
 
-__all__ = ["close_sessions", "dataset", "env_reward", "environment_factory", "make_rollout_func"]
+__all__ = ["EnvSpec", "close_sessions", "dataset", "env_reward", "environment_factory", "make_rollout_func", "spec"]
