@@ -345,3 +345,23 @@ def test_spec_fills_dataset_factory_and_reward_funcs_at_once(tmp_path, tokenizer
     returns = [e.get_reward() for e in trainer.environments]  # the class's get_reward is the reward
     assert logged(trainer, "rewards/GuessEnv/mean")[-1] == pytest.approx(sum(returns) / len(returns), abs=1e-6)
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_a_dict_of_environment_factories_picks_each_rows_env(tmp_path, tokenizer, guess_url, echo_url):
+    """TRL 1.16's multi-environment mode: several of our env classes, each row naming its own by the
+    `environment` column; each class's get_reward scores only its own rollouts."""
+    from datasets import concatenate_datasets
+
+    factories = {"guess": environment_factory("openenv/guess", base_url=guess_url),
+                 "echo": environment_factory("openenv/echo", base_url=echo_url)}
+    rows = concatenate_datasets([dataset(4).add_column("environment", ["guess"] * 4),
+                                 dataset(4, seed=50).add_column("environment", ["echo"] * 4)]).shuffle(seed=0)
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[],
+                          train_dataset=rows, environment_factory=factories,
+                          args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=2, max_steps=2))
+    trainer.train()
+    assert trainer.state.global_step == 2
+    # both classes played (the batches of 4 rows mix them) and each scored its own rollouts as a reward column
+    assert {type(env).__name__ for env in trainer.environments} == {"GuessEnv", "EchoEnv"}
+    assert logged(trainer, "rewards/GuessEnv/mean") and logged(trainer, "rewards/EchoEnv/mean")
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0 and health(echo_url)["sessions"] == 0)
