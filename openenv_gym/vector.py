@@ -242,11 +242,8 @@ class RemoteVectorEnv(VectorEnv):
             if isinstance(score, BaseException):
                 info["group_error"] = f"group {name}: {score}" if kept else f"group {name}: every member failed"
                 continue
-            rewards: list[float | None] = [None] * groups.size
-            infos: list[dict[str, Any] | None] = [None] * groups.size
-            for member, reward, member_info in zip(score.members, score.rewards, score.infos, strict=True):
-                rewards[member], infos[member] = reward, member_info
-            info["group_rewards"], info["group_infos"] = rewards, infos
+            scored = [score.of(member) or (None, None) for member in range(groups.size)]
+            info["group_rewards"], info["group_infos"] = [s[0] for s in scored], [s[1] for s in scored]
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
         client = self.client

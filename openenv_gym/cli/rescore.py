@@ -18,6 +18,7 @@ import orjson
 from tqdm import tqdm
 
 from openenv_gym.rollout.groups import advantages
+from openenv_gym.rollout.records import read_lines
 from openenv_gym.rollout.rescore import Rescored, rescore
 
 CHANGED = 1e-9  # a return that moved by more than this changed
@@ -55,13 +56,7 @@ def run_rescore(args: argparse.Namespace) -> None:
 
 def _read(path: Path) -> tuple[list[dict[str, Any]], int]:
     records, unreadable = [], 0
-    for raw in path.read_bytes().splitlines():
-        if not raw.strip():
-            continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            record = None
+    for _, record in read_lines(path):
         if isinstance(record, dict) and isinstance(record.get("messages"), list):
             records.append(record)
         else:

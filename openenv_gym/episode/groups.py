@@ -39,6 +39,13 @@ class GroupScore:
     rewards: list[float]
     infos: list[dict[str, Any]] = field(default_factory=list)
 
+    def of(self, member: int) -> tuple[float, dict[str, Any]] | None:
+        """The member's group reward and info; None when the score leaves it out (it failed, or never ended)."""
+        if member not in self.members:
+            return None
+        k = self.members.index(member)
+        return self.rewards[k], self.infos[k]
+
 
 def group_of(options: dict[str, Any] | None) -> tuple[str, int] | None:
     """(group id, member) of a reset's `group` option; None without one; BadRequestError when malformed."""

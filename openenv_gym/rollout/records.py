@@ -3,8 +3,12 @@ them, per-step rewards, the return, how it ended, and why if it failed. One JSON
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 
 @dataclass(slots=True)
@@ -47,3 +51,15 @@ class Episode:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (one line of `openenv-gym rollout --out`)."""
         return asdict(self) | {"total_reward": self.total_reward, "steps": self.steps}
+
+
+def read_lines(path: Path) -> Iterator[tuple[bytes, Any]]:
+    """Each non-blank line of an episodes file: (the line, its JSON value, or None when it is not JSON: a line a
+    run was cut short in, or not an episode file at all)."""
+    for raw in path.read_bytes().splitlines():
+        if not raw.strip():
+            continue
+        try:
+            yield raw, orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            yield raw, None

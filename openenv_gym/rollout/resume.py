@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+from openenv_gym.rollout.records import read_lines
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,8 @@ def played(path: Path, *, episodes: int, seed: int, split: str | None, group_siz
         return Played(frozenset(), 0, 0)
     kept: list[tuple[int, bytes]] = []
     dropped = 0
-    for raw in path.read_bytes().splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+    for raw, line in read_lines(path):
+        if line is None:
             dropped += 1  # cut short while it was written
             continue
         kept.append((_number(line, path, seed=seed, split=split, grouped=group_size is not None), raw))

@@ -190,11 +190,12 @@ class _Driver:
         good = [e for e in group.episodes if e.error is None]
         try:
             score = await self.client.score_group(place, group.id, len(good))
-            given = dict(zip(score.members, zip(score.rewards, score.infos, strict=True), strict=True))
             for episode in good:
-                reward, info = given[episode.group_member]
-                episode.group_reward = reward
-                episode.info.update(info)
+                scored = score.of(episode.group_member or 0)
+                if scored is None:
+                    raise EnvError(f"the group's score leaves out member {episode.group_member}")
+                episode.group_reward = scored[0]
+                episode.info.update(scored[1])
         except Exception as exc:  # the env's group function (or the server) failed: this group only
             for episode in group.episodes:
                 episode.error = episode.error or f"group score: {exc}"

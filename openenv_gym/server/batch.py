@@ -114,8 +114,9 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                     and result.truncated.__class__ is bool):
                 obs[index], rewards[index], infos[index] = result.obs, result.reward, result.info
                 terminated[index] = result.terminated
-                truncated[index] = result.truncated = session.count(result.terminated, result.truncated)
+                truncated[index] = limit_hit = session.count(result.terminated, result.truncated)
                 if session.group is not None:
+                    result.truncated = limit_hit
                     core.member_stepped(session, result)
                 written += 1
             else:

@@ -131,9 +131,8 @@ class OpenEnvGymEnv(metaclass=EnvClass):
             except OpenEnvGymError as exc:
                 group.score = exc
         score = group.score
-        if isinstance(score, Exception) or not self._ended:
-            return None
-        return score.rewards[score.members.index(group.members.index(self))]
+        scored = None if isinstance(score, Exception) or not self._ended else score.of(group.members.index(self))
+        return None if scored is None else scored[0]
 
     def _return(self) -> float:
         return float(sum(self._rewards))

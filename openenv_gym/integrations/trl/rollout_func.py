@@ -184,7 +184,7 @@ class EnvRolloutFunc:
                 if isinstance(outcome, BaseException):
                     episodes[k].error = episodes[k].error or f"group score: {type(outcome).__name__}: {outcome}"
                 elif episodes[k].ended:
-                    rewards[k] = outcome.rewards[outcome.members.index(k - leader)]
+                    rewards[k] = outcome.of(k - leader)[0]  # type: ignore[index]
                 elif episodes[k].error is None:  # no score of its own, none of its group: left out of the baseline
                     episodes[k].error = "the episode did not end within max_turns, so its group did not score it"
         return rewards
