@@ -17,7 +17,7 @@ EVERY_ROOM = {"errors", "runtime", "episode", "protocol", "manifests", "adapters
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
     "runtime": set(),
-    "episode": {"errors"},
+    "episode": {"errors", "runtime"},
     "protocol": {"errors", "episode"},
     "manifests": {"errors", "protocol"},
     "adapters": {"errors", "runtime", "episode", "protocol", "manifests"},
@@ -28,7 +28,7 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
     "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
     "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
-    "importers": {"errors", "manifests"},
+    "importers": {"errors", "runtime", "manifests"},
     "cli": EVERY_ROOM,
     "package": EVERY_ROOM,  # the public API: lazy names of every room
 }

@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.runtime.pyparse import parse
+
 ToolCall = dict[str, Any]
 
 # Every scan here is linear in the text: model text is untrusted, and a quadratic scan of 40,000 characters
@@ -109,7 +111,7 @@ def _pythonic(text: str) -> ToolCall | None:
         return None
     name, inside = match.group(1), text[match.end():-1]
     try:
-        call = ast.parse(f"{name}({inside})", mode="eval").body
+        call = parse(f"{name}({inside})", mode="eval").body  # type: ignore[attr-defined]
         if not isinstance(call, ast.Call) or call.args:
             return None
         arguments = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}

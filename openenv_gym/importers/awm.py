@@ -18,7 +18,6 @@ verifiers (code mode: verify_<task>.py; SQL mode: verify_<task>.sql.py).
 
 from __future__ import annotations
 
-import ast
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from tqdm import tqdm
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.vendor import VendorReport
+from openenv_gym.runtime.pyparse import parse as parse_python
 
 FILES = ("gen_scenario", "gen_tasks", "gen_db", "gen_sample", "gen_envs")
 VERIFIER_FILES = {"code": "gen_verifier.pure_code", "sql": "gen_verifier"}  # mode -> file
@@ -164,7 +164,7 @@ def write_worlds(worlds: dict[str, World], folder: Path, problems: list[str]) ->
             continue
         assert world.full_code is not None and world.tasks is not None
         try:
-            ast.parse(world.full_code)
+            parse_python(world.full_code)
         except SyntaxError as exc:
             problems.append(f"gen_envs.jsonl, scenario {world.name}: its code does not parse (line {exc.lineno}: "
                             f"{exc.msg}); skipped")

@@ -6,6 +6,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from openenv_gym.runtime.pyparse import parse as parse_python
+
 SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "build", "dist",
                 "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "site-packages"}
 
@@ -41,7 +43,7 @@ def module_name(source: Path, path: Path) -> str:
 def parse(path: Path) -> ast.Module | None:
     """The module's syntax tree, or None when it is not valid Python (it is skipped, never run)."""
     try:
-        return ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+        return parse_python(path.read_text(encoding="utf-8", errors="replace"), str(path))  # type: ignore[return-value]
     except (SyntaxError, ValueError):
         return None
 
@@ -51,7 +53,7 @@ def syntax_errors(source: Path) -> list[str]:
     errors = []
     for path in python_files(source):
         try:
-            ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+            parse_python(path.read_text(encoding="utf-8", errors="replace"), str(path))
         except SyntaxError as exc:
             errors.append(f"{path}, line {exc.lineno}: SyntaxError: {exc.msg}")
         except ValueError as exc:  # e.g. a NUL byte
