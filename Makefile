@@ -52,6 +52,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.verifiers_v1_compare
 	$(PY) -m benchmarks.agent_sessions
 	$(PY) -m benchmarks.groups
+	$(PY) -m benchmarks.stream
 	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.awm_compare
 	$(PY) -m benchmarks.web

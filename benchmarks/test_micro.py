@@ -1,12 +1,17 @@
-"""pytest-benchmark micro-benchmarks: protocol encode/decode, and the server's front end and session core
-stepping 1,024 sessions of echo in process (frames in, answers out, no sockets)."""
+"""pytest-benchmark micro-benchmarks: protocol encode/decode, the server's front end and session core stepping
+1,024 sessions of echo in process (frames in, answers out, no sockets), and the client's CPU for 1,024 session
+steps sent one env at a time to a local server."""
 
 import asyncio
+import time
 
 import orjson
 import pytest
+import uvloop
 
 from openenv_gym.adapters import load_factory
+from openenv_gym.client.local import LocalServer
+from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.toolcalls import parse_tool_call
 from openenv_gym.manifests import find_manifest
 from openenv_gym.protocol import native as p
@@ -91,3 +96,37 @@ def test_front_end_steps_columns(benchmark, served):
     (answer,) = orjson.loads(dispatch())  # checked once, outside the timing
     assert len(answer["obs"]) == BATCH and "error" not in answer
     benchmark(dispatch)
+
+
+@pytest.fixture(scope="module")
+def vector_client():
+    """An AsyncVectorClient of BATCH echo sessions on a local server, reset, with the loop it runs on."""
+    server = LocalServer("echo", 1, BATCH + 100)
+    loop = uvloop.new_event_loop()
+    client = loop.run_until_complete(AsyncVectorClient(server.url, BATCH, request_timeout=600).open())
+    loop.run_until_complete(client.reset(seed=0, options={"max_steps": 10**9}))
+    yield loop, client
+    loop.run_until_complete(client.close())
+    loop.close()
+    server.stop()
+
+
+@pytest.mark.benchmark(timer=time.process_time)
+def test_client_one_env_at_a_time(benchmark, vector_client):
+    """The client's CPU (process time: the server is another process) for 1,024 session steps, each env sent on
+    its own and answers taken as they come, as the rollout stream does; per step: the time / 1,024 (goal 5 us)."""
+    loop, client = vector_client
+
+    async def round_of_steps() -> int:
+        for env in range(BATCH):
+            client.send(["hello"], ids=[env])
+        answered = 0
+        while answered < BATCH:
+            answered += len(await client.recv(min_results=1))
+        return answered
+
+    def steps() -> int:
+        return loop.run_until_complete(round_of_steps())
+
+    assert steps() == BATCH
+    benchmark(steps)

@@ -186,6 +186,37 @@ def test_send_recv_returns_fast_sessions_first(start_server):
     run(main())
 
 
+def test_one_env_sends_of_one_loop_iteration_leave_as_one_frame_per_connection(echo_url):
+    """The rollout stream sends each env's action as its policy call returns: those of one iteration go together,
+    answered like any batch; a send checked wrong raises at once and leaves the others going."""
+    async def main():
+        async with AsyncVectorClient(echo_url, 64, connections_per_worker=2) as client:
+            connections = [conn for transport in client.transports for conn in transport.connections]
+            frames: list[bytes] = []
+            for conn in connections:  # count the frames each socket sends
+                def counted(frame, text=None, ws_send=conn._ws.send):
+                    frames.append(frame)
+                    return ws_send(frame, text=text)
+                conn._ws.send = counted
+            await client.reset(seed=0)
+            frames.clear()
+            for env in reversed(range(64)):
+                client.send([f"m{env}"], ids=[env])
+            with pytest.raises(RuntimeError, match="still wait"):
+                client.send(["again"], ids=[5])
+            with pytest.raises(IndexError, match="out of range"):
+                client.send(["x"], ids=[64])
+            answers: dict[int, str] = {}
+            while len(answers) < 64:
+                result = await client.recv(min_results=1)
+                answers.update(zip(result.ids.tolist(), result.obs, strict=True))
+            assert answers == {env: f"m{env}" for env in range(64)}
+            assert len(frames) == len(connections) == 2
+            assert not client.in_flight.any() and client.live.all()
+
+    run(main())
+
+
 def test_batch_infos_matches_gymnasium_add_info():
     infos = [{"a": 1, "s": "x", "d": {"k": 2.5}}, {}, {"a": 3, "f": 1.5, "b": True, "d": {"k": 1.0}}]
     envs = [0, 2, 3]

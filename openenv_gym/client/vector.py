@@ -90,6 +90,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self._prune_at = 64
         self._waiter: asyncio.Future | None = None
         self._want = 0
+        self._queued: list[tuple[list[int], Sequence[Action]]] = []  # send()s of this loop iteration
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         if self._refreshing is not None:
             self._refreshing.cancel()
         self._cancel_retries()
+        self._queued.clear()
         transports, self.transports, self._serving = self.transports, [], []
         await asyncio.gather(*(t.close() for t in transports), return_exceptions=True)
         self.live[:] = False
@@ -140,12 +142,16 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             envs = self._all_ids
         else:
             envs = [int(i) for i in ids]
-            bad = [i for i in envs if not 0 <= i < self.num_envs]
-            if bad:
-                raise IndexError(f"env ids {bad[:5]} are out of range 0..{self.num_envs - 1}")
-            if len(set(envs)) != len(envs):
-                raise ValueError("an env id appears twice in one call; each env takes one request at a time")
-        if (self.in_flight if envs is self._all_ids else self.in_flight[envs]).any():
+            if len(envs) == 1:  # the one-env path (rollout streams): no set, no fancy indexing
+                if not 0 <= envs[0] < self.num_envs:
+                    raise IndexError(f"env id {envs[0]} is out of range 0..{self.num_envs - 1}")
+            else:
+                bad = [i for i in envs if not 0 <= i < self.num_envs]
+                if bad:
+                    raise IndexError(f"env ids {bad[:5]} are out of range 0..{self.num_envs - 1}")
+                if len(set(envs)) != len(envs):
+                    raise ValueError("an env id appears twice in one call; each env takes one request at a time")
+        if _any(self.in_flight, envs, self._all_ids):
             busy = [i for i in envs if self.in_flight[i]]
             raise RuntimeError(f"envs {busy[:5]} still wait for an answer; recv() it before sending again")
         return envs
@@ -165,7 +171,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
     def _checked_actions(self, actions: Sequence[Action], envs: list[int]) -> Sequence[Action]:
         if len(actions) != len(envs):
             raise ValueError(f"got {len(actions)} actions for {len(envs)} envs")
-        if not (self.live if envs is self._all_ids else self.live[envs]).all():
+        if not _all(self.live, envs, self._all_ids):
             ended = [i for i in envs if not self.live[i]]
             raise no_episode(f"envs {ended[:5]}", "reset them before stepping")
         return actions
@@ -186,12 +192,31 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             else:
                 reply = partial(self._reset_arrived, group_envs, group_values, reset)
                 self._pending.append(transport.send_resets(group, group_values, reset.options, reply))
-        self.in_flight[envs] = True
 
     def send(self, actions: Sequence[Action], ids: Ids = None) -> None:
-        """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`."""
+        """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`. The sends of one
+        event-loop iteration leave together, one batch frame per connection: sending one env at a time (as
+        each policy call returns) costs no more on the wire than sending them all at once."""
         envs = self._ids(ids)
-        self._send(envs, self._checked_actions(actions, envs))
+        actions = self._checked_actions(actions, envs)
+        _set(self.in_flight, envs, True)
+        if not self._queued:
+            asyncio.get_running_loop().call_soon(self._send_queued)
+        self._queued.append((envs, actions))
+
+    def _send_queued(self) -> None:
+        queued, self._queued = self._queued, []
+        if not self.transports:  # closed meanwhile: close() let them go
+            return
+        if len(queued) == 1:  # as given: a vector env's list of all envs is recognized by identity
+            self._send(*queued[0])
+            return
+        envs: list[int] = []
+        actions: list[Action] = []
+        for some_envs, some_actions in queued:
+            envs += some_envs
+            actions += some_actions
+        self._send(envs, actions)
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                    options: dict | Sequence[dict] | None = None) -> None:
@@ -204,7 +229,8 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             seeds = [None if s is None else int(s) for s in seed]
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
-        self.live[envs] = False
+        _set(self.live, envs, False)
+        _set(self.in_flight, envs, True)
         now = asyncio.get_running_loop().time()
         if options is None or isinstance(options, dict):
             self._reset_on_live_servers(envs, seeds, Try(options, now))
@@ -258,6 +284,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self._idle_check("step")
         envs = self._ids(ids)
         self._send(envs, self._checked_actions(actions, envs), together=True)
+        _set(self.in_flight, envs, True)
         return await self.gather(envs)
 
     async def step_and_reset(self, actions: Sequence[Action], stepping: list[int], resetting: list[int],
@@ -270,6 +297,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self.send_reset(resetting, seeds, options)
         if stepping:
             self._send(stepping, actions, together=True)
+            _set(self.in_flight, stepping, True)
         return await self.gather(sorted(stepping + resetting))
 
     async def reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
@@ -286,3 +314,23 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
                 f"{len(full)} of {len(envs)} sessions could not be placed: every server is full "
                 f"({', '.join(self.urls)}); raise --max-sessions, add a server URL, or use fewer envs")
         return result
+
+
+def _any(flags: np.ndarray, envs: list[int], all_envs: list[int]) -> bool:
+    """Whether any of `envs` is flagged; a scalar read for one env (fancy indexing costs a microsecond)."""
+    if len(envs) == 1:
+        return bool(flags[envs[0]])
+    return bool((flags if envs is all_envs else flags[envs]).any())
+
+
+def _all(flags: np.ndarray, envs: list[int], all_envs: list[int]) -> bool:
+    if len(envs) == 1:
+        return bool(flags[envs[0]])
+    return bool((flags if envs is all_envs else flags[envs]).all())
+
+
+def _set(flags: np.ndarray, envs: list[int], value: bool) -> None:
+    if len(envs) == 1:
+        flags[envs[0]] = value
+    else:
+        flags[envs] = value

@@ -138,8 +138,6 @@ class _Driver:
         self.idle: set[int] = set()  # envs with nothing to play now
         self.games: dict[int, _Game] = {}
         self.thinking: set[asyncio.Task] = set()
-        self.outbox: tuple[list[int], list[Any]] = ([], [])  # actions to send: (envs, actions)
-        self.flushing = False  # a flush of the outbox is scheduled
         self.scoring: set[asyncio.Task] = set()
         self.finished: deque[Any] = deque()  # episodes (or groups) to yield
         self.tools: list[dict[str, Any]] = []
@@ -153,7 +151,6 @@ class _Driver:
         while self.games or self.finished or self.scoring:
             while self.finished:
                 yield self.finished.popleft()
-            self._flush()
             if self.client.in_flight.any():
                 self._absorb(await self.client.recv(min_results=1))
             elif self.thinking or self.scoring:
@@ -311,20 +308,7 @@ class _Driver:
         game.episode.messages.append(assistant_message(reply))
         if reply.completion_ids is not None or reply.logprobs is not None:
             game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
-        envs, actions = self.outbox
-        envs.append(env)
-        actions.append(action_of(reply))
-        if not self.flushing:  # after the other calls that return in this loop iteration
-            self.flushing = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """Send the actions waiting in the outbox, all in one send."""
-        self.flushing = False
-        envs, actions = self.outbox
-        if envs:
-            self.outbox = ([], [])
-            self.client.send(actions, envs)
+        self.client.send([action_of(reply)], [env])  # those of one loop iteration leave together
 
     async def close(self) -> None:
         tasks = self.thinking | self.scoring
