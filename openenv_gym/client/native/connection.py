@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from openenv_gym.client.native.batches import Batch, BatchSink
+from openenv_gym.client.native.deadlines import Deadlines
 from openenv_gym.client.native.resume import ReopenSocket, Resuming
 from openenv_gym.client.native.session import Session
 from openenv_gym.episode.groups import GroupScore
@@ -55,7 +56,9 @@ class Connection(Resuming):
         self._ws = ws
         self._reopen = reopen  # a new socket to the same server, for resuming
         self._loop = asyncio.get_running_loop()
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future] = {}  # in the order sent (and of their ids)
+        self._deadlines = None if request_timeout is None else Deadlines(self._loop, request_timeout,
+                                                                         self._expire_through)
         self._messages: dict[int, dict] | None = None  # resumable: the requests of _pending, to send again
         self._batches: dict[int, Batch] = {}  # by first id
         self._starts: list[int] = []  # their first ids, ascending: a batch is found by bisection
@@ -101,12 +104,19 @@ class Connection(Resuming):
             self._messages.pop(rid, None)
         return self._pending.pop(rid, None)
 
-    def _expire(self, rid: int) -> None:
-        future = self._pop_pending(rid)
-        if future is not None and not future.done():
-            future.set_exception(RequestTimeoutError(
-                f"no answer from {self.url} within {self.request_timeout:g} s; raise request_timeout "
-                "if the environment is slow"))
+    def _expire_through(self, last: int) -> None:
+        """Requests still waiting, up to id `last`, have waited request_timeout: they fail."""
+        expired = []
+        for rid in self._pending:
+            if rid > last:
+                break
+            expired.append(rid)
+        for rid in expired:
+            future = self._pop_pending(rid)
+            if future is not None and not future.done():
+                future.set_exception(RequestTimeoutError(
+                    f"no answer from {self.url} within {self.request_timeout:g} s; raise request_timeout "
+                    "if the environment is slow"))
 
     def next_id(self) -> int:
         rid = self._next_id
@@ -206,9 +216,8 @@ class Connection(Resuming):
         if self._messages is not None:
             self._messages[rid] = message
         self._outbox.put(message)
-        if self.request_timeout is not None:
-            timer = self._loop.call_later(self.request_timeout, self._expire, rid)
-            future.add_done_callback(lambda _: timer.cancel())
+        if self._deadlines is not None:
+            self._deadlines.add(rid)
         return future
 
     async def request(self, message: dict) -> dict:

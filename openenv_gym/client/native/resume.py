@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.client.native.batches import Batch
+from openenv_gym.client.native.deadlines import Deadlines
 from openenv_gym.errors import (
     ConnectionLostError,
     OpenEnvGymError,
@@ -50,6 +51,7 @@ class Resuming:
     _reopen: ReopenSocket | None
     _loop: asyncio.AbstractEventLoop
     _pending: dict[int, asyncio.Future]
+    _deadlines: Deadlines | None
     _messages: dict[int, dict] | None
     _batches: dict[int, Batch]
     _starts: list[int]
@@ -96,6 +98,8 @@ class Resuming:
             self._closed_reason = reason
             self._outbox.closed = True
             self._fail_waiting(reason)
+            if self._deadlines is not None:
+                self._deadlines.cancel()
 
     async def _read_socket(self) -> tuple[str, bool]:
         """Route the answers of the current socket until it closes: (why, whether a resume may help)."""
