@@ -69,6 +69,33 @@ def test_request_timeout_leaves_the_connection_usable(faulty_url):
     run(main())
 
 
+def test_each_request_times_out_on_its_own_never_early(faulty_url):
+    """One timer serves every request of a connection: a request is given up once its own time is up, not with
+    an earlier one's and never before; answered requests are not touched."""
+    async def main():
+        async with openenv_gym.connect(faulty_url, request_timeout=0.2) as conn:  # the server's step timeout: 0.5 s
+            first, second, busy = conn.session(), conn.session(), conn.session()
+            await asyncio.gather(first.reset(), second.reset(), busy.reset())
+            loop = asyncio.get_running_loop()
+
+            async def hang(session) -> tuple[float, float]:
+                sent = loop.time()
+                with pytest.raises(errors.RequestTimeoutError):
+                    await session.step("hang")
+                return sent, loop.time()
+
+            early = asyncio.ensure_future(hang(first))
+            await asyncio.sleep(0.1)
+            late = asyncio.ensure_future(hang(second))
+            while not early.done():  # answered requests meanwhile
+                assert (await busy.step("fine"))[0] == "fine"
+            assert not late.done()
+            for sent, failed in (await early, await late):
+                assert failed - sent >= 0.2
+
+    run(main())
+
+
 def test_unreachable_server_is_a_clear_error():
     async def main():
         await openenv_gym.connect("ws://127.0.0.1:9")

@@ -122,25 +122,30 @@ def _pythonic(text: str) -> ToolCall | None:
 
 def find_tool_call(action: object, tool_names: Collection[str]) -> ToolCall | str:
     """The tool call an action makes (a call object or model text), or a message saying why there is none."""
-    listed = ", ".join(tool_names)
     if isinstance(action, str):
         call = parse_tool_call(action)
         if call is None:
-            return f"no tool call found in the text; call one of: {listed}"
+            return f"no tool call found in the text; call one of: {', '.join(tool_names)}"
     else:
         call = normalize_tool_call(action)
         if call is None:
-            return f'a tool call is an object {{"name": <tool>, "arguments": {{...}}}}; tools: {listed}'
+            return f'a tool call is an object {{"name": <tool>, "arguments": {{...}}}}; tools: {", ".join(tool_names)}'
     if call["name"] not in tool_names:
-        return f"unknown tool {call['name']!r}; call one of: {listed}"
+        return f"unknown tool {call['name']!r}; call one of: {', '.join(tool_names)}"
     return call
+
+
+def _tool_call_tag(body: str) -> ToolCall | None:
+    return normalize_tool_call(_loads(body))
+
+
+_TAGS = (("<tool_call>", "</tool_call>", _tool_call_tag), ("<function=", "</function>", _function_tag))
 
 
 def parse_tool_calls(text: str) -> list[ToolCall]:
     """Every tool call written in text, in order, in the first format that has any: <tool_call> tags,
     <function=...> tags, the first JSON value holding calls (a list of calls is several), a pythonic call."""
-    for opening, closing, read in (("<tool_call>", "</tool_call>", lambda body: normalize_tool_call(_loads(body))),
-                                   ("<function=", "</function>", _function_tag)):
+    for opening, closing, read in _TAGS:
         calls = [call for call in map(read, _tagged(text, opening, closing)) if call]
         if calls:
             return calls
