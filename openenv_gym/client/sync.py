@@ -54,10 +54,17 @@ class Runner:
 
 
 class PrivateLoopRunner(Runner):
-    """A loop owned by one thread, run only while a call is in progress."""
+    """A loop made for one thread, run only while a call is in progress. An env made on one thread may be called
+    from others (TRL's asynchronous trainer resets and steps its envs in a pool of threads): their calls on this
+    loop take turns."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self._turn = threading.Lock()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
+        with self._turn:
+            return self.loop.run_until_complete(coro)
 
     def usable(self) -> bool:
         """Not from inside a running loop (one loop cannot run inside another), nor once closed."""
@@ -65,7 +72,7 @@ class PrivateLoopRunner(Runner):
 
     def shutdown(self) -> None:
         if not self.loop.is_closed():
-            self.loop.run_until_complete(self._close_transports())
+            self.run(self._close_transports())
             # what is left (connections of envs nobody closed) is cancelled, as asyncio.run does
             leftover = asyncio.all_tasks(self.loop)
             for task in leftover:
