@@ -59,3 +59,15 @@ def steer(tokenizer: PreTrainedTokenizerFast, call: str, bias: float = 30.0) -> 
     """Generation kwargs that make a random model write `call` (one token) and then stop."""
     call_id = tokenizer.convert_tokens_to_ids(call)
     return {"sequence_bias": [[[call_id], bias], [[call_id, tokenizer.eos_token_id], 2 * bias]]}
+
+
+class FixedReply:
+    """A generation engine for make_rollout_func(generate=...) that writes the same ids every turn: no model. A class
+    at module level, so that a rollout function using it pickles."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def __call__(self, sequences: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+        ids = self.ids[:max_new_tokens]
+        return [(ids, [0.0] * len(ids)) for _ in sequences]

@@ -60,6 +60,12 @@ class Target:
         return cls(env_id, server_source(base_url), transport, env, token, dict(options or {}), env_args,
                    request_timeout, reset_retry_window)
 
+    def settings(self) -> dict[str, Any]:
+        """What gym.make takes to resolve this target again (in another process: a pickled recipe)."""
+        return {"base_url": self.source, "transport": self.transport, "env": self.env, "token": self.token,
+                "options": self.options, "env_args": self.env_args, "request_timeout": self.request_timeout,
+                "reset_retry_window": self.reset_retry_window}
+
     @property
     def urls(self) -> tuple[str, ...]:
         """The servers' URLs now."""

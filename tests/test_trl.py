@@ -2,7 +2,14 @@
 environment_factory and through make_rollout_func. The model is steered to write one tool call, so the env is
 really stepped; each test checks the env's rewards reached the trainer's logs and no session stays open."""
 
+import asyncio
+import functools
+import inspect
 import os
+import pickle
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -22,6 +29,7 @@ from openenv_gym.integrations.trl import (
     environment_factory,
     make_rollout_func,
 )
+from openenv_gym.integrations.trl.factory import OpenEnvGymEnv
 from openenv_gym.integrations.trl.lifecycle import CloseSessions
 from openenv_gym.integrations.trl.tasks import task_of_prompt, task_of_row
 from openenv_gym.integrations.trl.tool_methods import tool_method
@@ -56,8 +64,10 @@ def logged(trainer, key):
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
-def test_environment_factory_trains_two_steps(tmp_path, tokenizer, guess_url):
-    Env = environment_factory("openenv/guess", base_url=guess_url)
+@pytest.mark.parametrize("async_reward", [False, True])
+def test_environment_factory_trains_two_steps(tmp_path, tokenizer, guess_url, async_reward):
+    Env = environment_factory("openenv/guess", base_url=guess_url, async_reward=async_reward)
+    assert inspect.iscoroutinefunction(Env.get_reward) is async_reward  # how TRL tells which it awaits
     trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[],
                           train_dataset=dataset(8), args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=3),
                           environment_factory=Env)
@@ -68,7 +78,7 @@ def test_environment_factory_trains_two_steps(tmp_path, tokenizer, guess_url):
     assert logged(trainer, "tools/call_frequency")[-1] >= 1
     assert logged(trainer, "tools/failure_frequency") == [0.0, 0.0]
     # the env's returns are the trainer's reward: the last step's mean is the last batch's mean return
-    returns = [env.get_reward() for env in trainer.environments]
+    returns = [asyncio.run(env.get_reward()) if async_reward else env.get_reward() for env in trainer.environments]
     assert logged(trainer, "rewards/GuessEnv/mean")[-1] == pytest.approx(sum(returns) / len(returns), abs=1e-6)
     assert any(isinstance(cb, CloseSessions) for cb in trainer.callback_handler.callbacks)
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
@@ -186,10 +196,6 @@ def test_an_env_that_fails_ends_its_episodes_not_the_training(tmp_path, tokenize
 
 
 def test_environment_classes_pickle_for_spawned_workers(guess_url):
-    import pickle
-    import subprocess
-    import sys
-
     Env = environment_factory("openenv/guess", base_url=guess_url)
     data = pickle.dumps(Env)
     # a fresh interpreter, as AsyncGRPOTrainer's spawned rollout worker: the class is rebuilt and plays
@@ -201,6 +207,65 @@ def test_environment_classes_pickle_for_spawned_workers(guess_url):
     assert printed.startswith("GuessEnv ['divisible_by', 'give_up', 'guess'] I am thinkin ")
     assert "50 is correct!" in printed or "than 50." in printed
     assert pickle.loads(data).target.urls == (guess_url,)
+
+
+@pytest.mark.parametrize("async_reward", [False, True])
+def test_environment_classes_work_from_a_pool_of_threads(guess_url, async_reward):
+    """As TRL's AsyncGRPOTrainer drives them (its rollout worker, trl/experimental/async_grpo): several rollouts at
+    once, each instance reset and stepped in whichever thread of a pool is free, get_reward awaited on the loop when
+    it is a coroutine function, else called in the pool. An instance made on one thread is used from others."""
+    Env = environment_factory("openenv/guess", base_url=guess_url, async_reward=async_reward)
+    envs = [Env() for _ in range(12)]
+
+    async def train() -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(6)
+
+        async def rollout(env, seed: int) -> float:
+            await loop.run_in_executor(pool, functools.partial(env.reset, seed=seed))
+            for number in (50, 25, 75):
+                await loop.run_in_executor(pool, functools.partial(env.guess, number=number))
+            if async_reward:
+                return await env.get_reward()
+            return await loop.run_in_executor(pool, env.get_reward)
+
+        try:
+            return [await asyncio.gather(*(rollout(env, seed) for seed, env in enumerate(envs))) for _ in range(3)]
+        finally:
+            pool.shutdown()
+
+    rounds = asyncio.run(train())
+    alone = Env()  # the same seeds and moves, one at a time on this thread
+    expected = []
+    for seed in range(12):
+        alone.reset(seed=seed)
+        for number in (50, 25, 75):
+            alone.guess(number=number)
+        expected.append(OpenEnvGymEnv.get_reward(alone))
+    assert rounds == [expected] * 3
+    assert close_sessions() >= 13
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
+
+
+def test_the_rollout_function_pickles_for_a_worker_process(guess_url, tokenizer):
+    """Pickled by recipe: a fresh interpreter (a spawned worker) rebuilds it, opens its own sessions and plays."""
+    from examples.tiny_model import FixedReply
+
+    ids = tokenizer(CALL)["input_ids"] + [tokenizer.eos_token_id]
+    rollout_func = make_rollout_func("openenv/guess", base_url=guess_url, max_turns=2, generate=FixedReply(ids))
+    script = ("import pickle, sys; from types import SimpleNamespace; from examples.tiny_model import "
+              "build_tokenizer, tool_call_text; "
+              "tokenizer = build_tokenizer([tool_call_text('guess', {'number': 50})]); "
+              "rollout_func = pickle.loads(sys.stdin.buffer.read()); "
+              "trainer = SimpleNamespace(processing_class=tokenizer, chat_template_kwargs={}, "
+              "max_completion_length=64); "
+              "print(rollout_func(['Guess.'] * 3, trainer)['env_steps'], rollout_func.max_turns)")
+    done = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(rollout_func), capture_output=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    steps, max_turns = done.stdout.decode().split("] ")
+    assert max_turns.strip() == "2" and all(int(s) >= 1 for s in steps.strip("[").split(","))
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)  # the worker's exit closed its sessions
 
 
 def test_vllm_server_generation_reads_trls_client_answer():
@@ -316,9 +381,6 @@ print(out["env_steps"])
 def test_a_script_calling_the_rollout_function_directly_leaves_no_session_open(tmp_path, where):
     """Outside a trainer (an evaluation, a first try): the script's normal exit ends its sessions at once, not after
     the server's resume window; a function made in plain code may be called inside a running loop."""
-    import subprocess
-    import sys
-
     script = tmp_path / "evaluate.py"
     script.write_text(SCRIPT)
     with LocalServer("guess", 2, 100) as server:

@@ -17,6 +17,7 @@ is asked for; None for a member that failed or did not end, which TRL leaves out
 
 from __future__ import annotations
 
+import asyncio
 import copyreg
 import itertools
 import json
@@ -65,10 +66,7 @@ def _pickled(cls: EnvClass) -> str | tuple:
     if "target" not in vars(cls):
         return cls.__qualname__  # the base class: by name, as usual
     target: Target = cls.target
-    settings = {"base_url": target.source, "transport": target.transport, "env": target.env,
-                "token": target.token, "options": target.options, "env_args": target.env_args,
-                "request_timeout": target.request_timeout, "reset_retry_window": target.reset_retry_window}
-    return _rebuilt, (target.env_id, settings)
+    return _rebuilt, (target.env_id, target.settings() | {"async_reward": cls.async_reward})
 
 
 def _rebuilt(env_id: str, settings: dict[str, Any]) -> EnvClass:
@@ -85,6 +83,7 @@ class OpenEnvGymEnv(metaclass=EnvClass):
     target: ClassVar[Target]
     tool_names: ClassVar[list[str]] = []
     group_scoring: ClassVar[bool] = False  # the env scores groups: its rewards are its groups'
+    async_reward: ClassVar[bool] = False  # get_reward is a coroutine function (see environment_factory)
     _open_group: ClassVar[_Group | None] = None  # the group the last reset joined
 
     def __init__(self) -> None:
@@ -137,6 +136,13 @@ class OpenEnvGymEnv(metaclass=EnvClass):
     def _return(self) -> float:
         return float(sum(self._rewards))
 
+    async def _get_reward_async(self) -> float | None:
+        """get_reward, awaited on the trainer's loop: a group score is asked for in a thread, since the session's
+        calls run on a loop of their own."""
+        if self._group is None:
+            return self._return()
+        return await asyncio.to_thread(OpenEnvGymEnv.get_reward, self)
+
     def _join_group(self, row: dict[str, Any]) -> dict[str, Any]:
         """The group option of this reset: the group of the reset before it, if that played the same row and this
         instance is not in it yet (a new batch), else a new group."""
@@ -173,11 +179,14 @@ class OpenEnvGymEnv(metaclass=EnvClass):
             env.close()
 
 
-def environment_factory(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> EnvClass:
+def environment_factory(env_id: str, *, workers: int | None = None, async_reward: bool = False,
+                        **make_kwargs: Any) -> EnvClass:
     """A class for GRPOTrainer(environment_factory=...): one env session per instance, one method per tool.
 
     make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...). Without base_url, a
-    local server is started now, with `workers` processes (default one per core).
+    local server is started now, with `workers` processes (default one per core). async_reward: `get_reward` is a
+    coroutine function, which TRL awaits on its event loop (AsyncGRPOTrainer's rollout worker) instead of calling
+    it in a thread of its pool.
     """
     target = resolve(env_id, workers=workers, **make_kwargs)
     probe = RemoteEnv(target=target)
@@ -186,7 +195,10 @@ def environment_factory(env_id: str, *, workers: int | None = None, **make_kwarg
     specs = (description.get("tools") or []) if description.get("action") == "tools" else [SEND_MESSAGE]
     taken = set(vars(OpenEnvGymEnv))
     namespace: dict[str, Any] = {"target": target, "__doc__": description.get("description") or None,
-                                 "tool_names": [], "group_scoring": bool(description.get("group_scoring"))}
+                                 "tool_names": [], "group_scoring": bool(description.get("group_scoring")),
+                                 "async_reward": async_reward}
+    if async_reward:
+        namespace["get_reward"] = OpenEnvGymEnv._get_reward_async
     for spec in specs:
         if spec is SEND_MESSAGE:
             name, method = tool_method(spec, lambda self, _name, arguments: self._step(arguments["message"]), taken)

@@ -89,6 +89,12 @@ class EnvRolloutFunc:
         self.runner = current_runner()
         lifecycle.track(self)
 
+    def __reduce__(self) -> tuple:
+        """Pickled by recipe (the env, its servers and the settings), for a trainer's worker process: its client and
+        loop belong to this process, and the copy opens its own on first call."""
+        return _rebuilt, (self.target.env_id, self.target.settings(), self.max_turns, self.system_prompt,
+                          self.generate)
+
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         lifecycle.attach(trainer)
         self._follow(current_runner())
@@ -302,6 +308,11 @@ def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | N
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
     return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate)
+
+
+def _rebuilt(env_id: str, settings: dict[str, Any], max_turns: int, system_prompt: str | None,
+             generate: Generator | None) -> EnvRolloutFunc:
+    return make_rollout_func(env_id, max_turns=max_turns, system_prompt=system_prompt, generate=generate, **settings)
 
 
 def _run_length(prompts: list[Any]) -> int:
