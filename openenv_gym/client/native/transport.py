@@ -130,18 +130,20 @@ class NativeTransport(Transport):
     # -- batches: one frame per connection -----------------------------------------------------
 
     def _groups(self, sessions: Sequence[Session]) -> list[Group]:
-        """The sessions' offsets grouped by connection; a contiguous group is a range. Remembered for the last
-        list of sessions seen, since a vector client sends the same list every step."""
+        """The sessions' offsets grouped by connection. Sessions are placed in contiguous blocks, so envs in order
+        make a run per connection: a range of offsets, found without a dict or list entry per session; out of order,
+        the offsets are listed per connection. Remembered for the last list of sessions seen, since a vector client
+        sends the same list every step."""
         cached = self._grouped
         if cached is not None and cached[0] is sessions:
             return cached[1]
-        by_conn: dict[int, tuple[Connection, list[int]]] = {}
-        for offset, session in enumerate(sessions):
-            conn = session.connection
-            by_conn.setdefault(id(conn), (conn, []))[1].append(offset)
-        groups: list[Group] = [
-            (conn, range(offsets[0], offsets[-1] + 1) if offsets[-1] - offsets[0] + 1 == len(offsets) else offsets)
-            for conn, offsets in by_conn.values()]
+        groups = _runs(sessions)
+        if len(groups) > len(self.connections):
+            by_conn: dict[int, tuple[Connection, list[int]]] = {}
+            for offset, session in enumerate(sessions):
+                conn = session.connection
+                by_conn.setdefault(id(conn), (conn, []))[1].append(offset)
+            groups = list(by_conn.values())
         self._grouped = (sessions, groups)
         return groups
 
@@ -184,6 +186,19 @@ class NativeTransport(Transport):
                                                                                          batch_actions)))
             pending.requests.append(request)
         return pending
+
+
+def _runs(sessions: Sequence[Session]) -> list[Group]:
+    """A group for each run of consecutive sessions on one connection."""
+    runs: list[Group] = []
+    if sessions:
+        start, conn = 0, sessions[0].connection
+        for offset, session in enumerate(sessions):
+            if session.connection is not conn:
+                runs.append((conn, range(start, offset)))
+                start, conn = offset, session.connection
+        runs.append((conn, range(start, len(sessions))))
+    return runs
 
 
 class _Sink:
