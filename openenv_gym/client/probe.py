@@ -108,7 +108,7 @@ class ProbedTransport(Transport):
         return await self._opened().tasks(split, start, stop)
 
     def send_resets(self, sessions: Sequence[TransportSession], seeds: Sequence[int | None],
-                    options: dict | None, reply: Reply) -> Pending:
+                    options: Sequence[dict | None], reply: Reply) -> Pending:
         return self._opened().send_resets(sessions, seeds, options, reply)
 
     def send_steps(self, sessions: Sequence[TransportSession], actions: Sequence[Action], reply: Reply,

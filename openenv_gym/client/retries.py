@@ -27,6 +27,7 @@ from openenv_gym.errors import (
 # Seconds a reset is tried for before its failure is reported (the clients' argument reset_retry_window).
 DEFAULT_RESET_RETRY_WINDOW = 10.0
 BACKOFF = (0.05, 2.0)  # seconds before the third try (the second follows at once), and at most between tries
+Reset = tuple[int | None, dict | None]  # what one env's reset asks for: (seed, options)
 RETRIED = (ConnectionLostError, ServerUnreachableError, CapacityError, ResumeFailedError, UnknownSessionError)
 
 
@@ -56,9 +57,8 @@ def given_up(error: Exception, tries: int, seconds: float, serving: list[str]) -
 
 @dataclass(frozen=True, slots=True)
 class Try:
-    """One try of a reset call: its options, when the call began (loop time), and how many tries failed before."""
+    """One try of resets: when they were asked for (loop time), and how many tries failed before."""
 
-    options: dict | None
     began: float
     failed: int = 0
 
@@ -92,27 +92,28 @@ class ResetRetries:
     def _arrived(self, kind: int, envs: list[int], answers: Answers) -> None:
         raise NotImplementedError
 
-    def _reset_on_live_servers(self, envs: list[int], seeds: Sequence[int | None], reset: Try,
+    def _reset_on_live_servers(self, envs: list[int], resets: Sequence[Reset], reset: Try,
                                full: Sequence[int] = ()) -> None:
-        """Send resets, having moved envs off lost servers, and those in `full` off the server that was full."""
+        """Send resets (a (seed, options) per env), having moved envs off lost servers, and those in `full` off the
+        server that was full."""
         self._watch_servers(envs)
         if full and self._serving:
             self._move(list(full))
         if self._unbalanced:
             self._rebalance(envs)
-        self._send(envs, seeds, reset=reset)
+        self._send(envs, resets, reset=reset)
 
-    def _reset_arrived(self, envs: list[int], seeds: Sequence[int | None], reset: Try, answers: Answers) -> None:
+    def _reset_arrived(self, envs: list[int], resets: Sequence[Reset], reset: Try, answers: Answers) -> None:
         """Reset answers: those that failed for their server are tried again, the others arrive."""
         if answers.errors is not None:
-            answers = self._retry_failed(envs, seeds, reset, answers)
+            answers = self._retry_failed(envs, resets, reset, answers)
             if not answers.offsets:
                 return
         if reset.failed:
             answers.infos = [info | {"retries": reset.failed} for info in answers.infos]
         self._arrived(RESET, envs, answers)
 
-    def _retry_failed(self, envs: list[int], seeds: Sequence[int | None], reset: Try, answers: Answers) -> Answers:
+    def _retry_failed(self, envs: list[int], resets: Sequence[Reset], reset: Try, answers: Answers) -> Answers:
         """Schedule the next try of the resets that failed for their server, within the window; return the other
         answers (the failures past the window say how often they were tried)."""
         errors = answers.errors
@@ -128,8 +129,8 @@ class ResetRetries:
                     errors[j] = given_up(errors[j], reset.failed + 1, spent, self.urls)  # type: ignore[arg-type]
             return answers
         offsets = answers.offsets
-        retry = _Retry(self, [envs[offsets[j]] for j in again], [seeds[offsets[j]] for j in again],
-                       Try(reset.options, reset.began, reset.failed + 1), [errors[j] for j in again])  # type: ignore[misc]
+        retry = _Retry(self, [envs[offsets[j]] for j in again], [resets[offsets[j]] for j in again],
+                       Try(reset.began, reset.failed + 1), [errors[j] for j in again])  # type: ignore[misc]
         retry.timer = loop.call_later(delay(retry.reset.failed), retry.fire)
         self._pending.append(retry)
         retrying = set(again)
@@ -144,9 +145,9 @@ class ResetRetries:
 class _Retry(Pending):
     """Resets to try again once their backoff has passed; abandoned (gather's timeout), they fail as they did."""
 
-    def __init__(self, client: ResetRetries, envs: list[int], seeds: list[int | None], reset: Try,
+    def __init__(self, client: ResetRetries, envs: list[int], resets: list[Reset], reset: Try,
                  errors: list[Exception]) -> None:
-        self.client, self.envs, self.seeds, self.reset, self.errors = client, envs, seeds, reset, errors
+        self.client, self.envs, self.resets, self.reset, self.errors = client, envs, resets, reset, errors
         self.timer: asyncio.TimerHandle | None = None
         self.fired = False
 
@@ -158,7 +159,7 @@ class _Retry(Pending):
         self.fired = True
         if self.client.transports:  # not closed meanwhile
             full = [env for env, error in zip(self.envs, self.errors, strict=True) if isinstance(error, CapacityError)]
-            self.client._reset_on_live_servers(self.envs, self.seeds, self.reset, full)
+            self.client._reset_on_live_servers(self.envs, self.resets, self.reset, full)
 
     def cancel(self) -> None:
         self.fired = True

@@ -160,8 +160,10 @@ class Transport(ABC):
     # -- batches ---------------------------------------------------------------------------------
 
     def send_resets(self, sessions: Sequence[TransportSession], seeds: Sequence[int | None],
-                    options: dict | None, reply: Reply) -> Pending:
-        return _Each([s.reset(seed, options) for s, seed in zip(sessions, seeds, strict=True)], reply, False)
+                    options: Sequence[dict | None], reply: Reply) -> Pending:
+        """Reset each session with its seed and options."""
+        return _Each([s.reset(seed, opts) for s, seed, opts in zip(sessions, seeds, options, strict=True)], reply,
+                     False)
 
     def send_steps(self, sessions: Sequence[TransportSession], actions: Sequence[Action], reply: Reply,
                    together: bool = False) -> Pending:

@@ -90,7 +90,9 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         self._prune_at = 64
         self._waiter: asyncio.Future | None = None
         self._want = 0
-        self._queued: list[tuple[list[int], Sequence[Action]]] = []  # send()s of this loop iteration
+        # what send() and send_reset() were asked for in this loop iteration: (envs, actions or resets)
+        self._queued_steps: list[tuple[list[int], Sequence[Any]]] = []
+        self._queued_resets: list[tuple[list[int], Sequence[Any]]] = []
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -124,7 +126,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         if self._refreshing is not None:
             self._refreshing.cancel()
         self._cancel_retries()
-        self._queued.clear()
+        self._queued_steps, self._queued_resets = [], []
         transports, self.transports, self._serving = self.transports, [], []
         await asyncio.gather(*(t.close() for t in transports), return_exceptions=True)
         self.live[:] = False
@@ -177,8 +179,8 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         return actions
 
     def _send(self, envs: list[int], values: Sequence[Any], together: bool = False, reset: Try | None = None) -> None:
-        """One batch per transport of steps, or of resets (`reset`): `values` (actions or seeds) follow the order
-        of `envs`."""
+        """One batch per transport of steps, or of resets (`reset`): `values` (actions, or (seed, options) pairs)
+        follow the order of `envs`."""
         groups = self._groups(envs)
         for transport, group_envs, group in groups:
             if len(groups) == 1:
@@ -191,7 +193,8 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
                 self._pending.append(transport.send_steps(group, group_values, reply, together))
             else:
                 reply = partial(self._reset_arrived, group_envs, group_values, reset)
-                self._pending.append(transport.send_resets(group, group_values, reset.options, reply))
+                self._pending.append(transport.send_resets(group, [seed for seed, _ in group_values],
+                                                           [options for _, options in group_values], reply))
 
     def send(self, actions: Sequence[Action], ids: Ids = None) -> None:
         """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`. The sends of one
@@ -200,23 +203,23 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         envs = self._ids(ids)
         actions = self._checked_actions(actions, envs)
         _set(self.in_flight, envs, True)
-        if not self._queued:
+        self._queue(self._queued_steps, envs, actions)
+
+    def _queue(self, queued: list[tuple[list[int], Sequence[Any]]], envs: list[int], values: Sequence[Any]) -> None:
+        """Steps (actions) or resets ((seed, options) pairs) to send with the others of this loop iteration."""
+        if not self._queued_steps and not self._queued_resets:
             asyncio.get_running_loop().call_soon(self._send_queued)
-        self._queued.append((envs, actions))
+        queued.append((envs, values))
 
     def _send_queued(self) -> None:
-        queued, self._queued = self._queued, []
+        resets, steps = _joined(self._queued_resets), _joined(self._queued_steps)
+        self._queued_resets, self._queued_steps = [], []
         if not self.transports:  # closed meanwhile: close() let them go
             return
-        if len(queued) == 1:  # as given: a vector env's list of all envs is recognized by identity
-            self._send(*queued[0])
-            return
-        envs: list[int] = []
-        actions: list[Action] = []
-        for some_envs, some_actions in queued:
-            envs += some_envs
-            actions += some_actions
-        self._send(envs, actions)
+        if resets is not None:
+            self._reset_on_live_servers(*resets, Try(asyncio.get_running_loop().time()))
+        if steps is not None:
+            self._send(*steps)
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
                    options: dict | Sequence[dict] | None = None) -> None:
@@ -229,16 +232,15 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             seeds = [None if s is None else int(s) for s in seed]
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
+        if options is None or isinstance(options, dict):
+            resets = [(env_seed, options) for env_seed in seeds]
+        elif len(options) != len(envs):
+            raise ValueError(f"got {len(options)} reset options for {len(envs)} envs")
+        else:
+            resets = list(zip(seeds, options, strict=True))
         _set(self.live, envs, False)
         _set(self.in_flight, envs, True)
-        now = asyncio.get_running_loop().time()
-        if options is None or isinstance(options, dict):
-            self._reset_on_live_servers(envs, seeds, Try(options, now))
-            return
-        if len(options) != len(envs):
-            raise ValueError(f"got {len(options)} reset options for {len(envs)} envs")
-        for env, env_seed, env_options in zip(envs, seeds, options, strict=True):  # one batch each (sent in one frame)
-            self._reset_on_live_servers([env], [env_seed], Try(env_options, now))
+        self._queue(self._queued_resets, envs, resets)
 
     # -- GRPO groups scored by the server (episode/groups.py) -------------------------------------------
 
@@ -314,6 +316,21 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
                 f"{len(full)} of {len(envs)} sessions could not be placed: every server is full "
                 f"({', '.join(self.urls)}); raise --max-sessions, add a server URL, or use fewer envs")
         return result
+
+
+def _joined(queued: list[tuple[list[int], Sequence[Any]]]) -> tuple[list[int], Sequence[Any]] | None:
+    """The envs and values of several calls as one batch; a single call's as given (a vector env's list of all
+    envs is recognized by identity)."""
+    if not queued:
+        return None
+    if len(queued) == 1:
+        return queued[0]
+    envs: list[int] = []
+    values: list[Any] = []
+    for some_envs, some_values in queued:
+        envs += some_envs
+        values += some_values
+    return envs, values
 
 
 def _any(flags: np.ndarray, envs: list[int], all_envs: list[int]) -> bool:

@@ -147,10 +147,10 @@ class NativeTransport(Transport):
         self._grouped = (sessions, groups)
         return groups
 
-    def send_resets(self, sessions: Sequence[Session], seeds: Sequence[int | None], options: dict | None,
+    def send_resets(self, sessions: Sequence[Session], seeds: Sequence[int | None], options: Sequence[dict | None],
                     reply: Reply) -> Pending:
         def requests(start: int, offsets: Sequence[int]) -> list[dict]:
-            return [p.reset_request(start + k, sessions[o].id, seeds[o], options) for k, o in enumerate(offsets)]
+            return [p.reset_request(start + k, sessions[o].id, seeds[o], options[o]) for k, o in enumerate(offsets)]
 
         return self._submit(sessions, requests, reply, resets=True)
 

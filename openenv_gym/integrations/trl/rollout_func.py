@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import defaultdict
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -136,9 +135,8 @@ class EnvRolloutFunc:
         return self.client
 
     def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
-        """Reset every env on its prompt's task; one batch per distinct set of options. A failed reset is in
-        the result's errors, its observation says what went wrong."""
-        groups: dict[str, list[int]] = defaultdict(list)
+        """Reset every env on its prompt's task, in one batch. A failed reset is in the result's errors, its
+        observation says what went wrong."""
         seeds, options = [], []
         scored = self._server_scores(client)
         for k, prompt in enumerate(prompts):
@@ -148,11 +146,9 @@ class EnvRolloutFunc:
             if scored:
                 member = {"id": self._group_of(k, client), "member": k % client.align}
                 options[-1] = options[-1] | {GROUP_OPTION: member}
-            groups[json.dumps(options[-1], sort_keys=True)].append(k)
 
         async def reset() -> Any:
-            for envs in groups.values():
-                client.send_reset(envs, [seeds[k] for k in envs], options[envs[0]])
+            client.send_reset(None, seeds, options)
             return await client.gather(list(range(len(prompts))))
 
         return self._env(reset())
