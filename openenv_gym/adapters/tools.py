@@ -99,7 +99,7 @@ class ToolEnvironment(Environment):
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         result = self.start(seed=seed, options=options or {})
-        return await result if inspect.isawaitable(result) else result
+        return await result if type(result) is not ResetResult and inspect.isawaitable(result) else result
 
     async def step(self, action: Action) -> StepResult:
         call = await read_action(find_tool_call, action, self.tools)

@@ -98,8 +98,16 @@ def _without_none(message: dict) -> dict:
 
 def reset_request(rid: RequestId, session: str | None = None, seed: int | None = None,
                   options: dict | None = None) -> dict:
-    """Reset `session`, or create a new session and reset it when `session` is None."""
-    return _without_none({"id": rid, "op": OP_RESET, "session": session, "seed": seed, "options": options})
+    """Reset `session`, or create a new session and reset it when `session` is None. (Written out: a vector
+    client builds one per env of a batch reset.)"""
+    message: dict[str, Any] = {"id": rid, "op": OP_RESET}
+    if session is not None:
+        message["session"] = session
+    if seed is not None:
+        message["seed"] = seed
+    if options is not None:
+        message["options"] = options
+    return message
 
 
 def step_request(rid: RequestId, session: str | None, action: Action) -> dict:

@@ -210,36 +210,39 @@ class _Sink:
         self.sessions, self.offsets, self.reply, self.resets = sessions, offsets, reply, resets
 
     def answer(self, positions: list[int], answers: list) -> None:
-        offsets, sessions = self.offsets, self.sessions
-        out = Answers([offsets[k] for k in positions], [], [], [], [], [])
-        errors: list[Exception | None] | None = None
+        offsets, sessions, size = self.offsets, self.sessions, len(answers)
+        at = [offsets[k] for k in positions]
+        if all(type(answer) is dict and "error" not in answer for answer in answers):  # the usual case, by columns
+            obs, infos = [a["obs"] for a in answers], [a["info"] for a in answers]
+            if self.resets:
+                for offset, answer in zip(at, answers, strict=True):
+                    sessions[offset].id = answer["session"]
+                self.reply(Answers(at, obs, [0.0] * size, [False] * size, [False] * size, infos))
+            else:
+                self.reply(Answers(at, obs, [a["reward"] for a in answers], [a["terminated"] for a in answers],
+                                   [a["truncated"] for a in answers], infos))
+            return
+        out = Answers(at, [], [], [], [], [], [None] * size)
         for j, answer in enumerate(answers):
-            session = sessions[out.offsets[j]]
+            session = sessions[at[j]]
             if type(answer) is dict and "error" not in answer:
                 if self.resets:
                     session.id = answer["session"]
-                    out.rewards.append(0.0)
-                    out.terminated.append(False)
-                    out.truncated.append(False)
-                else:
-                    out.rewards.append(answer["reward"])
-                    out.terminated.append(answer["terminated"])
-                    out.truncated.append(answer["truncated"])
                 out.obs.append(answer["obs"])
+                out.rewards.append(0.0 if self.resets else answer["reward"])
+                out.terminated.append(False if self.resets else answer["terminated"])
+                out.truncated.append(False if self.resets else answer["truncated"])
                 out.infos.append(answer["info"])
                 continue
             error = answer if isinstance(answer, Exception) else error_from_wire(answer["error"])
             if ends_session(error):
                 session.id = None
-            if errors is None:
-                errors = [None] * len(answers)
-            errors[j] = error
+            out.errors[j] = error  # type: ignore[index]
             out.obs.append("")
             out.rewards.append(0.0)
             out.terminated.append(False)
             out.truncated.append(False)
             out.infos.append({})
-        out.errors = errors
         self.reply(out)
 
 
