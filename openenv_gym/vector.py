@@ -142,7 +142,7 @@ class RemoteVectorEnv(VectorEnv):
         self.default_options = self.target.options
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
-        self.client = self._runner.run(self.target.open_vector_client(num_envs, connections_per_worker,
+        self.client = self._runner.open_client(self.target.open_vector_client(num_envs, connections_per_worker,
                                                                       group_size or 1))
         self.single_env_max_steps: int | None = self.client.description.get("max_steps")
         self.single_observation_space, self.single_action_space = spaces_for(self.client.description)

@@ -247,6 +247,45 @@ def test_environment_classes_work_from_a_pool_of_threads(guess_url, async_reward
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
 
+WORKER = """
+import multiprocessing, pickle, sys
+from types import SimpleNamespace
+
+def rollout_worker(data):  # as AsyncGRPOTrainer's spawned worker: what it was sent is unpickled, used, dropped
+    from examples.tiny_model import build_tokenizer, tool_call_text
+    Env, rollout_func = pickle.loads(data)
+    envs = [Env() for _ in range(3)]
+    for seed, env in enumerate(envs):
+        env.reset(seed=seed)
+        env.guess(number=50)
+    tokenizer = build_tokenizer([tool_call_text("guess", {"number": 50})])
+    trainer = SimpleNamespace(processing_class=tokenizer, chat_template_kwargs={}, max_completion_length=64)
+    rollout_func(["Guess."] * 4, trainer)
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=rollout_worker, args=(sys.stdin.buffer.read(),))
+    child.start()
+    child.join()
+    sys.exit(child.exitcode)
+"""
+
+
+def test_a_spawned_worker_closes_its_sessions_when_it_ends(tmp_path, guess_url, tokenizer):
+    """A spawned child that drops what it unpickled (env instances, a rollout function) and ends: their sessions
+    end with it, not after the server's resume window (a rollout function nobody closed is closed with its loop)."""
+    from examples.tiny_model import FixedReply
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    before = health(guess_url)["sessions"]
+    ids = tokenizer(CALL)["input_ids"] + [tokenizer.eos_token_id]
+    data = pickle.dumps((environment_factory("openenv/guess", base_url=guess_url),
+                         make_rollout_func("openenv/guess", base_url=guess_url, max_turns=2, generate=FixedReply(ids))))
+    done = subprocess.run([sys.executable, str(script)], input=data, capture_output=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert health(guess_url)["sessions"] == before  # at once
+
+
 def test_the_rollout_function_pickles_for_a_worker_process(guess_url, tokenizer):
     """Pickled by recipe: a fresh interpreter (a spawned worker) rebuilds it, opens its own sessions and plays."""
     from examples.tiny_model import FixedReply

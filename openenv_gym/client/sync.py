@@ -18,6 +18,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from openenv_gym.client.transport import Transport
+from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.runtime.loops import new_event_loop
 
 T = TypeVar("T")
@@ -29,9 +30,18 @@ class Runner:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._transports: dict[tuple, Transport] = {}
+        self._clients: list[AsyncVectorClient] = []  # opened on this loop by open_client: closed with it
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         raise NotImplementedError
+
+    def open_client(self, opening: Coroutine[Any, Any, AsyncVectorClient]) -> AsyncVectorClient:
+        """run(opening), keeping the vector client it opens: one its owner never closed (a rollout function
+        dropped without a word) is closed with this loop at exit, and its sessions end then, not after the
+        server's resume window."""
+        client = self.run(opening)
+        self._clients = [kept for kept in self._clients if kept.transports] + [client]
+        return client
 
     def usable(self) -> bool:
         """Whether `run` works from here now."""
@@ -47,6 +57,8 @@ class Runner:
         return transport
 
     async def _close_transports(self) -> None:
+        clients, self._clients = self._clients, []
+        await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
         transports, self._transports = list(self._transports.values()), {}
         for transport in transports:
             with contextlib.suppress(Exception):
@@ -124,10 +136,12 @@ def current_runner() -> Runner:
         return _background
 
 
-@atexit.register
 def _shutdown_runners() -> None:
     with _lock:
         runners: list[Any] = [*_all_private, *([_background] if _background else [])]
     for runner in runners:
         with contextlib.suppress(Exception):
             runner.shutdown()
+
+
+atexit.register(_shutdown_runners)
