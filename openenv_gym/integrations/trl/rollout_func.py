@@ -131,7 +131,8 @@ class EnvRolloutFunc:
         client = self.client
         if client is None or client.num_envs != num_envs or client.align != group_size or not client.transports:
             self._close()
-            self.client = self.runner.open_client(self.target.open_vector_client(num_envs, align=group_size))
+            # one connection per server process: each turn is one lock-step batch, a frame each way per connection
+            self.client = self.runner.open_client(self.target.open_vector_client(num_envs, 1, align=group_size))
         return self.client
 
     def _reset(self, client: AsyncVectorClient, prompts: list[Any]) -> Any:
