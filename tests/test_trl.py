@@ -3,13 +3,20 @@ environment_factory and through make_rollout_func. The model is steered to write
 really stepped; each test checks the env's rewards reached the trainer's logs and no session stays open."""
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import json
+import multiprocessing
 import os
 import pickle
+import queue
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,6 +24,7 @@ pytest.importorskip("trl")
 
 import httpx
 from conftest import ROOT, env_path, health, http_url, wait_until
+from datasets import Dataset
 from transformers.utils import get_json_schema
 from trl import GRPOConfig, GRPOTrainer
 
@@ -284,6 +292,80 @@ def test_a_spawned_worker_closes_its_sessions_when_it_ends(tmp_path, guess_url, 
     done = subprocess.run([sys.executable, str(script)], input=data, capture_output=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert health(guess_url)["sessions"] == before  # at once
+
+
+def completions_server(ids: list[int]) -> ThreadingHTTPServer:
+    """vLLM's /v1/completions as TRL's asynchronous rollout worker reads it (token ids and their logprobs), always
+    writing `ids`: vLLM cannot run here (no GPU)."""
+    class Completions(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"choices": [{"token_ids": ids,
+                                            "logprobs": {"token_logprobs": [0.0] * len(ids)}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Completions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_trls_asynchronous_rollout_worker_plays_the_env_class(guess_url, tokenizer):
+    """TRL's own rollout worker of AsyncGRPOTrainer (its child process, spawned with the class pickled, several
+    rollouts at once over a pool of threads, get_reward awaited), as AsyncRolloutWorker starts it (whose only
+    addition is a check that vllm is installed). Each group's reward is what the env gives the same moves played
+    here one at a time, and the child's end leaves no session."""
+    from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop, _child_main
+
+    ids = tokenizer(CALL)["input_ids"] + [tokenizer.eos_token_id]
+    completions = completions_server(ids)
+    Env = environment_factory("openenv/guess", base_url=guess_url, async_reward=True)
+    seeds = [3, 0, 11, 7]
+    ctx = multiprocessing.get_context("spawn")
+    # held here until the child ends: Process.start() drops its arguments, and a semaphore nobody holds is unlinked
+    # before the child can open it
+    shared = (ctx.Queue(), ctx.Value("i", 0), ctx.Event(), ctx.Event(), ctx.Value("d", time.time()), ctx.Event(),
+              ctx.Queue(1), ctx.Queue(4096))
+    samples, stop, failed, failure = shared[0], shared[2], shared[5], shared[6]
+    settings = dict(model_name="tiny", processing_class=tokenizer, eos_token_ids=[tokenizer.eos_token_id],
+                    dataset=Dataset.from_list([{"prompt": [{"role": "user", "content": "Guess."}], "seed": seed}
+                                               for seed in seeds]),
+                    reward_funcs=[], environment_factory=Env, num_generations=2, max_inflight_tasks=4,
+                    max_tool_calling_iterations=2, max_tokens=16, queue_maxsize=0, dataset_start_index=0,
+                    vllm_server_url=f"http://127.0.0.1:{completions.server_port}")
+    child = ctx.Process(target=_child_main, args=(_AsyncRolloutLoop, settings, *shared), daemon=True)
+    child.start()
+    try:
+        got, deadline = [], time.monotonic() + 90
+        while len(got) < 2 * len(seeds):
+            assert not failed.is_set(), failure.get(timeout=5)
+            assert child.is_alive(), f"the worker exited ({child.exitcode})"
+            assert time.monotonic() < deadline, f"{len(got)} of {2 * len(seeds)} rollouts in 90 s"
+            with contextlib.suppress(queue.Empty):
+                got.append(samples.get(timeout=1))
+    finally:
+        stop.set()
+        child.join(60)
+        completions.shutdown()
+    assert child.exitcode == 0
+    expected = []
+    env = Env()
+    for seed in seeds:  # the worker's moves: the steered call, twice
+        env.reset(seed=seed)
+        env.guess(number=50)
+        env.guess(number=50)
+        expected.append(OpenEnvGymEnv.get_reward(env))
+    env._close()
+    rewards = {sample.group_id % len(seeds): sample.metrics["rewards/GuessEnv"] for sample in got}
+    assert [rewards[k] for k in range(len(seeds))] == pytest.approx(expected)
+    assert all(sample.metrics["tools/call_frequency"] == 2 for sample in got)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
 
 def test_the_rollout_function_pickles_for_a_worker_process(guess_url, tokenizer):
