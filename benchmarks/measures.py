@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -40,3 +42,13 @@ def loopback_bytes() -> int:
 def save_result(name: str, result: dict) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
+
+
+def alternating(rounds: int, **measures: Callable[[], dict]) -> tuple[dict[str, list[dict]], dict[str, float]]:
+    """Each measure run `rounds` times, in turn (A B A B ...: the machine's noise falls on every side alike); every
+    run's result by name, and the median of their "steps_per_s"."""
+    runs: dict[str, list[dict]] = {name: [] for name in measures}
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            runs[name].append(measure())
+    return runs, {name: statistics.median(r["steps_per_s"] for r in results) for name, results in runs.items()}

@@ -12,40 +12,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import re
-import statistics
 import time
 
 import gymnasium as gym
 
 import openenv_gym
-from benchmarks.measures import save_result
+from benchmarks.guessing_policy import bisect_policy, guess_call
+from benchmarks.measures import alternating, save_result
 from openenv_gym.client.local import LocalServer
-
-HINT = re.compile(r"(higher|lower) than (\d+)")
-
-
-def guess_of(texts: list[str]) -> str:
-    """The middle of what the hints in `texts` leave open, as a Hermes tool call (instant: no model)."""
-    low, high = 1, 100
-    for text in texts:
-        for direction, number in HINT.findall(text):
-            if direction == "higher":
-                low = max(low, int(number) + 1)
-            else:
-                high = min(high, int(number) - 1)
-    return f'<tool_call>{{"name": "guess", "arguments": {{"number": {(low + high) // 2}}}}}</tool_call>'
-
-
-async def bisect(messages: list[dict], tools: list[dict]) -> str:
-    return guess_of([message.get("content") or "" for message in messages])
 
 
 async def stream(url: str, sessions: int, steps: int) -> dict:
     """Episodes from rollouts() until `steps` env steps were played."""
     played = episodes = 0
     started = time.perf_counter()
-    finished = openenv_gym.rollouts("openenv/guess", bisect, base_url=url, num_envs=sessions, seed=0)
+    finished = openenv_gym.rollouts("openenv/guess", bisect_policy, base_url=url, num_envs=sessions, seed=0)
     async with contextlib.aclosing(finished):
         async for episode in finished:
             played += episode.steps
@@ -65,7 +46,7 @@ def lock_step(url: str, sessions: int, steps: int) -> dict:
         texts = [[text] for text in obs]
         played = episodes = 0
         while played < steps:
-            obs, _, terminated, truncated, _ = envs.step([guess_of(seen) for seen in texts])
+            obs, _, terminated, truncated, _ = envs.step([guess_call(seen) for seen in texts])
             played += sessions
             for env, (text, ended) in enumerate(zip(obs, terminated | truncated, strict=True)):
                 if ended:
@@ -85,12 +66,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=60_000, help="env steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each, the median reported")
     args = parser.parse_args(argv)
-    runs: dict[str, list[dict]] = {"lock_step": [], "stream": []}
     with LocalServer("guess", 1, 2 * args.sessions + 100) as server:
-        for _ in range(args.rounds):  # alternating, so that the machine's noise falls on both
-            runs["lock_step"].append(lock_step(server.url, args.sessions, args.steps))
-            runs["stream"].append(asyncio.run(stream(server.url, args.sessions, args.steps)))
-    median = {kind: statistics.median(r["steps_per_s"] for r in results) for kind, results in runs.items()}
+        runs, median = alternating(args.rounds, lock_step=lambda: lock_step(server.url, args.sessions, args.steps),
+                                   stream=lambda: asyncio.run(stream(server.url, args.sessions, args.steps)))
     result = {"sessions": args.sessions, "steps": args.steps, "runs": runs, "steps_per_s": median,
               "ratio": median["stream"] / median["lock_step"]}
     print(f"guess, {args.sessions:,} sessions, scripted instant policy, one server worker (median of {args.rounds}):")

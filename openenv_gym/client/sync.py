@@ -56,7 +56,8 @@ class Runner:
             self._transports[key] = transport
         return transport
 
-    async def _close_transports(self) -> None:
+    async def _close_connections(self) -> None:
+        """Close the vector clients opened through this runner, then its shared transports."""
         clients, self._clients = self._clients, []
         await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
         transports, self._transports = list(self._transports.values()), {}
@@ -84,7 +85,7 @@ class PrivateLoopRunner(Runner):
 
     def shutdown(self) -> None:
         if not self.loop.is_closed():
-            self.run(self._close_transports())
+            self.run(self._close_connections())
             # what is left (connections of envs nobody closed) is cancelled, as asyncio.run does
             leftover = asyncio.all_tasks(self.loop)
             for task in leftover:
@@ -107,7 +108,7 @@ class BackgroundLoopRunner(Runner):
     def shutdown(self) -> None:
         if self.loop.is_running():
             with contextlib.suppress(Exception):
-                self.run(self._close_transports())
+                self.run(self._close_connections())
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
 
@@ -136,12 +137,10 @@ def current_runner() -> Runner:
         return _background
 
 
+@atexit.register
 def _shutdown_runners() -> None:
     with _lock:
         runners: list[Any] = [*_all_private, *([_background] if _background else [])]
     for runner in runners:
         with contextlib.suppress(Exception):
             runner.shutdown()
-
-
-atexit.register(_shutdown_runners)
