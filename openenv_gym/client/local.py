@@ -94,6 +94,9 @@ class LocalServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._output.join(timeout=1)  # the server's output read to its end
+        if not self._output.is_alive() and self.process.stdout is not None:
+            self.process.stdout.close()  # else it is closed when collected, with a ResourceWarning wherever that is
 
 
 def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000,
