@@ -7,7 +7,7 @@ from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_call
 CALL = {"name": "guess", "arguments": {"number": 42}}
 
 
-@pytest.mark.parametrize("text", [
+FORMATS = [
     '<tool_call>{"name": "guess", "arguments": {"number": 42}}</tool_call>',
     'Let me think.\n<tool_call>\n{"name": "guess", "arguments": {"number": 42}}\n</tool_call>',
     '{"name": "guess", "parameters": {"number": 42}}',
@@ -18,7 +18,10 @@ CALL = {"name": "guess", "arguments": {"number": 42}}
     "[guess(number=42)]",
     '[TOOL_CALLS] [{"name": "guess", "arguments": {"number": 42}}]',
     'text with a brace { first, then {"name": "guess", "arguments": {"number": 42}}',
-])
+]
+
+
+@pytest.mark.parametrize("text", FORMATS)
 def test_formats(text):
     assert parse_tool_call(text) == CALL
 
@@ -74,3 +77,20 @@ def test_every_call_of_a_message_is_found_in_order():
     assert parse_tool_call(two) == {"name": "a", "arguments": {"x": 1}}  # the first, for one-call envs
     message = assistant_message(two, {"a", "b"}, turn=3)  # the Verifiers adapter plays them all, as verifiers does
     assert [(c["id"], c["name"]) for c in message["tool_calls"]] == [("call_3_0", "a"), ("call_3_1", "b")]
+
+
+@pytest.mark.parametrize("text", [
+    *FORMATS,
+    '<tool_call>not json</tool_call><tool_call>{"name": "guess", "arguments": {"number": 42}}</tool_call>',
+    '<tool_call>{"name": ""}</tool_call><function=guess>{"number": 42}</function>',
+    '<tool_call>{"function": {"name": "guess", "arguments": "{\\"number\\": 42}"}}</tool_call>',
+    '<tool_call>{"name": "guess", "function": 3, "parameters": {"number": 42}}</tool_call>',
+    "<tool_call>[]</tool_call> guess(number=42)", "no call",
+])
+def test_the_first_call_is_the_first_of_all_calls(text):
+    """parse_tool_call stops at the first call it reads; it must agree with parse_tool_calls in every style."""
+    from openenv_gym.episode.toolcalls import parse_tool_calls
+
+    calls = parse_tool_calls(text)
+    assert parse_tool_call(text) == (calls[0] if calls else None)
+    assert calls or text == "no call"

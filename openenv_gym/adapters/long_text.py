@@ -16,8 +16,13 @@ T = TypeVar("T")
 LONG_TEXT = 8192  # characters read inline (well under a millisecond); longer text is read in a thread
 
 
+def is_long_text(action: Any) -> bool:
+    """Whether `action` is text too long to read inline."""
+    return type(action) is str and len(action) > LONG_TEXT
+
+
 async def read_action(read: Callable[..., T], action: Any, *args: Any) -> T:
     """`read(action, *args)`: inline, or in the worker's threads when `action` is long text."""
-    if type(action) is str and len(action) > LONG_TEXT:
+    if is_long_text(action):
         return await asyncio.to_thread(read, action, *args)
     return read(action, *args)

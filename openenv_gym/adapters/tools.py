@@ -19,13 +19,14 @@ error observation and count as a step; they never raise.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from openenv_gym.adapters.environment import Environment
-from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.long_text import is_long_text, read_action
 from openenv_gym.episode.results import Action, ResetResult, StepResult, invalid_action
 from openenv_gym.episode.toolcalls import find_tool_call
 
@@ -44,6 +45,7 @@ class Tool:
     description: str
     method: Any
     arguments: type[BaseModel]
+    validate: Callable[[Any], BaseModel]  # arguments.model_validate, without its per-call keyword handling
 
     @classmethod
     def from_method(cls, method) -> Tool:
@@ -54,7 +56,7 @@ class Tool:
             fields[param.name] = (annotation, default)
         model = create_model(f"{method.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         description = inspect.getdoc(method) or ""
-        return cls(method.__name__, description, method, model)
+        return cls(method.__name__, description, method, model, model.__pydantic_validator__.validate_python)
 
     def spec(self) -> dict[str, Any]:
         """The tool as an OpenAI-style function spec."""
@@ -102,12 +104,14 @@ class ToolEnvironment(Environment):
         return await result if type(result) is not ResetResult and inspect.isawaitable(result) else result
 
     async def step(self, action: Action) -> StepResult:
-        call = await read_action(find_tool_call, action, self.tools)
+        # read inline unless long: no coroutine of its own on the usual path, which every step takes
+        call = await read_action(find_tool_call, action, self.tools) if is_long_text(action) else \
+            find_tool_call(action, self.tools)
         if isinstance(call, str):
             return invalid_action(call, reward=self.invalid_action_reward)
         chosen, raw_arguments = self.tools[call["name"]], call["arguments"]
         try:
-            arguments = chosen.arguments.model_validate(raw_arguments)
+            arguments = chosen.validate(raw_arguments)
         except ValidationError as exc:
             message = f"bad arguments for {chosen.name}: {_describe_validation_error(exc)}"
             return invalid_action(message, reward=self.invalid_action_reward)

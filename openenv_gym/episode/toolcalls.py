@@ -36,6 +36,10 @@ JSON_ATTEMPTS = 32  # JSON values tried per text, each a scan of the rest of it:
 
 def normalize_tool_call(obj: object) -> ToolCall | None:
     """Accept the JSON shapes of a tool call; return {"name", "arguments"} or None."""
+    if type(obj) is dict and "function" not in obj:  # the usual shape, checked first: this runs on every step
+        name, arguments = obj.get("name"), obj.get("arguments")
+        if type(name) is str and name and type(arguments) is dict:
+            return {"name": name, "arguments": arguments}
     if isinstance(obj, list) and obj:
         obj = obj[0]
     if not isinstance(obj, dict):
@@ -45,7 +49,7 @@ def normalize_tool_call(obj: object) -> ToolCall | None:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return None
-    arguments = obj.get("arguments", obj.get("parameters", {}))
+    arguments = obj["arguments"] if "arguments" in obj else obj.get("parameters", {})
     if isinstance(arguments, str):  # OpenAI sends arguments as a JSON string
         try:
             arguments = orjson.loads(arguments) if arguments.strip() else {}
@@ -65,17 +69,19 @@ def _loads(text: str) -> object:
         return None
 
 
-def _tagged(text: str, opening: str, closing: str):
-    """Yield the body of each `opening ... closing` span, left to right, each up to the first `closing` after
-    it (as a lazy regex would), in one pass."""
+def _tagged(text: str, opening: str, closing: str) -> list[str]:
+    """The body of each `opening ... closing` span, left to right, each up to the first `closing` after it (as a
+    lazy regex would), in one pass."""
+    bodies = []
     start = text.find(opening)
     while start != -1:
         begin = start + len(opening)
         end = text.find(closing, begin)
         if end == -1:
-            return  # no closing tag after this one: none after the later openings either
-        yield text[begin:end]
+            break  # no closing tag after this one: none after the later openings either
+        bodies.append(text[begin:end])
         start = text.find(opening, end + len(closing))
+    return bodies
 
 
 def _json_values(text: str):
@@ -146,18 +152,29 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     """Every tool call written in text, in order, in the first format that has any: <tool_call> tags,
     <function=...> tags, the first JSON value holding calls (a list of calls is several), a pythonic call."""
     for opening, closing, read in _TAGS:
-        calls = [call for call in map(read, _tagged(text, opening, closing)) if call]
+        calls = [call for body in _tagged(text, opening, closing) if (call := read(body))]
         if calls:
             return calls
+    return _untagged_calls(text)
+
+
+def parse_tool_call(text: str) -> ToolCall | None:
+    """The first tool call found in text (parse_tool_calls(text)[0]), or None. Tags are read only up to the
+    first call: this runs on every step of a tool env."""
+    for opening, closing, read in _TAGS:
+        for body in _tagged(text, opening, closing):
+            call = read(body)
+            if call:
+                return call
+    calls = _untagged_calls(text)
+    return calls[0] if calls else None
+
+
+def _untagged_calls(text: str) -> list[ToolCall]:
+    """The calls of the first JSON value holding any, else a pythonic call."""
     for value in _json_values(text):
         calls = [call for call in map(normalize_tool_call, value if isinstance(value, list) else [value]) if call]
         if calls:
             return calls
     call = _pythonic(text)
     return [call] if call else []
-
-
-def parse_tool_call(text: str) -> ToolCall | None:
-    """The first tool call found in text, or None."""
-    calls = parse_tool_calls(text)
-    return calls[0] if calls else None
