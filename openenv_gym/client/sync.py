@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from openenv_gym.client.transport import Transport
 from openenv_gym.client.vector import AsyncVectorClient
-from openenv_gym.runtime.loops import new_event_loop
+from openenv_gym.runtime.loops import new_event_loop, new_private_loop
 
 T = TypeVar("T")
 
@@ -127,7 +127,7 @@ def current_runner() -> Runner:
     except RuntimeError:
         runner = getattr(_local, "runner", None)
         if runner is None or runner.loop.is_closed():
-            runner = _local.runner = PrivateLoopRunner(new_event_loop())
+            runner = _local.runner = PrivateLoopRunner(new_private_loop())
             with _lock:
                 _all_private.append(runner)
         return runner
