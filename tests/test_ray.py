@@ -62,6 +62,9 @@ def test_a_killed_actor_costs_only_its_sessions_one_step_and_ray_restarts_it(clu
         envs = gym.make_vec("openenv/echo", num_envs=64, base_url=servers)
         envs.reset(seed=0, options={"max_steps": 4})  # episodes end now and then: envs move only at resets
         ray.kill(servers.actors[1], no_restart=False)
+        # ray.kill returns before the actor is gone: stepping meanwhile, the envs could reach their autoreset (every
+        # 4 steps) first, and a reset moves to the live server without an error
+        assert wait_until(lambda: not _alive(second["server_pid"]), timeout=30)
         failed = np.zeros(64, dtype=bool)
         moved_from, steps = set(), 0
         while steps < 200:  # bounded: recovery takes a few steps, each fast
