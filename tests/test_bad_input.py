@@ -177,6 +177,10 @@ def test_a_burst_of_bad_input_leaves_the_server_serving_and_holding_nothing(faul
     {"id": 1, "op": "steps", "sessions": "a", "actions": "x"},
     {"id": 1, "op": "steps", "sessions": ["a", "b"], "actions": ["x"]},
     {"id": 1, "op": "steps", "sessions": [], "actions": []},
+    {"id": 1, "op": "resets", "sessions": [None]},
+    {"id": 1, "op": "resets", "sessions": [None, None], "seeds": [1], "options": [None, None]},
+    {"id": 1, "op": "resets", "sessions": None, "seeds": None, "options": None},
+    {"id": 1, "op": "resets", "sessions": [], "seeds": [], "options": []},
 ])
 def test_malformed_steps_request(faulty_url, message):
     async def main():
@@ -201,6 +205,36 @@ def test_steps_answers_each_entry_in_columns(faulty_url):
                 None, "unknown_session", "invalid_action", "no_episode", "env_error", "bad_request"]
             answer = await raw.request(id=6, op="steps", sessions=[a, b], actions=["again", "fine"])
             assert answer["obs"] == ["again", "fine"] and "error" not in answer
+
+    run(main())
+
+
+def test_resets_answers_each_entry_as_its_own_reset_would(faulty_url):
+    """Entry k of a `resets` gets what a `reset` of its own gets (the oracle: each sent alone), errors included;
+    a session it created plays at once; the connection lives on."""
+
+    async def main():
+        async with ws_connect(faulty_url) as ws:
+            raw = RawClient(ws)
+            a, b = await raw.new_session(), await raw.new_session()
+            entries = [(None, 1, None), (a, 2, {"x": 1}), ("nope", 3, None), (None, "x", None),
+                       (None, 4, {"fail": True}), (b, None, [1]), (b, 5, None)]
+            answer = await raw.request(id=5, op="resets", sessions=[e[0] for e in entries],
+                                       seeds=[e[1] for e in entries], options=[e[2] for e in entries])
+            for k, (session, seed, options) in enumerate(entries):
+                fields = {"session": session, "seed": seed, "options": options}
+                alone = await raw.request(id=10 + k, op="reset", **{f: v for f, v in fields.items() if v is not None})
+                if "error" in alone:
+                    assert (answer["error"][k], answer["session"][k]) == (alone["error"], None)
+                else:
+                    assert answer["error"][k] is None
+                    assert (answer["obs"][k], answer["info"][k]) == (alone["obs"], alone["info"])
+                    assert answer["session"][k] == session or (session is None and type(answer["session"][k]) is str)
+            assert [e and e["code"] for e in answer["error"]] == [
+                None, None, "unknown_session", "bad_request", "env_error", "bad_request", None]
+            created = answer["session"][0]
+            assert created not in (a, b)
+            assert (await raw.request(id=30, op="step", session=created, action="hi"))["obs"] == "hi"
 
     run(main())
 

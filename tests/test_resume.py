@@ -51,6 +51,28 @@ def test_lock_step_through_ten_cuts_loses_and_repeats_no_step(start_server):
     run(main())
 
 
+def test_lock_step_resets_through_cuts_are_applied_once(start_server):
+    """Batch resets (one `resets` per connection, answered in columns) go on through cuts: every round's answers
+    arrive, each env's episode starts over, and the server holds exactly the client's sessions."""
+    url = start_server("echo", workers=2)
+
+    async def main():
+        async with CuttingProxy(_port(url)) as proxy, openenv_gym.AsyncVectorClient(proxy.url, 256) as client:
+            cutting = asyncio.ensure_future(_keep_cutting(proxy, times=6, every=0.2))
+            rounds = 0
+            while not cutting.done() or rounds < 10:
+                result = await client.reset(seed=rounds, options={"max_steps": 10**6})
+                assert result.errors == {}
+                result = await client.step([f"r{rounds}"] * 256)
+                assert result.errors == {} and [info["step"] for info in result.infos] == [1] * 256
+                rounds += 1
+            await cutting
+            assert proxy.cuts == 6
+            assert health(url)["sessions"] == 256
+
+    run(main())
+
+
 def test_single_sessions_and_per_request_steps_survive_cuts(start_server):
     url = start_server("echo")
 

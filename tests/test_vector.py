@@ -5,6 +5,7 @@ import re
 
 import gymnasium as gym
 import numpy as np
+import orjson
 import pytest
 from conftest import env_path, health, run
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -213,6 +214,40 @@ def test_one_env_sends_of_one_loop_iteration_leave_as_one_frame_per_connection(e
             assert answers == {env: f"m{env}" for env in range(64)}
             assert len(frames) == len(connections) == 2
             assert not client.in_flight.any() and client.live.all()
+
+    run(main())
+
+
+def test_a_batch_reset_is_one_resets_request_per_connection_and_answers_as_separate_resets(faulty_url):
+    """reset() asks each connection for its share in one `resets` request, answered in columns; against a server
+    of protocol 1 the client sends one `reset` per env instead, and the answers are the same."""
+    async def reset_through(protocol: int) -> tuple[list[list[dict]], object]:
+        async with AsyncVectorClient(faulty_url, 16, connections_per_worker=2) as client:
+            frames: list[list[dict]] = []
+            for transport in client.transports:
+                transport.protocol = min(transport.protocol, protocol)
+                for conn in transport.connections:
+                    def counted(frame, text=None, ws_send=conn._ws.send):
+                        frames.append(orjson.loads(frame))
+                        return ws_send(frame, text=text)
+                    conn._ws.send = counted
+            options = [{"fail": env == 3} for env in range(16)]
+            result = await client.reset(seed=[100 + env for env in range(16)], options=options)
+            sent = list(frames)
+            stepped = await client.step(["x"] * 15, [env for env in range(16) if env != 3])
+            assert stepped.errors == {}  # the sessions the resets made play
+            return sent, result
+
+    async def main():
+        (columns, batched), (per_env, separate) = await reset_through(2), await reset_through(1)
+        assert [[m["op"] for m in frame] for frame in columns] == [["resets"], ["resets"]]
+        assert sorted(len(frame[0]["sessions"]) for frame in columns) == [8, 8]
+        assert {m["op"] for frame in per_env for m in frame} == {"reset"} and sum(map(len, per_env)) == 16
+        for result in (batched, separate):
+            assert [info.get("seed") for info in result.infos] == [100 + env for env in range(16) if env != 3][:3] + \
+                [None] + [100 + env for env in range(4, 16)]
+        assert batched.obs == separate.obs and list(batched.errors) == list(separate.errors) == [3]
+        assert str(batched.errors[3]) == str(separate.errors[3])
 
     run(main())
 

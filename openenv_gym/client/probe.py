@@ -108,8 +108,8 @@ class ProbedTransport(Transport):
         return await self._opened().tasks(split, start, stop)
 
     def send_resets(self, sessions: Sequence[TransportSession], seeds: Sequence[int | None],
-                    options: Sequence[dict | None], reply: Reply) -> Pending:
-        return self._opened().send_resets(sessions, seeds, options, reply)
+                    options: Sequence[dict | None], reply: Reply, together: bool = False) -> Pending:
+        return self._opened().send_resets(sessions, seeds, options, reply, together)
 
     def send_steps(self, sessions: Sequence[TransportSession], actions: Sequence[Action], reply: Reply,
                    together: bool = False) -> Pending:

@@ -93,15 +93,15 @@ class ResetRetries:
         raise NotImplementedError
 
     def _reset_on_live_servers(self, envs: list[int], resets: Sequence[Reset], reset: Try,
-                               full: Sequence[int] = ()) -> None:
+                               full: Sequence[int] = (), together: bool = False) -> None:
         """Send resets (a (seed, options) per env), having moved envs off lost servers, and those in `full` off the
-        server that was full."""
+        server that was full; `together`: answered all at once (a lock-step batch), where the server can."""
         self._watch_servers(envs)
         if full and self._serving:
             self._move(list(full))
         if self._unbalanced:
             self._rebalance(envs)
-        self._send(envs, resets, reset=reset)
+        self._send(envs, resets, together, reset=reset)
 
     def _reset_arrived(self, envs: list[int], resets: Sequence[Reset], reset: Try, answers: Answers) -> None:
         """Reset answers: those that failed for their server are tried again, the others arrive."""

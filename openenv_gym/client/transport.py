@@ -160,10 +160,10 @@ class Transport(ABC):
     # -- batches ---------------------------------------------------------------------------------
 
     def send_resets(self, sessions: Sequence[TransportSession], seeds: Sequence[int | None],
-                    options: Sequence[dict | None], reply: Reply) -> Pending:
-        """Reset each session with its seed and options."""
+                    options: Sequence[dict | None], reply: Reply, together: bool = False) -> Pending:
+        """Reset each session with its seed and options; with `together`, one reply holds every answer."""
         return _Each([s.reset(seed, opts) for s, seed, opts in zip(sessions, seeds, options, strict=True)], reply,
-                     False)
+                     together)
 
     def send_steps(self, sessions: Sequence[TransportSession], actions: Sequence[Action], reply: Reply,
                    together: bool = False) -> Pending:

@@ -93,6 +93,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         # what send() and send_reset() were asked for in this loop iteration: (envs, actions or resets)
         self._queued_steps: list[tuple[list[int], Sequence[Any]]] = []
         self._queued_resets: list[tuple[list[int], Sequence[Any]]] = []
+        self._queued_batch_resets: list[tuple[list[int], Sequence[Any]]] = []  # send_reset(together=True)
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         if self._refreshing is not None:
             self._refreshing.cancel()
         self._cancel_retries()
-        self._queued_steps, self._queued_resets = [], []
+        self._queued_steps, self._queued_resets, self._queued_batch_resets = [], [], []
         transports, self.transports, self._serving = self.transports, [], []
         await asyncio.gather(*(t.close() for t in transports), return_exceptions=True)
         self.live[:] = False
@@ -194,7 +195,8 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             else:
                 reply = partial(self._reset_arrived, group_envs, group_values, reset)
                 self._pending.append(transport.send_resets(group, [seed for seed, _ in group_values],
-                                                           [options for _, options in group_values], reply))
+                                                           [options for _, options in group_values], reply,
+                                                           together))
 
     def send(self, actions: Sequence[Action], ids: Ids = None) -> None:
         """Step the envs `ids` (default all) with `actions`, without waiting; collect with `recv`. The sends of one
@@ -207,24 +209,29 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
 
     def _queue(self, queued: list[tuple[list[int], Sequence[Any]]], envs: list[int], values: Sequence[Any]) -> None:
         """Steps (actions) or resets ((seed, options) pairs) to send with the others of this loop iteration."""
-        if not self._queued_steps and not self._queued_resets:
+        if not self._queued_steps and not self._queued_resets and not self._queued_batch_resets:
             asyncio.get_running_loop().call_soon(self._send_queued)
         queued.append((envs, values))
 
     def _send_queued(self) -> None:
-        resets, steps = _joined(self._queued_resets), _joined(self._queued_steps)
-        self._queued_resets, self._queued_steps = [], []
+        resets, batch_resets = _joined(self._queued_resets), _joined(self._queued_batch_resets)
+        steps = _joined(self._queued_steps)
+        self._queued_resets, self._queued_batch_resets, self._queued_steps = [], [], []
         if not self.transports:  # closed meanwhile: close() let them go
             return
+        now = asyncio.get_running_loop().time()
         if resets is not None:
-            self._reset_on_live_servers(*resets, Try(asyncio.get_running_loop().time()))
+            self._reset_on_live_servers(*resets, Try(now))
+        if batch_resets is not None:
+            self._reset_on_live_servers(*batch_resets, Try(now), together=True)
         if steps is not None:
             self._send(*steps)
 
     def send_reset(self, ids: Ids = None, seed: int | Sequence[int | None] | None = None,
-                   options: dict | Sequence[dict] | None = None) -> None:
+                   options: dict | Sequence[dict] | None = None, together: bool = False) -> None:
         """Reset the envs `ids` (creating their sessions if needed), without waiting. `options`: one dict for all,
-        or one per env."""
+        or one per env. `together`: for a caller that waits for them all (a lock-step batch): each server answers
+        its share at once, in columns, instead of each reset as it is done."""
         envs = self._ids(ids)
         if seed is None or isinstance(seed, int | np.integer):
             seeds = [None if seed is None else int(seed) + k for k in range(len(envs))]
@@ -240,7 +247,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
             resets = list(zip(seeds, options, strict=True))
         _set(self.live, envs, False)
         _set(self.in_flight, envs, True)
-        self._queue(self._queued_resets, envs, resets)
+        self._queue(self._queued_batch_resets if together else self._queued_resets, envs, resets)
 
     # -- GRPO groups scored by the server (episode/groups.py) -------------------------------------------
 
@@ -308,7 +315,7 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
         CapacityError is raised if some found no room within the retry window."""
         self._idle_check("reset")
         envs = self._ids(ids)
-        self.send_reset(envs, seed, options)
+        self.send_reset(envs, seed, options, together=True)
         result = await self.gather(envs)
         full = [env for env, err in result.errors.items() if isinstance(err, CapacityError)]
         if full:

@@ -18,7 +18,7 @@ import orjson
 from openenv_gym.episode.results import Action
 from openenv_gym.errors import BadFrameError, BadRequestError, ProtocolError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: `resets` (a batch of resets answered in columns)
 DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
 
 OP_RESET = "reset"
@@ -26,13 +26,14 @@ OP_STEP = "step"
 OP_CLOSE = "close"
 OP_INFO = "info"
 OP_STEPS = "steps"
+OP_RESETS = "resets"
 OP_SPLITS = "splits"
 OP_TASKS = "tasks"
 OP_STATE = "state"
 OP_RESUMABLE = "resumable"
 OP_RESUME = "resume"
 OP_GROUP = "group"
-OPS = (OP_RESET, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_GROUP, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE,
+OPS = (OP_RESET, OP_RESETS, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_GROUP, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE,
        OP_RESUME)
 
 RequestId: TypeAlias = int | str
@@ -121,6 +122,13 @@ def steps_request(rid: RequestId, sessions: list[str | None], actions: list[Acti
     return {"id": rid, "op": OP_STEPS, "sessions": sessions, "actions": actions}
 
 
+def resets_request(rid: RequestId, sessions: list[str | None], seeds: list[int | None],
+                   options: list[dict | None]) -> dict:
+    """Reset many sessions at once (null: a new one); the answer comes as one response of columns (see
+    resets_response). Servers of protocol 2 and later."""
+    return {"id": rid, "op": OP_RESETS, "sessions": sessions, "seeds": seeds, "options": options}
+
+
 def state_request(rid: RequestId, session: str) -> dict:
     return {"id": rid, "op": OP_STATE, "session": session}
 
@@ -189,7 +197,11 @@ def check_request(message: object) -> tuple[RequestId, str]:
 
 def optional_field(message: dict, name: str, kind: type, kind_name: str) -> Any:
     """Return message[name] if it is absent/null or of `kind`; raise BadRequestError otherwise."""
-    value = message.get(name)
+    return optional_value(message.get(name), name, kind, kind_name)
+
+
+def optional_value(value: Any, name: str, kind: type, kind_name: str) -> Any:
+    """`value` (field `name`) if it is null or of `kind`; raise BadRequestError otherwise."""
     if value is None or type(value) is kind:
         return value
     raise BadRequestError(f"field '{name}' must be {kind_name} or null, got {json_type_name(value)}")
@@ -224,6 +236,16 @@ def steps_response(rid: RequestId, obs: list[str], rewards: list[float], termina
     """Entry k answers sessions[k]; `error` is present only when an entry failed (null for the others)."""
     response = {"id": rid, "obs": obs, "reward": rewards, "terminated": terminated, "truncated": truncated,
                 "info": infos}
+    if errors is not None:
+        response["error"] = errors
+    return response
+
+
+def resets_response(rid: RequestId, sessions: list[str | None], obs: Any, infos: Any,
+                    errors: list[dict | None] | None) -> dict:
+    """Entry k answers entry k of the request: the session it reset (null where it failed), its first observation
+    and info; `error` is present only when an entry failed (null for the others)."""
+    response = {"id": rid, "session": sessions, "obs": obs, "info": infos}
     if errors is not None:
         response["error"] = errors
     return response

@@ -1,4 +1,4 @@
-"""Many sessions stepped at once (the vector client's lock-step), answered in columns.
+"""Many sessions stepped (or reset) at once (the vector client's lock-step), answered in columns.
 
 Each entry runs exactly like a single step: the same checks, errors, step limit and timeout. The entries are
 awaited one after another inside one driver coroutine, so a step that completes without waiting (most do)
@@ -47,6 +47,32 @@ class StepColumns:
     def settle(self, count: int) -> None:
         """`count` more entries are answered (written directly into the columns, or by `put`)."""
         self.remaining -= count
+        if self.remaining == 0:
+            self.reply(self)
+
+
+class ResetColumns:
+    """The answers to a batch of resets (`resets`): each entry's session, first observation and info, filled as each
+    reset finishes (inline, or later for a reset that waits); `reply(self)` once the last entry is in."""
+
+    __slots__ = ("errors", "infos", "obs", "remaining", "reply", "sessions")
+
+    def __init__(self, size: int, reply: Callable[[ResetColumns], None]) -> None:
+        self.reply, self.remaining = reply, size
+        self.sessions: list[str | None] = [None] * size  # null where the entry failed
+        self.obs: list[str] = [""] * size
+        self.infos: list[dict] = [{}] * size
+        self.errors: list[ProtocolError | None] | None = None  # None while no entry failed
+
+    def put(self, index: int, session_id: str | None, outcome: Any) -> None:
+        """The core's reset reply for entry `index`: a ResetResult, or the ProtocolError it failed with."""
+        if isinstance(outcome, ProtocolError):
+            if self.errors is None:
+                self.errors = [None] * len(self.obs)
+            self.errors[index] = outcome
+        else:
+            self.sessions[index], self.obs[index], self.infos[index] = session_id, outcome.obs, outcome.info
+        self.remaining -= 1
         if self.remaining == 0:
             self.reply(self)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from openenv_gym.episode.groups import GroupScore
@@ -23,7 +24,7 @@ from openenv_gym.errors import (
 )
 from openenv_gym.protocol import native as p
 from openenv_gym.runtime.eager import start_eagerly
-from openenv_gym.server.batch import StepColumns
+from openenv_gym.server.batch import ResetColumns, StepColumns
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.core import ResetOutcome, SessionCore, StepOutcome
 from openenv_gym.server.replay import RUNNING, Replay
@@ -82,8 +83,8 @@ class NativeFrontEnd:
         self.info = server_info(core.description, core)
         self.max_frame_bytes = core.limits.max_frame_bytes
         self._ops: dict[str, Callable[[NativePeer, p.RequestId, dict], None]] = {
-            p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset, p.OP_STATE: self._state,
-            p.OP_CLOSE: self._close, p.OP_GROUP: self._group,
+            p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset, p.OP_RESETS: self._resets,
+            p.OP_STATE: self._state, p.OP_CLOSE: self._close, p.OP_GROUP: self._group,
             p.OP_INFO: self._info, p.OP_SPLITS: self._splits, p.OP_TASKS: self._tasks,
             p.OP_RESUMABLE: self._resumable, p.OP_RESUME: self._resume}
         self.resume_window = core.limits.resume_window
@@ -184,6 +185,29 @@ class NativeFrontEnd:
 
         self.core.reset(peer, message.get("session"), seed, options, answer)
 
+    def _resets(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
+        """Many resets in one request, each entry as a `reset` of its own, answered with one response of columns
+        once all are done."""
+        sessions, seeds, options = message.get("sessions"), message.get("seeds"), message.get("options")
+        if (type(sessions) is not list or type(seeds) is not list or type(options) is not list or not sessions
+                or not len(sessions) == len(seeds) == len(options)):
+            raise BadRequestError("'resets' needs 'sessions', 'seeds' and 'options': arrays of the same non-zero "
+                                  "length (null entries: a new session, no seed, no options)")
+
+        def answer(columns: ResetColumns) -> None:
+            obs, infos = self._sendable_columns(peer, columns.sessions, columns)
+            errors = None if columns.errors is None else [e and e.to_wire() for e in columns.errors]
+            peer.reply(p.resets_response(rid, columns.sessions, obs, infos, errors))
+
+        columns = ResetColumns(len(sessions), answer)
+        for k, session in enumerate(sessions):
+            try:
+                seed = p.optional_value(seeds[k], "seed", int, "an integer")
+                entry_options = p.optional_value(options[k], "options", dict, "an object")
+                self.core.reset(peer, session, seed, entry_options, partial(columns.put, k))
+            except ProtocolError as exc:
+                columns.put(k, None, exc)
+
     def _step(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         if "action" not in message and message.get("session") is not None:
             raise BadRequestError("field 'action' is missing: send model text or a tool call object")
@@ -249,7 +273,8 @@ class NativeFrontEnd:
         except TypeError as exc:
             return self.core.end_unsendable(peer, session_id, str(exc))
 
-    def _sendable_columns(self, peer: NativePeer, sessions: list, columns: StepColumns) -> tuple[Any, Any]:
+    def _sendable_columns(self, peer: NativePeer, sessions: list,
+                          columns: StepColumns | ResetColumns) -> tuple[Any, Any]:
         """The obs and info columns encoded (once: the frame embeds them as they are); an entry JSON cannot carry
         fails alone, with its session ended."""
         try:

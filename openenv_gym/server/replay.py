@@ -7,7 +7,7 @@ then the answer kept here is sent again, and nothing runs twice.
 
 A client sends a session's next request only once it holds the answer to the previous one, so the answer
 to keep per session is its last: a new request naming a session lets its kept answer go. A lock-step batch
-(`steps`) is kept until a new request names its first session; a reset that created a session, until a
+(`steps`, `resets`) is kept until a new request names its first session; a reset that created a session, until a
 request names that session. Catalog requests (info, splits, tasks) are simply answered again.
 """
 
@@ -22,7 +22,8 @@ from openenv_gym.protocol import native as p
 RUNNING = object()  # again(): the request still runs; its answer will come
 MAX_BATCHES = 64  # lock-step answers kept per connection (a client has one per connection in flight)
 MAX_ENDED = 1024  # answers that ended their sessions, kept per connection (nothing names those sessions again)
-_KEPT_OPS = frozenset({p.OP_RESET, p.OP_STEP, p.OP_STEPS, p.OP_CLOSE})
+_KEPT_OPS = frozenset({p.OP_RESET, p.OP_RESETS, p.OP_STEP, p.OP_STEPS, p.OP_CLOSE})
+_BATCH_OPS = frozenset({p.OP_STEPS, p.OP_RESETS})
 
 
 class Replay:
@@ -43,7 +44,7 @@ class Replay:
             return RUNNING
         if rid in self.ended:
             return self.ended[rid]
-        if message.get("op") == p.OP_STEPS:
+        if message.get("op") in _BATCH_OPS:
             return self.batches.get(rid)
         session = message.get("session")
         if session is None:
@@ -57,9 +58,8 @@ class Replay:
         if op not in _KEPT_OPS:
             return
         session = message.get("session")
-        if op == p.OP_STEPS:
-            sessions = message.get("sessions")
-            session = sessions[0] if type(sessions) is list and sessions else None
+        if op in _BATCH_OPS:
+            session = _first_session(message.get("sessions"))
         if session is not None and type(session) is not str:
             return  # a malformed request: answered with an error, which need not be kept
         if session is not None:
@@ -88,8 +88,10 @@ class Replay:
             if len(self.ended) > MAX_ENDED:
                 self.ended.popitem(last=False)
             return
-        if op == p.OP_STEPS:
+        if op in _BATCH_OPS:
             self.batches[rid] = message
+            if op == p.OP_RESETS:  # the sessions it answered, new ones included
+                session = _first_session(message.get("session"))
             if session is not None:
                 self.batch_of[session] = rid
             while len(self.batches) > MAX_BATCHES:
@@ -104,3 +106,10 @@ class Replay:
                 self.creator[created] = rid
         else:
             self.last[session] = (rid, message)
+
+
+def _first_session(sessions: Any) -> Any:
+    """The first session a batch names (a new session of a `resets` is null in the request)."""
+    if type(sessions) is not list:
+        return None
+    return next((session for session in sessions if session is not None), None)

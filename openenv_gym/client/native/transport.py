@@ -3,13 +3,14 @@
 For the vector client it opens `connections_per_worker` connections to each worker process of the server
 (the kernel picks a worker for each new connection; `info` says which) and places sessions on them in
 contiguous blocks, so the answers of a lock-step batch come back in env order. A batch is one frame per
-connection: per-request messages (answered as each finishes), or one `steps` request answered in columns.
+connection: per-request messages (answered as each finishes), or one `steps` (or `resets`, servers of protocol 2
+on) request answered in columns.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openenv_gym.client.local import check_env_args, local_server_url
@@ -41,6 +42,7 @@ class NativeTransport(Transport):
         self.connections_per_worker = connections_per_worker
         self.env_args = env_args
         self.description: dict[str, Any] = {}
+        self.protocol = 1  # the server's protocol version (2 answers `resets` in columns)
         self.connections: list[Connection] = []
         self._slots: list[Connection] = []  # placement order: round robin over workers, then connections
         self._turn = 0  # the slot the next sessions() starts at
@@ -60,6 +62,7 @@ class NativeTransport(Transport):
     async def open(self) -> NativeTransport:
         conn, info = await self._connect()
         self.description = info["env"]
+        self.protocol = info.get("protocol", 1)
         check_env_args(self.description, self.env_args, self.url)
         groups = [[conn]] if self.connections_per_worker is None else await self._per_worker(conn, info)
         self.connections = [c for group in groups for c in group]
@@ -148,7 +151,11 @@ class NativeTransport(Transport):
         return groups
 
     def send_resets(self, sessions: Sequence[Session], seeds: Sequence[int | None], options: Sequence[dict | None],
-                    reply: Reply) -> Pending:
+                    reply: Reply, together: bool = False) -> Pending:
+        if together and self.protocol >= 2:
+            return self._submit_columns(sessions, reply, True, lambda rid, ids, at: p.resets_request(
+                rid, ids, _taken(seeds, at), _taken(options, at)))
+
         def requests(start: int, offsets: Sequence[int]) -> list[dict]:
             return [p.reset_request(start + k, sessions[o].id, seeds[o], options[o]) for k, o in enumerate(offsets)]
 
@@ -157,7 +164,8 @@ class NativeTransport(Transport):
     def send_steps(self, sessions: Sequence[Session], actions: Sequence[Action], reply: Reply,
                    together: bool = False) -> Pending:
         if together:
-            return self._submit_steps(sessions, actions, reply)
+            return self._submit_columns(sessions, reply, False,
+                                        lambda rid, ids, at: p.steps_request(rid, ids, _taken(actions, at)))
 
         def requests(start: int, offsets: Sequence[int]) -> list[dict]:
             return [p.step_request(start + k, sessions[o].id, actions[o]) for k, o in enumerate(offsets)]
@@ -173,19 +181,23 @@ class NativeTransport(Transport):
             pending.batches.append((conn, conn.submit_batch(requests(start, offsets), start, sink)))
         return pending
 
-    def _submit_steps(self, sessions: Sequence[Session], actions: Sequence[Action], reply: Reply) -> Pending:
-        """Lock-step: one `steps` request per connection, answered in columns."""
+    def _submit_columns(self, sessions: Sequence[Session], reply: Reply, resets: bool,
+                        request: Callable[[int, list, Sequence[int]], dict]) -> Pending:
+        """Lock-step: one `steps` (or `resets`) request per connection, answered in columns; `request(id, the
+        sessions' ids, their offsets)` builds it."""
         pending = _Columns()
         for conn, offsets in self._groups(sessions):
-            if type(offsets) is range:
-                ids = [s.id for s in sessions[offsets.start:offsets.stop]]
-                batch_actions = list(actions[offsets.start:offsets.stop])
-            else:
-                ids, batch_actions = [sessions[o].id for o in offsets], [actions[o] for o in offsets]
-            request = _ColumnsRequest(sessions, offsets, reply, conn.submit(p.steps_request(conn.next_id(), ids,
-                                                                                         batch_actions)))
-            pending.requests.append(request)
+            ids = [s.id for s in _taken(sessions, offsets)]
+            pending.requests.append(_ColumnsRequest(sessions, offsets, reply, resets,
+                                                    conn.submit(request(conn.next_id(), ids, offsets))))
         return pending
+
+
+def _taken(values: Sequence[Any], offsets: Sequence[int]) -> list[Any]:
+    """values[offsets], as a list: a slice for a run of offsets."""
+    if type(offsets) is range:
+        return list(values[offsets.start:offsets.stop])
+    return [values[o] for o in offsets]
 
 
 def _runs(sessions: Sequence[Session]) -> list[Group]:
@@ -247,13 +259,14 @@ class _Sink:
 
 
 class _ColumnsRequest:
-    """One `steps` request: its column answer becomes Answers; a failed request fails each of its entries."""
+    """One `steps` or `resets` request: its column answer becomes Answers; a failed request fails each of its
+    entries."""
 
-    __slots__ = ("future", "offsets", "reply", "sessions", "settled")
+    __slots__ = ("future", "offsets", "reply", "resets", "sessions", "settled")
 
-    def __init__(self, sessions: Sequence[Session], offsets: Sequence[int], reply: Reply,
+    def __init__(self, sessions: Sequence[Session], offsets: Sequence[int], reply: Reply, resets: bool,
                  future: asyncio.Future) -> None:
-        self.sessions, self.offsets, self.reply, self.future = sessions, offsets, reply, future
+        self.sessions, self.offsets, self.reply, self.resets, self.future = sessions, offsets, reply, resets, future
         self.settled = False
         future.add_done_callback(self.answered)
 
@@ -271,8 +284,16 @@ class _ColumnsRequest:
                 for offset, error in zip(offsets, errors, strict=True):
                     if error is not None and ends_session(error):
                         sessions[offset].id = None
-            self.reply(Answers(offsets, response["obs"], response["reward"], response["terminated"],
-                               response["truncated"], response["info"], errors))
+            if not self.resets:
+                self.reply(Answers(offsets, response["obs"], response["reward"], response["terminated"],
+                                   response["truncated"], response["info"], errors))
+                return
+            for k, (offset, session_id) in enumerate(zip(offsets, response["session"], strict=True)):
+                if errors is None or errors[k] is None:
+                    sessions[offset].id = session_id
+            size = len(offsets)
+            self.reply(Answers(offsets, response["obs"], [0.0] * size, [False] * size, [False] * size,
+                               response["info"], errors))
         else:
             self.fail(failure if failure is not None else error_from_wire(response["error"]))
 

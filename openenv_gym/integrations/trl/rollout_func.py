@@ -149,7 +149,7 @@ class EnvRolloutFunc:
                 options[-1] = options[-1] | {GROUP_OPTION: member}
 
         async def reset() -> Any:
-            client.send_reset(None, seeds, options)
+            client.send_reset(None, seeds, options, together=True)
             return await client.gather(list(range(len(prompts))))
 
         return self._env(reset())
