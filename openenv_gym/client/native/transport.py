@@ -229,7 +229,7 @@ class _Sink:
             if self.resets:
                 for offset, answer in zip(at, answers, strict=True):
                     sessions[offset].id = answer["session"]
-                self.reply(Answers(at, obs, [0.0] * size, [False] * size, [False] * size, infos))
+                self.reply(_reset_answers(at, obs, infos))
             else:
                 self.reply(Answers(at, obs, [a["reward"] for a in answers], [a["terminated"] for a in answers],
                                    [a["truncated"] for a in answers], infos))
@@ -291,15 +291,19 @@ class _ColumnsRequest:
             for k, (offset, session_id) in enumerate(zip(offsets, response["session"], strict=True)):
                 if errors is None or errors[k] is None:
                     sessions[offset].id = session_id
-            size = len(offsets)
-            self.reply(Answers(offsets, response["obs"], [0.0] * size, [False] * size, [False] * size,
-                               response["info"], errors))
+            self.reply(_reset_answers(offsets, response["obs"], response["info"], errors))
         else:
             self.fail(failure if failure is not None else error_from_wire(response["error"]))
 
     def fail(self, error: Exception) -> None:
         self.settled = True
         self.reply(_failed_all(self.sessions, self.offsets, error))
+
+
+def _reset_answers(offsets: Sequence[int], obs: list, infos: list, errors: list | None = None) -> Answers:
+    """Reset answers as Answers: no reward, nothing ended."""
+    size = len(offsets)
+    return Answers(offsets, obs, [0.0] * size, [False] * size, [False] * size, infos, errors)
 
 
 def _failed_all(sessions: Sequence[Session], offsets: Sequence[int], error: Exception) -> Answers:
