@@ -66,6 +66,7 @@ def served():
     sessions = [a["session"] for a in answers]
     answers.clear()
     yield front, peer, sessions, answers
+    front.core.shutdown()
     loop.close()
 
 

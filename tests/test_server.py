@@ -1,6 +1,8 @@
 """Server behaviour: isolation, reaping, timeouts, capacity, auth, workers, HTTP catalog."""
 
 import asyncio
+import http.server
+import threading
 import time
 
 import httpx
@@ -46,6 +48,38 @@ def test_env_exception_ends_only_its_session(faulty_url):
             assert (await bad.step("again"))[0] == "again"
 
     run(main())
+
+
+def test_steps_that_open_deadlines_and_http_requests_before_they_wait_run_as_their_own_tasks(faulty_url):
+    """A step that opens asyncio.timeout, or makes an httpx request (anyio cancel scopes), before its first wait:
+    the scope belongs to the step, so the request is answered and its deadline cancels the step only, never the
+    connection that carries the other sessions."""
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        page = f"http://127.0.0.1:{web.server_address[1]}/"
+
+        async def main():
+            async with openenv_gym.connect(faulty_url) as conn:
+                sessions = [conn.session() for _ in range(3)]
+                await asyncio.gather(*(s.reset() for s in sessions))
+                answers = await asyncio.gather(sessions[0].step("expire"), sessions[1].step(f"fetch {page}"),
+                                               sessions[2].step("slow"))
+                assert [a[0] for a in answers] == ["its own deadline passed", "fetched: 200", "slow done"]
+                again = await asyncio.gather(*(s.step("still here") for s in sessions))
+                assert [a[0] for a in again] == ["still here"] * 3  # the connection and every session go on
+
+        run(main())
+        web.shutdown()
+
+
+class _Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # the name http.server calls
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
 
 
 @pytest.mark.parametrize("action, error", [("not-a-result", "StepResult"), ("unencodable", "JSON")])

@@ -3,7 +3,9 @@
 Each entry runs exactly like a single step: the same checks, errors, step limit and timeout. The entries are
 awaited one after another inside one driver coroutine, so a step that completes without waiting (most do)
 costs no StopIteration: about 230 ns of the 500 ns an echo step costs that way. A step that does wait is left
-to a task of its own, bounded by the step timeout, and a new driver goes on with the entries after it.
+to a task of its own (the driver was started eagerly, runtime/eager.py: the step already ran as that task),
+bounded by the step timeout, and a new driver goes on with the entries after it. The entries of one driver share
+its context: what one step's code sets in a context variable before it returns, the next of the batch sees.
 """
 
 from __future__ import annotations
@@ -94,14 +96,12 @@ def step_many(core: SessionCore, owner: Owner, session_ids: list, actions: list,
     start = 0
     while start < len(session_ids):
         driver = _Driver()
-        coro = _drive(core, owner, session_ids, actions, columns, start, driver)
-        try:
-            yielded = coro.send(None)
-        except StopIteration:
+        finished, task = core.eager.start(_drive(core, owner, session_ids, actions, columns, start, driver))
+        if finished:
             return
         driver.detached = True  # entry driver.index waits: it finishes alone, in a task; the next driver goes on
         assert driver.session is not None
-        core.continue_step(driver.session, coro, yielded, partial(columns.put, driver.index))
+        core.watch_step(driver.session, task, partial(columns.put, driver.index))
         start = driver.index + 1
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -34,7 +34,7 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
-from openenv_gym.runtime.eager import continue_in_task, start_eagerly
+from openenv_gym.runtime.eager import EagerStarter
 from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
@@ -58,6 +58,7 @@ class SessionCore:
         self.description["group_scoring"] = callable(score_group)
         self.default_limit: int | None = self.description.get("max_steps")
         self.loop = asyncio.get_running_loop()
+        self.eager = EagerStarter(self.loop)  # environment code runs inline until it first waits (runtime/eager.py)
         self.executor = ElasticPool(threads, "openenv-env")  # a hung call cannot use it up (runtime/threads.py)
         self.loop.set_default_executor(self.executor)  # asyncio.to_thread (the ORS adapter's) uses the same threads
         if isinstance(factory, type) and is_blocking(factory):
@@ -90,7 +91,7 @@ class SessionCore:
         session.last_active = self.loop.time()
         done = partial(self._was_reset, session, limit, episode_id, group, created, reply)
         try:  # inline until the environment first waits
-            finished, value = start_eagerly(session.env.reset(seed=seed, options=options))
+            finished, value = self.eager.start(session.env.reset(seed=seed, options=options))
         except Exception as exc:
             finished, value = True, exc
         if finished:
@@ -108,15 +109,14 @@ class SessionCore:
         if type(action) is str and len(action) > self.max_action_chars:
             reply(self.step_outcome(session, self.oversized(action)))
             return
-        try:  # inline until the environment first waits; written out, as this is the per-request hot path
-            coro = session.env.step(action)
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            reply(self.step_outcome(session, stop.value))
+        try:  # inline until the environment first waits
+            finished, value = self.eager.start(session.env.step(action))
         except Exception as exc:
-            reply(self.step_outcome(session, exc))
+            finished, value = True, exc
+        if finished:
+            reply(self.step_outcome(session, value))
         else:
-            self.continue_step(session, coro, yielded, reply)
+            self.watch_step(session, value, reply)
 
     def step_many(self, owner: Owner, session_ids: list, actions: list, reply: Callable[[StepColumns], None]) -> None:
         """Step many sessions at once; `reply(columns)` when every entry is answered (see batch.py)."""
@@ -216,7 +216,7 @@ class SessionCore:
             session.task.cancel()  # its reply says the session ended
             session.task = None
         try:
-            done, task = start_eagerly(session.env.close())
+            done, task = self.eager.start(session.env.close())
             if not done:
                 task.add_done_callback(_log_close_failure)
         except Exception:
@@ -240,13 +240,14 @@ class SessionCore:
         self.groups.shutdown()
         for session in list(self.sessions.values()):
             self.end(session)
+        self.eager.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     # -- running environment code --------------------------------------------------------------
 
-    def continue_step(self, session: Session, coro: Coroutine, yielded: Any, reply: StepReply) -> None:
-        """Finish, in a task, a step whose code already ran up to its first wait (`yielded`)."""
-        self._watch(session, continue_in_task(coro, yielded), partial(self._deliver_step, session, reply))
+    def watch_step(self, session: Session, task: asyncio.Task, reply: StepReply) -> None:
+        """A step that waited goes on in `task`: its outcome to `reply` when it ends (or the step timeout ends it)."""
+        self._watch(session, task, partial(self._deliver_step, session, reply))
 
     def _watch(self, session: Session, task: asyncio.Task, done: Callable[[Any], None]) -> None:
         """The session is busy with `task` until it ends, or the step timeout ends the session; then `done`."""

@@ -23,7 +23,6 @@ from openenv_gym.errors import (
     UnknownOpError,
 )
 from openenv_gym.protocol import native as p
-from openenv_gym.runtime.eager import start_eagerly
 from openenv_gym.server.batch import ResetColumns, StepColumns
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.core import ResetOutcome, SessionCore, StepOutcome
@@ -333,33 +332,33 @@ class NativeFrontEnd:
         peer.reply(p.info_response(rid, self.current_info()))
 
     def _splits(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
-        _answer_when_done(peer, rid, self.catalog.splits(), lambda splits: p.splits_response(rid, splits))
+        self._answer_when_done(peer, rid, self.catalog.splits(), lambda splits: p.splits_response(rid, splits))
 
     def _tasks(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
         split = p.optional_field(message, "split", str, "a string")
         start = p.optional_field(message, "start", int, "an integer")
         stop = p.optional_field(message, "stop", int, "an integer")
-        _answer_when_done(peer, rid, self.catalog.tasks(split, start, stop),
-                          lambda listing: p.tasks_response(rid, listing))
+        self._answer_when_done(peer, rid, self.catalog.tasks(split, start, stop),
+                               lambda listing: p.tasks_response(rid, listing))
 
+    def _answer_when_done(self, peer: NativePeer, rid: p.RequestId, coro: Awaitable,
+                          respond: Callable[[Any], dict]) -> None:
+        """Answer a request that needs no session with `respond(await coro)`; inline if it never waits."""
 
-def _answer_when_done(peer: NativePeer, rid: p.RequestId, coro: Awaitable, respond: Callable[[Any], dict]) -> None:
-    """Answer a request that needs no session with `respond(await coro)`; inline if it never waits."""
+        async def answer() -> dict:
+            try:
+                return respond(await coro)
+            except ProtocolError as exc:
+                return p.error_response(rid, exc)
+            except Exception as exc:
+                log.exception("catalog request failed")
+                return p.error_response(rid, EnvError(f"the environment raised {type(exc).__name__}: {exc}"))
 
-    async def answer() -> dict:
-        try:
-            return respond(await coro)
-        except ProtocolError as exc:
-            return p.error_response(rid, exc)
-        except Exception as exc:
-            log.exception("catalog request failed")
-            return p.error_response(rid, EnvError(f"the environment raised {type(exc).__name__}: {exc}"))
-
-    done, value = start_eagerly(answer())
-    if done:
-        peer.reply(value)
-    else:
-        value.add_done_callback(lambda task: task.cancelled() or peer.reply(task.result()))
+        done, value = self.core.eager.start(answer())
+        if done:
+            peer.reply(value)
+        else:
+            value.add_done_callback(lambda task: task.cancelled() or peer.reply(task.result()))
 
 
 def _spaces(description: dict[str, Any]) -> dict[str, Any]:

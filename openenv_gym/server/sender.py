@@ -17,17 +17,18 @@ from collections import deque
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from openenv_gym.runtime.eager import start_eagerly
+from openenv_gym.runtime.eager import EagerStarter
 
 log = logging.getLogger(__name__)
 
 
 class FrameSender:
-    __slots__ = ("closed", "connection", "drained", "limit", "queue", "queued_bytes", "writer")
+    __slots__ = ("closed", "connection", "drained", "eager", "limit", "queue", "queued_bytes", "writer")
 
-    def __init__(self, connection: ServerConnection, limit: int) -> None:
+    def __init__(self, connection: ServerConnection, limit: int, eager: EagerStarter) -> None:
         self.connection = connection
         self.limit = limit
+        self.eager = eager
         self.queue: deque[bytes] = deque()
         self.queued_bytes = 0
         self.writer: asyncio.Task | None = None  # writes the queue while the socket is slow
@@ -45,7 +46,7 @@ class FrameSender:
                 self.drained.clear()
             return
         try:
-            done, task = start_eagerly(self.connection.send(frame, text=True))  # written at once unless paused
+            done, task = self.eager.start(self.connection.send(frame, text=True))  # written at once unless paused
         except ConnectionClosed:
             self.close()
             return

@@ -111,7 +111,7 @@ class Worker:
             finally:
                 self.frame_deadline.forget(connection)
             return
-        sender = FrameSender(connection, self.config.limits.max_frame_bytes)
+        sender = FrameSender(connection, self.config.limits.max_frame_bytes, self.core.eager)
         outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
         send = outbox.put
         peer = self.native.connect(send, connection.transport.abort)

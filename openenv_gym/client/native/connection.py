@@ -29,7 +29,7 @@ from openenv_gym.episode.groups import GroupScore
 from openenv_gym.errors import ConnectionLostError, InvalidActionError, RequestTimeoutError, error_from_wire
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
-from openenv_gym.runtime.eager import start_eagerly
+from openenv_gym.runtime.eager import EagerStarter
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class Connection(Resuming):
         self._starts: list[int] = []  # their first ids, ascending: a batch is found by bisection
         self._next_id = 1
         self._outbox = Outbox(self._send_frame, self._loop.call_soon, self._unencodable, max_frame_bytes)
+        self._eager = EagerStarter(self._loop)  # a frame is written at once, unless the socket makes it wait
         self._closed_reason: str | None = None
         self._closing = False
         self.resume: dict[str, Any] | None = None  # the server's resumable answer: token, window, worker(s)
@@ -78,7 +79,7 @@ class Connection(Resuming):
         if self._ws.state is not State.OPEN:  # dropped: resumed requests are sent again, the others failed
             return
         try:  # written at once unless the connection is paused (backpressure)
-            done, task = start_eagerly(self._ws.send(frame, text=True))
+            done, task = self._eager.start(self._ws.send(frame, text=True))
         except ConnectionClosed:
             return
         if not done:

@@ -29,6 +29,7 @@ from openenv_gym.errors import (
 )
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
+from openenv_gym.runtime.eager import EagerStarter
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Resuming:
     _batches: dict[int, Batch]
     _starts: list[int]
     _outbox: Outbox
+    _eager: EagerStarter
     _closed_reason: str | None
     _closing: bool
 
@@ -97,6 +99,7 @@ class Resuming:
         finally:
             self._closed_reason = reason
             self._outbox.closed = True
+            self._eager.close()
             self._fail_waiting(reason)
             if self._deadlines is not None:
                 self._deadlines.cancel()

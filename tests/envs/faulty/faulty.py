@@ -2,6 +2,8 @@
 
 import asyncio
 
+import httpx
+
 from openenv_gym import Environment, ResetResult, StepResult
 
 
@@ -30,4 +32,14 @@ class FaultyEnv(Environment):
             return StepResult("printed")
         if action == "end":
             return StepResult("bye", 1.0, terminated=True)
+        if action == "expire":  # a deadline of its own, opened before its first wait, that passes
+            try:
+                async with asyncio.timeout(0.05):
+                    await asyncio.sleep(5)
+            except TimeoutError:
+                return StepResult("its own deadline passed")
+        if isinstance(action, str) and action.startswith("fetch "):  # an HTTP request (httpx opens anyio scopes)
+            async with httpx.AsyncClient() as client:
+                response = await client.get(action.removeprefix("fetch "))
+            return StepResult(f"fetched: {response.status_code}")
         return StepResult(action if isinstance(action, str) else repr(action))
