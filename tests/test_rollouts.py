@@ -3,6 +3,7 @@ OpenAI-compatible HTTP server with a scripted policy (tests/openai_server.py).""
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import pickle
 import subprocess
@@ -99,6 +100,43 @@ def test_a_slow_policy_call_holds_back_only_its_own_episode(guess_url):
     episodes = run(main())
     straggler = [k for k, e in enumerate(episodes) if '"number": 1' in e.messages[1]["content"]]
     assert len(episodes) == 40 and len(straggler) == 1 and straggler[0] > 30  # the others went on meanwhile
+
+
+def test_policy_calls_run_each_in_a_context_of_their_own_and_fail_alone(guess_url):
+    """Calls run at once until they first wait, as tasks would run them: each in a copy of the caller's context
+    (what one sets, before or after it waits, stays its own), and a call that raises at once or returns nonsense
+    ends only its own episode."""
+    turn = contextvars.ContextVar("turn", default=None)
+    leaks, lost, calls = [], [], [0]
+
+    async def policy(messages, tools):
+        calls[0] += 1
+        mine = calls[0]
+        if turn.get() is not None:
+            leaks.append(turn.get())  # what another call set
+        turn.set(mine)
+        if mine % 4 == 0:  # every fourth call waits (a task goes on with it), and must find its own value after
+            await asyncio.sleep(0)
+            if turn.get() != mine:
+                lost.append(mine)
+        if mine == 3:
+            raise ValueError("the model refused")
+        if mine == 5:
+            return 42
+        return Reply(text='<tool_call>{"name": "give_up", "arguments": {}}</tool_call>')
+
+    async def main():
+        episodes = await play(guess_url, policy, num_envs=4, episodes=12, seed=0)
+        return episodes, turn.get()
+
+    episodes, after = run(main())
+    assert leaks == [] and lost == [] and after is None  # nothing leaked into other calls or the caller
+    assert calls[0] >= 12
+    errors = sorted(e.error for e in episodes if e.error is not None)
+    assert errors == ["policy: TypeError: a policy must return a Reply or a str, got int",
+                      "policy: ValueError: the model refused"]
+    assert len(episodes) == 12 and all(e.terminated for e in episodes if e.error is None)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
 
 def test_breaking_out_or_cancelling_closes_every_session(guess_url, model_server):

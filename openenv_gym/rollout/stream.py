@@ -5,9 +5,9 @@
         async for episode in stream:
             replay_buffer.add(episode)
 
-`num_envs` sessions play at once. Each policy call runs as its own task and its action is sent as soon as it
-returns (the vector client's send/recv; the actions of calls that return in one loop iteration go in one send),
-so a slow policy call or a slow env holds back only its own episode.
+`num_envs` sessions play at once. Each policy call runs on its own (at once until it first waits, then as a task)
+and its action is sent as soon as it returns (the vector client's send/recv; the actions of calls that return in
+one loop iteration go in one send), so a slow policy call or a slow env holds back only its own episode.
 Every session is closed when the stream ends, is closed (aclose, or leaving `aclosing`), or is cancelled.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Collection, Iterable
 from functools import partial
 from typing import Any
 
@@ -26,6 +26,7 @@ from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.errors import EnvError
 from openenv_gym.rollout.groups import Advantage, Group, GroupCollector
+from openenv_gym.rollout.plan import Plan
 from openenv_gym.rollout.records import Episode, TurnTokens
 from openenv_gym.rollout.turns import (
     Policy,
@@ -36,37 +37,8 @@ from openenv_gym.rollout.turns import (
     observation_message,
     openai_tools,
 )
+from openenv_gym.runtime.eager import EagerStarter
 from openenv_gym.targets import resolve
-
-
-class _Plan:
-    """Hands out the (seed, reset options) of each new episode until `episodes` are handed out or `tasks` run out.
-    Episode (or group) n of the plan has seed `seed + n`, the n-th task, and group id "g{n}"; the numbers in
-    `skip` (played already: a resumed run) are passed over."""
-
-    def __init__(self, episodes: int | None, tasks: Iterable[dict[str, Any]] | None, seed: int | None,
-                 options: dict[str, Any], skip: Collection[int] = ()) -> None:
-        self.left = episodes
-        self.tasks: Iterator[dict[str, Any]] | None = None if tasks is None else iter(tasks)
-        self.seed = seed
-        self.options = options
-        self.skip = skip
-        self.count = 0  # the plan's next number
-
-    def next(self) -> tuple[int | None, dict[str, Any]] | None:
-        while True:
-            if self.left is not None and self.left <= 0:
-                return None
-            task: dict[str, Any] = {}
-            if self.tasks is not None:
-                task = next(self.tasks, None)  # type: ignore[arg-type]
-                if task is None:
-                    return None
-            if self.left is not None:
-                self.left -= 1
-            number, self.count = self.count, self.count + 1
-            if number not in self.skip:
-                return (None if self.seed is None else self.seed + number), self.options | task
 
 
 class _Game:
@@ -108,7 +80,7 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     options = dict(target.options)
     if max_turns is not None:
         options[MAX_STEPS_OPTION] = max_turns
-    driver = _Driver(await target.open_vector_client(num_envs), policy, _Plan(episodes, tasks, seed, options, skip),
+    driver = _Driver(await target.open_vector_client(num_envs), policy, Plan(episodes, tasks, seed, options, skip),
                      system_prompt, groups)
     try:
         async for finished in driver.run():
@@ -121,7 +93,7 @@ Play = tuple[tuple[int | None, dict[str, Any]], str | None, int | None]  # (seed
 
 
 class _Driver:
-    def __init__(self, client: AsyncVectorClient, policy: Policy, plan: _Plan, system_prompt: str | None,
+    def __init__(self, client: AsyncVectorClient, policy: Policy, plan: Plan, system_prompt: str | None,
                  groups: GroupCollector | None = None) -> None:
         self.client = client
         self.policy = policy
@@ -143,6 +115,7 @@ class _Driver:
         self.tools: list[dict[str, Any]] = []
         self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
         self.reset_bound = max(10, 3 * client.num_envs)
+        self.eager = EagerStarter(asyncio.get_running_loop())  # policy calls run at once until they first wait
 
     async def run(self) -> AsyncIterator[Episode]:
         self.tools = openai_tools(self.client.description)
@@ -251,6 +224,7 @@ class _Driver:
         self.client.send_reset([env], seed, options)
 
     def _absorb(self, result: VectorResult) -> None:
+        rewards, terminated, truncated = result.rewards.tolist(), result.terminated.tolist(), result.truncated.tolist()
         for k, env in enumerate(result.ids.tolist()):
             game = self.games[env]
             episode = game.episode
@@ -273,8 +247,8 @@ class _Driver:
                     continue
             else:
                 episode.messages.append(observation_message(obs, game.reply))
-                episode.rewards.append(float(result.rewards[k]))
-                episode.terminated, episode.truncated = bool(result.terminated[k]), bool(result.truncated[k])
+                episode.rewards.append(rewards[k])
+                episode.terminated, episode.truncated = terminated[k], truncated[k]
                 episode.info = info
                 game.reply = None
                 if error is None and not (episode.terminated or episode.truncated):
@@ -286,29 +260,58 @@ class _Driver:
             self._start(env)
 
     def _think(self, env: int) -> None:
-        messages = self.games[env].episode.messages
-        task = asyncio.ensure_future(self.policy(list(messages), self.tools))
+        """Ask the policy for the env's next turn. The call runs at once until it first waits, then as a task
+        (runtime/eager.py): an instant policy costs no task and no loop turn."""
+        call = self.policy(list(self.games[env].episode.messages), self.tools)
+        if not asyncio.iscoroutine(call):  # another kind of awaitable: a task of its own
+            self._wait(env, asyncio.ensure_future(call))
+            return
+        try:
+            done, outcome = self.eager.start(call)
+        except Exception as exc:  # the policy failed before it first waited
+            self._policy_failed(env, exc)
+            return
+        if done:
+            self._replied(env, outcome)
+        else:
+            self._wait(env, outcome)
+
+    def _wait(self, env: int, task: asyncio.Future) -> None:
         self.thinking.add(task)
         task.add_done_callback(partial(self._thought, env))
 
-    def _thought(self, env: int, task: asyncio.Task) -> None:
-        """A policy call returned: send its action at once, or end the episode if it failed."""
+    def _thought(self, env: int, task: asyncio.Future) -> None:
+        """A policy call that waited returned."""
         self.thinking.discard(task)
         if task.cancelled():
             return
-        game = self.games[env]
         try:
-            reply = as_reply(task.result())
-        except Exception as exc:  # the model server (or the policy) failed: this episode only
-            game.episode.error = f"policy: {type(exc).__name__}: {exc}"
-            self._finish(game.episode)
-            self._start(env)
+            answer = task.result()
+        except Exception as exc:
+            self._policy_failed(env, exc)
             return
+        self._replied(env, answer)
+
+    def _replied(self, env: int, answer: Any) -> None:
+        """The policy answered: send its action at once (those of one loop iteration leave together)."""
+        try:
+            reply = as_reply(answer)
+        except TypeError as exc:  # not a Reply or a str
+            self._policy_failed(env, exc)
+            return
+        game = self.games[env]
         game.reply = reply
         game.episode.messages.append(assistant_message(reply))
         if reply.completion_ids is not None or reply.logprobs is not None:
             game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
-        self.client.send([action_of(reply)], [env])  # those of one loop iteration leave together
+        self.client.send([action_of(reply)], [env])
+
+    def _policy_failed(self, env: int, exc: Exception) -> None:
+        """The model server (or the policy) failed: this episode only ends."""
+        episode = self.games[env].episode
+        episode.error = f"policy: {type(exc).__name__}: {exc}"
+        self._finish(episode)
+        self._start(env)
 
     async def close(self) -> None:
         tasks = self.thinking | self.scoring
@@ -316,4 +319,5 @@ class _Driver:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self.eager.close()
         await self.client.close()
