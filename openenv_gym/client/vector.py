@@ -143,17 +143,17 @@ class AsyncVectorClient(Fleet, Arrivals, ResetRetries):
     def _ids(self, ids: Ids) -> list[int]:
         if ids is None:
             envs = self._all_ids
+        elif len(ids) == 1:  # the one-env path (rollout streams): no comprehension, set or fancy indexing
+            envs = [int(ids[0])]
+            if not 0 <= envs[0] < self.num_envs:
+                raise IndexError(f"env id {envs[0]} is out of range 0..{self.num_envs - 1}")
         else:
             envs = [int(i) for i in ids]
-            if len(envs) == 1:  # the one-env path (rollout streams): no set, no fancy indexing
-                if not 0 <= envs[0] < self.num_envs:
-                    raise IndexError(f"env id {envs[0]} is out of range 0..{self.num_envs - 1}")
-            else:
-                bad = [i for i in envs if not 0 <= i < self.num_envs]
-                if bad:
-                    raise IndexError(f"env ids {bad[:5]} are out of range 0..{self.num_envs - 1}")
-                if len(set(envs)) != len(envs):
-                    raise ValueError("an env id appears twice in one call; each env takes one request at a time")
+            bad = [i for i in envs if not 0 <= i < self.num_envs]
+            if bad:
+                raise IndexError(f"env ids {bad[:5]} are out of range 0..{self.num_envs - 1}")
+            if len(set(envs)) != len(envs):
+                raise ValueError("an env id appears twice in one call; each env takes one request at a time")
         if _any(self.in_flight, envs, self._all_ids):
             busy = [i for i in envs if self.in_flight[i]]
             raise RuntimeError(f"envs {busy[:5]} still wait for an answer; recv() it before sending again")
