@@ -36,7 +36,7 @@ def test_info_describes_env_and_limits(echo_url):
         async with openenv_gym.connect(echo_url) as conn:
             info = await conn.info()
             assert info["env"]["name"] == "echo" and info["env"]["action"] == "text"
-            assert info["limits"]["max_sessions"] == 10_000 and info["protocol"] == 2
+            assert info["limits"]["max_sessions"] == 10_000 and info["protocol"] == 3
 
     run(main())
 

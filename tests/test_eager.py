@@ -107,19 +107,21 @@ def test_the_first_part_sees_the_task_it_goes_on_in_and_a_context_of_its_own():
     run(main())
 
 
-def test_a_first_part_that_cancels_its_own_task_is_cancelled_where_it_waits():
-    async def cancels_itself() -> str:
+async def waits_to_be_cancelled(cancel_itself: bool = False) -> str:
+    if cancel_itself:
         asyncio.current_task().cancel()
-        try:
-            await asyncio.sleep(1)
-        except asyncio.CancelledError:
-            return "cancelled at its wait"
-        return "not cancelled"
+    try:
+        await asyncio.sleep(5)
+    except asyncio.CancelledError:
+        return "cancelled where it waited"
+    return "not cancelled"
 
+
+def test_a_first_part_that_cancels_its_own_task_is_cancelled_where_it_waits():
     async def main():
         eager = EagerStarter(asyncio.get_running_loop())
-        done, task = eager.start(cancels_itself())
-        assert not done and await task == "cancelled at its wait"
+        done, task = eager.start(waits_to_be_cancelled(cancel_itself=True))
+        assert not done and await task == "cancelled where it waited"
         assert eager.start(instant(1)) == (True, 1)  # the next one is not touched by it
         done, task = eager.start(waits_inside("timeout"))
         assert await task == "timeout"
@@ -130,18 +132,11 @@ def test_a_first_part_that_cancels_its_own_task_is_cancelled_where_it_waits():
 
 @pytest.mark.parametrize("parked", [False, True], ids=["before-its-task-ran", "while-its-task-was-parked"])
 def test_a_cancellation_before_the_task_took_over_reaches_the_coroutine_where_it_waits(parked):
-    async def waits_long() -> str:
-        try:
-            await asyncio.sleep(5)
-        except asyncio.CancelledError:
-            return "cancelled where it waited"
-        return "not cancelled"
-
     async def main():
         eager = EagerStarter(asyncio.get_running_loop())
         if parked:
             await asyncio.sleep(0)  # the spare's first step runs: it parks until a coroutine is handed over
-        done, task = eager.start(waits_long())
+        done, task = eager.start(waits_to_be_cancelled())
         task.cancel()  # at once, before the task has resumed the coroutine
         assert not done and await task == "cancelled where it waited"
         eager.close()

@@ -4,6 +4,7 @@ import orjson
 import pytest
 
 from openenv_gym import errors
+from openenv_gym.protocol import answers
 from openenv_gym.protocol import native as p
 
 
@@ -109,3 +110,19 @@ def test_every_error_code_has_its_exception_class():
         assert type(exc) is cls and exc.code == code and exc.message == "why"
         assert exc.to_wire() == {"code": code, "message": "why"}
     assert type(errors.error_from_wire({"code": "from-the-future", "message": "m"})) is errors.ProtocolError
+
+
+def test_plain_step_and_reset_answers_pack_into_columns_and_read_back():
+    steps = [p.step_response(k, f"obs {k}", 0.5 * k, k == 2, False, {"step": k}) for k in range(3)]
+    resets = [p.reset_response(10 + k, f"session{k}", "ready", {}) for k in range(2)]
+    error = p.error_response(20, errors.NoEpisodeError("none runs"))
+    others = [p.close_response(21), p.steps_response(22, ["a"], [0.0], [False], [False], [{}], None)]
+    frame = roundtrip(answers.packed([steps[0], error, resets[0], steps[1], *others, resets[1], steps[2]]))
+    columns = [m for m in frame if answers.columns_of(m) is not None]
+    assert [m for m in frame if answers.columns_of(m) is None] == [error, *others]  # never packed
+    [step_columns] = [m for m in columns if answers.columns_of(m) == answers.STEP_COLUMNS]
+    [reset_columns] = [m for m in columns if answers.columns_of(m) == answers.RESET_COLUMNS]
+    assert step_columns["ids"] == [0, 1, 2] and reset_columns["ids"] == [10, 11]
+    assert [answers.unpacked(step_columns, answers.STEP_COLUMNS, k) for k in range(3)] == steps
+    assert [answers.unpacked(reset_columns, answers.RESET_COLUMNS, k) for k in range(2)] == resets
+    assert answers.packed([steps[0], error]) == [error, steps[0]]  # one of a kind goes as it is

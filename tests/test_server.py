@@ -6,12 +6,15 @@ import threading
 import time
 
 import httpx
+import orjson
 import pytest
 from conftest import env_path, health, http_url, run, wait_until
 from websockets.asyncio.client import connect as ws_connect
 
 import openenv_gym
 from openenv_gym import errors
+from openenv_gym.protocol import answers
+from openenv_gym.protocol import native as p
 
 
 def test_dropped_connection_sessions_are_reaped(start_server):
@@ -70,6 +73,46 @@ def test_steps_that_open_deadlines_and_http_requests_before_they_wait_run_as_the
 
         run(main())
         web.shutdown()
+
+
+def test_answers_in_columns_are_the_answers_one_by_one(guess_url):
+    """A client that asked for columns reads the plain answers of a frame as one message of each kind (resets,
+    steps); unpacked, they are what a client that did not ask is answered for the same requests, errors as they
+    are."""
+    moves = ['<tool_call>{"name": "guess", "arguments": {"number": 50}}</tool_call>', "no tool call in this",
+             {"name": "give_up", "arguments": {}}, {"name": "guess", "arguments": {"number": "many"}}]
+
+    async def play(columns: bool) -> list[dict]:
+        async with ws_connect(guess_url) as ws:
+            async def frame(requests: list[dict], count: int) -> list[dict]:
+                await ws.send(orjson.dumps(requests).decode())
+                got: list[dict] = []
+                while sum(len(m.get("ids", [None])) for m in got) < count:
+                    got += orjson.loads(await ws.recv())
+                return got
+
+            if columns:
+                assert await frame([answers.columns_request(1)], 1) == [{"id": 1, "columns": True}]
+            resets = await frame([p.reset_request(10 + k, seed=k) for k in range(4)], 4)
+            sessions = [a["session"] for a in sorted(_one_by_one(resets), key=lambda a: a["id"])]
+            requests = [p.step_request(20 + k, session, moves[k]) for k, session in enumerate(sessions)]
+            steps = await frame([*requests, p.step_request(30, "nope", "x")], 5)
+            packed = [m for m in resets + steps if "ids" in m]
+            assert len(packed) == (2 if columns else 0)  # the 4 resets, the 4 steps that ran
+            return sorted(({k: v for k, v in a.items() if k != "session"} for a in _one_by_one(resets + steps)),
+                          key=lambda a: a["id"])
+
+    assert run(play(columns=True)) == run(play(columns=False))
+
+
+def _one_by_one(messages: list[dict]) -> list[dict]:
+    """Messages with the answers in columns among them as the plain answers they stand for."""
+    plain = []
+    for message in messages:
+        columns = answers.columns_of(message)
+        plain += [message] if columns is None else [answers.unpacked(message, columns, k)
+                                                     for k in range(len(message["ids"]))]
+    return plain
 
 
 class _Ok(http.server.BaseHTTPRequestHandler):

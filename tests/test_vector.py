@@ -11,6 +11,7 @@ from conftest import env_path, health, run
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from openenv_gym import errors
+from openenv_gym.client.native import transport as native_transport
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.env import RemoteEnv
 from openenv_gym.vector import RemoteVectorEnv, batch_infos
@@ -216,6 +217,41 @@ def test_one_env_sends_of_one_loop_iteration_leave_as_one_frame_per_connection(e
             assert not client.in_flight.any() and client.live.all()
 
     run(main())
+
+
+def test_one_env_answers_read_in_columns_are_the_answers_one_by_one(faulty_url, monkeypatch):
+    """Sends and resets one env at a time (the rollout stream's way) read the same results, errors included, whether
+    the connections asked for their answers in columns (the default) or not (the answers of older servers)."""
+    moves = ["a", "raise", "slow", "end", "b", "unencodable", "c", "d"] * 2
+
+    async def play() -> list[tuple]:
+        async with AsyncVectorClient(faulty_url, 16, connections_per_worker=2) as client:
+            assert all(conn.columns is asking for t in client.transports for conn in t.connections)
+            rows = []
+
+            async def answers() -> None:
+                while client.in_flight.any():
+                    result = await client.recv(min_results=1)
+                    rows.extend((env, result.obs[k], float(result.rewards[k]), bool(result.terminated[k]),
+                                 bool(result.truncated[k]), repr(result.errors.get(env)), str(result.infos[k]))
+                                for k, env in enumerate(result.ids.tolist()))
+
+            for env in range(16):
+                client.send_reset([env], seed=env)
+            await answers()
+            for env in range(16):
+                client.send([moves[env]], ids=[env])
+            await answers()
+            return rows
+
+    asking = True
+    with_columns = run(play())
+    asking = False
+    connect = native_transport.connect
+    monkeypatch.setattr(native_transport, "connect", lambda *args, **kwargs: connect(*args, **kwargs, columns=False))
+    one_by_one = run(play())
+    assert len(with_columns) == 32 and sorted(with_columns) == sorted(one_by_one)
+    assert {row[5].partition("(")[0] for row in with_columns} == {"None", "EnvError"}  # errors among them
 
 
 def test_a_batch_reset_is_one_resets_request_per_connection_and_answers_as_separate_resets(faulty_url):

@@ -17,8 +17,9 @@ import orjson
 
 from openenv_gym.episode.results import Action
 from openenv_gym.errors import BadFrameError, BadRequestError, ProtocolError
+from openenv_gym.protocol.answers import OP_COLUMNS, ResetAnswer, StepAnswer
 
-PROTOCOL_VERSION = 2  # 2: `resets` (a batch of resets answered in columns)
+PROTOCOL_VERSION = 3  # 2: `resets` (a batch of resets answered in columns); 3: `columns` (protocol/answers.py)
 DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
 
 OP_RESET = "reset"
@@ -34,7 +35,7 @@ OP_RESUMABLE = "resumable"
 OP_RESUME = "resume"
 OP_GROUP = "group"
 OPS = (OP_RESET, OP_RESETS, OP_STEP, OP_STEPS, OP_STATE, OP_CLOSE, OP_GROUP, OP_INFO, OP_SPLITS, OP_TASKS, OP_RESUMABLE,
-       OP_RESUME)
+       OP_RESUME, OP_COLUMNS)
 
 RequestId: TypeAlias = int | str
 
@@ -222,13 +223,12 @@ def required_session(message: dict) -> str:
 
 
 def reset_response(rid: RequestId, session: str, obs: str, info: dict) -> dict:
-    return {"id": rid, "session": session, "obs": obs, "info": info}
+    return ResetAnswer(id=rid, session=session, obs=obs, info=info)
 
 
 def step_response(rid: RequestId, obs: str, reward: float, terminated: bool, truncated: bool,
                   info: dict) -> dict:
-    return {"id": rid, "obs": obs, "reward": reward, "terminated": terminated,
-            "truncated": truncated, "info": info}
+    return StepAnswer(id=rid, obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
 
 
 def steps_response(rid: RequestId, obs: list[str], rewards: list[float], terminated: list[bool],

@@ -7,6 +7,7 @@ its own: it is given how to schedule its flush (the loop's `call_soon`) and how 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,8 @@ OnUnencodable = Callable[[dict, Exception], "dict | None"]
 
 
 class Outbox:
-    __slots__ = ("_max_frame_bytes", "_on_unencodable", "_pending", "_schedule", "_scheduled", "_send", "closed")
+    __slots__ = ("_max_frame_bytes", "_on_unencodable", "_pending", "_schedule", "_scheduled", "_send", "closed",
+                 "pack")
 
     def __init__(self, send_frame: SendFrame, schedule: Schedule, on_unencodable: OnUnencodable,
                  max_frame_bytes: int | None = None) -> None:
@@ -29,6 +31,8 @@ class Outbox:
         self._pending: list[dict] = []
         self._scheduled = False
         self.closed = False
+        # what the messages of a frame become as they leave (answers.packed, for a peer that asked for columns)
+        self.pack: Callable[[list[dict]], list[dict]] | None = None
 
     def put(self, message: dict) -> None:
         if self.closed:
@@ -65,7 +69,12 @@ class Outbox:
 
     def _frames(self, messages: list[dict]) -> list[bytes]:
         """Encode messages, halving the batch until each frame fits under the frame limit."""
-        data = self._encode(messages)
+        data = None
+        if self.pack is not None:
+            with contextlib.suppress(TypeError):  # a value JSON cannot carry: they go as they are, that one replaced
+                data = encode_frame(self.pack(messages))
+        if data is None:
+            data = self._encode(messages)
         if data is None:
             return []
         if self._max_frame_bytes is None or len(data) <= self._max_frame_bytes or len(messages) == 1:

@@ -22,7 +22,9 @@ from openenv_gym.errors import (
     TooLargeError,
     UnknownOpError,
 )
+from openenv_gym.protocol import answers
 from openenv_gym.protocol import native as p
+from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.server.batch import ResetColumns, StepColumns
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.core import ResetOutcome, SessionCore, StepOutcome
@@ -43,11 +45,12 @@ class NativePeer(Owner):
     the resume window: it keeps its sessions and the answers to send again (`replay`), and is adopted by the
     connection that resumes it."""
 
-    __slots__ = ("adopted", "detached_at", "hangup", "replay", "reply", "send", "token")
+    __slots__ = ("adopted", "detached_at", "hangup", "outbox", "replay", "reply", "send", "token")
 
-    def __init__(self, send: Reply, hangup: Callable[[], None]) -> None:
+    def __init__(self, send: Reply, hangup: Callable[[], None], outbox: Outbox | None = None) -> None:
         super().__init__()
-        self.send = send  # the current connection's outbox
+        self.send = send  # the current connection's outbox (its put)
+        self.outbox = outbox  # that outbox, where answers can be packed in columns (None: a front end's own sink)
         self.reply = send  # how answers leave: straight out, or kept then sent (resumable)
         self.hangup = hangup  # closes the current connection
         self.replay: Replay | None = None
@@ -85,14 +88,15 @@ class NativeFrontEnd:
             p.OP_STEP: self._step, p.OP_STEPS: self._steps, p.OP_RESET: self._reset, p.OP_RESETS: self._resets,
             p.OP_STATE: self._state, p.OP_CLOSE: self._close, p.OP_GROUP: self._group,
             p.OP_INFO: self._info, p.OP_SPLITS: self._splits, p.OP_TASKS: self._tasks,
-            p.OP_RESUMABLE: self._resumable, p.OP_RESUME: self._resume}
+            p.OP_RESUMABLE: self._resumable, p.OP_RESUME: self._resume, p.OP_COLUMNS: self._columns}
         self.resume_window = core.limits.resume_window
         self.resumable: dict[str, NativePeer] = {}  # token -> its peer, attached or dropped
         self.dropped: dict[str, NativePeer] = {}  # token -> a peer whose connection dropped, kept to be resumed
 
-    def connect(self, send: Reply, hangup: Callable[[], None]) -> NativePeer:
-        """A new connection: answers go to `send`; `hangup()` closes it (when another connection takes over)."""
-        return NativePeer(send, hangup)
+    def connect(self, send: Reply, hangup: Callable[[], None], outbox: Outbox | None = None) -> NativePeer:
+        """A new connection: answers go to `send` (its `outbox`'s put); `hangup()` closes it (when another connection
+        takes over)."""
+        return NativePeer(send, hangup, outbox)
 
     def disconnect(self, peer: NativePeer, send: Reply, resumable: bool = False) -> None:
         """The connection whose outbox is `send` closed; `peer` is the one it served last. Its sessions end,
@@ -317,10 +321,16 @@ class NativeFrontEnd:
         if target is not peer:
             if self.dropped.pop(token, None) is None:
                 target.hangup()  # the old connection has not noticed it dropped: this one takes over
-            target.send, target.hangup = peer.send, peer.hangup
+            target.send, target.hangup, target.outbox = peer.send, peer.hangup, peer.outbox
             self._forget(peer)
             peer.adopted = target
         target.reply(p.resume_response(rid, True, worker))
+
+    def _columns(self, peer: NativePeer, rid: p.RequestId, message: dict) -> None:
+        """From now on, this connection's plain step and reset answers leave in columns (protocol/answers.py)."""
+        if peer.outbox is not None:
+            peer.outbox.pack = answers.packed
+        peer.reply(answers.columns_response(rid, peer.outbox is not None))
 
     # -- catalog ops ---------------------------------------------------------------------------
 

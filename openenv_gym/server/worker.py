@@ -114,7 +114,7 @@ class Worker:
         sender = FrameSender(connection, self.config.limits.max_frame_bytes, self.core.eager)
         outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
         send = outbox.put
-        peer = self.native.connect(send, connection.transport.abort)
+        peer = self.native.connect(send, connection.transport.abort, outbox)
         watch = self.frame_deadline.watch(connection)
         try:
             async for data in connection:

@@ -3,6 +3,7 @@ connection, with no future or dict entry per request."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -11,6 +12,10 @@ class BatchSink(Protocol):
 
     def answer(self, offsets: list[int], answers: list[dict] | list[Exception]) -> None:
         """Answers (or errors) for the requests at these offsets of the block."""
+
+    def answer_columns(self, offsets: list[int], message: dict, positions: Sequence[int]) -> None:
+        """Answers for the requests at these offsets of the block: entries `positions` of a message of columns
+        (protocol/answers.py)."""
 
 
 class Batch:

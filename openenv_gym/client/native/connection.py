@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from bisect import bisect_left, bisect_right, insort
+from bisect import insort
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
@@ -24,9 +24,17 @@ from websockets.protocol import State
 from openenv_gym.client.native.batches import Batch, BatchSink
 from openenv_gym.client.native.deadlines import Deadlines
 from openenv_gym.client.native.resume import ReopenSocket, Resuming
+from openenv_gym.client.native.routing import Routing
 from openenv_gym.client.native.session import Session
 from openenv_gym.episode.groups import GroupScore
-from openenv_gym.errors import ConnectionLostError, InvalidActionError, RequestTimeoutError, error_from_wire
+from openenv_gym.errors import (
+    ConnectionLostError,
+    InvalidActionError,
+    RequestTimeoutError,
+    UnknownOpError,
+    error_from_wire,
+)
+from openenv_gym.protocol import answers as answers_protocol
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.runtime.eager import EagerStarter
@@ -39,7 +47,7 @@ def _log_send_failure(task: asyncio.Task) -> None:
         log.error("sending a frame failed", exc_info=task.exception())
 
 
-class Connection(Resuming):
+class Connection(Routing, Resuming):
     """A multiplexed connection. Make sessions with `session()`; close with `await close()`.
 
     A resumable connection (the default, see resume.py) outlives its socket: when the socket drops,
@@ -69,6 +77,7 @@ class Connection(Resuming):
         self._closing = False
         self.resume: dict[str, Any] | None = None  # the server's resumable answer: token, window, worker(s)
         self.resumed = 0  # how many times the socket dropped and the sessions were resumed
+        self.columns = False  # the server sends its plain step and reset answers in columns (use_columns)
         self._reader = self._loop.create_task(self._read())
 
     @property
@@ -130,64 +139,6 @@ class Connection(Resuming):
         self._next_id += count
         return start
 
-    def _route(self, responses: list[dict]) -> None:
-        """Hand each answer of a frame to its future, or to its batch's sink (one call per batch and frame)."""
-        pending, messages = self._pending, self._messages
-        batch: Batch | None = None
-        offsets: list[int] = []
-        answers: list[dict] = []
-        for response in responses:
-            rid = response.get("id")
-            if pending:
-                future = pending.pop(rid, None)
-                if future is not None:
-                    if messages is not None:
-                        messages.pop(rid, None)
-                    if not future.done():
-                        future.set_result(response)
-                    continue
-            if batch is None or not (type(rid) is int and batch.start <= rid < batch.stop):
-                self._deliver(batch, offsets, answers)
-                offsets, answers = [], []
-                batch = self._batch_of(rid)
-                if batch is None:
-                    if "error" in response:
-                        log.warning("server error for no request: %s", response["error"])
-                    continue
-            offset = rid - batch.start
-            if not batch.answered[offset]:
-                batch.answered[offset] = 1
-                offsets.append(offset)
-                answers.append(response)
-        self._deliver(batch, offsets, answers)
-
-    def _route_error(self, batch: Batch, rid: int, error: Exception) -> None:
-        offset = rid - batch.start
-        if not batch.answered[offset]:
-            batch.answered[offset] = 1
-            self._deliver(batch, [offset], [error])
-
-    def _deliver(self, batch: Batch | None, offsets: list[int], answers: list) -> None:
-        if batch is None or not offsets:
-            return
-        batch.remaining -= len(offsets)
-        if batch.remaining == 0:
-            self._forget(batch)
-        batch.sink.answer(offsets, answers)
-
-    def _batch_of(self, rid: object) -> Batch | None:
-        if type(rid) is int:
-            index = bisect_right(self._starts, rid) - 1
-            if index >= 0:
-                batch = self._batches[self._starts[index]]
-                if rid < batch.stop:
-                    return batch
-        return None
-
-    def _forget(self, batch: Batch) -> None:
-        if self._batches.pop(batch.start, None) is not None:
-            del self._starts[bisect_left(self._starts, batch.start)]
-
     def submit_batch(self, messages: list[dict], start: int, sink: BatchSink) -> Batch:
         """Send requests whose ids are start, start+1, ...; their answers go to `sink` by offset."""
         batch = Batch(start, messages, sink)
@@ -228,6 +179,17 @@ class Connection(Resuming):
         if error is not None:
             raise error_from_wire(error)
         return response
+
+    async def use_columns(self) -> bool:
+        """Ask the server to send the plain answers to step and reset requests that leave together as one message of
+        columns (protocol/answers.py: one message to read per frame, not one per env); False where it cannot (a
+        server of protocol 2 or older)."""
+        try:
+            answer = await self.request(answers_protocol.columns_request(self.next_id()))
+        except UnknownOpError:
+            return False
+        self.columns = bool(answer.get("columns"))
+        return self.columns
 
     async def info(self) -> dict[str, Any]:
         """The server's description of its environment, protocol version and limits."""

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -90,10 +91,12 @@ class _Connecting:
         self.connection = Connection(
             await reopen(), url, self.kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT),
             self.kwargs.get("max_frame_bytes", p.DEFAULT_MAX_FRAME_BYTES), reopen=reopen)
+        asking = [self.connection.use_columns()] if self.kwargs.get("columns", True) else []
         if self.kwargs.get("resume", True):
-            # best effort: a server that goes away as we connect shows it at the connection's first use
-            with contextlib.suppress(ConnectionLostError):
-                await self.connection.make_resumable()
+            asking.append(self.connection.make_resumable())
+        # in one frame; best effort: a server that goes away as we connect shows it at the connection's first use
+        with contextlib.suppress(ConnectionLostError):
+            await asyncio.gather(*asking)
         return self.connection
 
     async def __aenter__(self) -> Connection:
@@ -106,13 +109,15 @@ class _Connecting:
 
 def connect(url: str, *, token: str | None = None, open_timeout: float = 10.0,
             request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
-            max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES, resume: bool = True) -> _Connecting:
+            max_frame_bytes: int = p.DEFAULT_MAX_FRAME_BYTES, resume: bool = True, columns: bool = True) -> _Connecting:
     """Open a connection to an openenv_gym server: `async with connect(url) as conn:` or `await`.
 
     token: sent as `Authorization: Bearer <token>` (default: $OPENENV_GYM_TOKEN).
     request_timeout: seconds to wait for any one answer (None waits forever).
     resume: when the socket drops, reconnect and resume the sessions (within the server's resume window),
     sending again what was not answered; each request is applied once.
+    columns: have the server send the plain answers of a frame in columns (servers of protocol 3 on); off, one
+    message per answer, as older servers send them.
     """
     return _Connecting(url, {"token": token, "open_timeout": open_timeout, "request_timeout": request_timeout,
-                             "max_frame_bytes": max_frame_bytes, "resume": resume})
+                             "max_frame_bytes": max_frame_bytes, "resume": resume, "columns": columns})

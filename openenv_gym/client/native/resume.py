@@ -27,6 +27,7 @@ from openenv_gym.errors import (
     UnauthorizedError,
     UnknownOpError,
 )
+from openenv_gym.protocol import answers as answers_protocol
 from openenv_gym.protocol import native as p
 from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.runtime.eager import EagerStarter
@@ -45,6 +46,7 @@ class Resuming:
     request_timeout: float | None
     resume: dict[str, Any] | None  # the server's resumable answer: token, window, worker(s)
     resumed: int  # how many times the socket dropped and the sessions were resumed
+    columns: bool  # the connection asked for answers in columns: each new socket asks again
     # Asked when a reconnection fails: True ends the resume at once (the source of the servers no longer lists this
     # one: a Ray actor that was replaced, a pod that was deleted), rather than after the whole window.
     server_gone: ServerGone | None = None
@@ -60,14 +62,12 @@ class Resuming:
     _eager: EagerStarter
     _closed_reason: str | None
     _closing: bool
+    _route: Callable[[list[dict]], None]  # where the answers of a frame go (routing.py)
 
     async def request(self, message: dict) -> dict:
         raise NotImplementedError
 
     def next_id(self) -> int:
-        raise NotImplementedError
-
-    def _route(self, responses: list[dict]) -> None:
         raise NotImplementedError
 
     async def make_resumable(self) -> None:
@@ -174,8 +174,9 @@ class Resuming:
                 if self._closing:
                     await ws.close()
                     return out_of_reach
+                also = [answers_protocol.columns_request(self.next_id())] if self.columns else []  # per socket
                 try:
-                    answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]))
+                    answer = await self._ask(ws, p.resume_request(self.next_id(), self.resume["token"]), also)
                 except (ConnectionClosed, OSError, TimeoutError):
                     await ws.close()
                     await back_off()
@@ -198,9 +199,10 @@ class Resuming:
             if asking is not None:
                 asking.cancel()
 
-    async def _ask(self, ws: ClientConnection, request: dict) -> dict:
-        """One request on a socket of our own, before it carries anything else."""
-        await ws.send(orjson.dumps([request]).decode())
+    async def _ask(self, ws: ClientConnection, request: dict, also: list[dict]) -> dict:
+        """One request on a socket of our own, before it carries anything else (with `also` in its frame, whose
+        answers are not awaited)."""
+        await ws.send(orjson.dumps([request, *also]).decode())
         async with asyncio.timeout(self.request_timeout):
             while True:
                 for answer in orjson.loads(await ws.recv()):

@@ -258,6 +258,18 @@ class _Sink:
         self.reply(out)
 
 
+    def answer_columns(self, positions: list[int], message: dict, entries: Sequence[int]) -> None:
+        at = [self.offsets[k] for k in positions]
+        obs, infos = _taken(message["obs"], entries), _taken(message["info"], entries)
+        if self.resets:
+            for offset, session_id in zip(at, _taken(message["session"], entries), strict=True):
+                self.sessions[offset].id = session_id
+            self.reply(_reset_answers(at, obs, infos))
+        else:
+            self.reply(Answers(at, obs, _taken(message["reward"], entries), _taken(message["terminated"], entries),
+                               _taken(message["truncated"], entries), infos))
+
+
 class _ColumnsRequest:
     """One `steps` or `resets` request: its column answer becomes Answers; a failed request fails each of its
     entries."""
