@@ -26,6 +26,7 @@ from websockets.sync.client import connect as ws_connect
 
 from openenv_gym.errors import ErrorCode
 from openenv_gym.protocol import native as p
+from openenv_gym.protocol.answers import columns_of, unpacked
 
 KNOWN_CODES = {code.value for code in ErrorCode}
 MARKER_ID = "fuzz-marker"
@@ -77,6 +78,7 @@ class Fuzzer:
     sessions: list[str] = field(default_factory=list)
     frames: int = 0
     answers: int = 0
+    packed: int = 0  # messages of columns among them
     errors: dict[str, int] = field(default_factory=dict)
 
     def _session(self, ref: object) -> str:
@@ -95,7 +97,20 @@ class Fuzzer:
             for answer in orjson.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic()))):
                 if answer.get("id") == MARKER_ID and "env" in answer:
                     return
-                self.check(answer)
+                for plain in self._unpacked(answer):
+                    self.check(plain)
+
+    def _unpacked(self, answer: object) -> list:
+        """The plain answers a message stands for: itself, or each entry of a message of columns (a fuzzed frame
+        may have asked for them with the `columns` op), checked to be a well-formed one first."""
+        columns = columns_of(answer) if type(answer) is dict else None
+        if columns is None:
+            return [answer]
+        assert isinstance(answer["ids"], list) and len(answer["ids"]) > 1, f"bad columns: {answer!r:.200}"
+        self.packed += 1
+        for column in columns:
+            assert len(answer[column]) == len(answer["ids"]), f"ragged columns: {answer!r:.200}"
+        return [unpacked(answer, columns, k) for k in range(len(answer["ids"]))]
 
     def check(self, answer: object) -> None:
         assert type(answer) is dict and "id" in answer, f"not an answer: {answer!r:.200}"
@@ -142,7 +157,8 @@ def main() -> None:
         alive = server.process.poll() is None
     finally:
         server.stop()
-    print(f"fuzz: {fuzzer.frames:,} frames, {fuzzer.answers:,} answers in {elapsed:.1f} s; errors by code: "
+    print(f"fuzz: {fuzzer.frames:,} frames, {fuzzer.answers:,} answers ({fuzzer.packed:,} messages of columns) in "
+          f"{elapsed:.1f} s; errors by code: "
           f"{dict(sorted(fuzzer.errors.items()))}; untyped errors 0; server alive: {alive}; "
           f"sessions left after the client closed: {leaked}")
     if not alive or leaked:
