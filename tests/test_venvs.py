@@ -40,6 +40,9 @@ def test_lists_that_resolve_alike_share_one_venv_and_clean_removes_the_unused(ve
     second = ensure_venv(pinned)  # built, found to hold the same packages, and removed for the first
     assert first == second and venv_path(plain) == venv_path(pinned)
     assert subprocess.run([str(first), "-c", "import six, openenv_gym"], check=False).returncode == 0
+    # installed with its bytecode (-B: this check writes none), so no process started there compiles it again
+    compiled = "import importlib.util, os, six; print(os.path.exists(importlib.util.cache_from_source(six.__file__)))"
+    assert subprocess.run([str(first), "-B", "-c", compiled], capture_output=True, text=True).stdout.strip() == "True"
     err = capfd.readouterr().err
     assert err.count("openenv-gym: building") == 2 and "Resolved" not in err  # uv's output goes to its log
     (entry,) = list_venvs([plain, pinned])

@@ -103,8 +103,10 @@ class Installer:
         python = str(venv / "bin" / "python")
         constrained = ["--constraint", str(constraints)] if constraints else []
         if self.uv:
+            # compiled now, as pip compiles: else every process started in the venv compiles what it imports
+            # (seconds for verifiers' dependencies) wherever bytecode is not written (PYTHONDONTWRITEBYTECODE)
             return [self.uv, "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match",
-                    *self.settings.flags, *constrained, *requirements]
+                    "--compile-bytecode", *self.settings.flags, *constrained, *requirements]
         return [python, "-m", "pip", "install", "--disable-pip-version-check", *constrained, *requirements]
 
     def freeze(self, venv: Path) -> list[str]:
