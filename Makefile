@@ -34,7 +34,11 @@ $(CHROMIUM):
 $(NSS_WRAPPER):
 	@$(call apt_install,$@,libnss-wrapper)
 
+# The project's own modules are compiled first, as pip compiles what it installs (an editable install is not):
+# where bytecode is not written (PYTHONDONTWRITEBYTECODE), each of the suite's server processes would compile
+# what it imports again, 0.13 s of a server's start.
 test: lint $(CHROMIUM) $(NSS_WRAPPER)
+	$(PY) -m compileall -q openenv_gym servers benchmarks tests examples >/dev/null
 	$(PY) -m pytest
 
 # The README's screenshots (docs/images/), taken by the browser tests.

@@ -92,10 +92,10 @@ def test_a_killed_actor_costs_only_its_sessions_one_step_and_ray_restarts_it(clu
 
 @pytest.mark.timeout(600)
 def test_actors_killed_again_and_again_under_load_never_raise_from_step(cluster):
-    """10 rounds, every core busy at each kill: one of two server actors killed mid-step, restarted by Ray
+    """5 rounds, every core busy at each kill: one of two server actors killed mid-step, restarted by Ray
     (benchmarks.recovery, in `make bench`, runs 20)."""
-    rounds = recovery.on_ray(rounds=10, num_envs=64, deadline=60)
-    assert [r["exceptions"] for r in rounds] == [[]] * 10
+    rounds = recovery.on_ray(rounds=5, num_envs=64, deadline=60)
+    assert [r["exceptions"] for r in rounds] == [[]] * 5
     assert all(r["seconds"] is not None and r["lost_env_steps"] + r["retries"] > 0 for r in rounds), rounds
     assert all(r["back_with_sessions_s"] is not None for r in rounds), rounds  # the victim took envs again each time
 

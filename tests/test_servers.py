@@ -188,10 +188,10 @@ def test_a_single_env_resets_on_the_next_server_when_its_own_is_gone():
 
 @pytest.mark.timeout(600)
 def test_servers_killed_by_pid_again_and_again_under_load_never_raise_from_step():
-    """10 rounds, every core busy at each kill: one of two plain servers killed mid-step, started again on its port
+    """5 rounds, every core busy at each kill: one of two plain servers killed mid-step, started again on its port
     (benchmarks.recovery, in `make bench`, runs 20)."""
-    rounds = recovery.plain(rounds=10, num_envs=64, deadline=60)
-    assert [r["exceptions"] for r in rounds] == [[]] * 10
+    rounds = recovery.plain(rounds=5, num_envs=64, deadline=60)
+    assert [r["exceptions"] for r in rounds] == [[]] * 5
     assert all(r["seconds"] is not None and r["lost_env_steps"] + r["retries"] > 0 for r in rounds), rounds
     assert all(r["back_with_sessions_s"] is not None for r in rounds), rounds  # the victim took envs again each time
 
