@@ -7,7 +7,6 @@ its own: it is given how to schedule its flush (the loop's `call_soon`) and how 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -51,8 +50,9 @@ class Outbox:
             self._schedule(self._flush)
 
     def _encode(self, messages: list[dict]) -> bytes | None:
+        pack = self.pack
         try:
-            return encode_frame(messages)
+            return encode_frame(pack(messages) if pack is not None else messages)
         except TypeError:
             pass
         # Some message holds a value JSON cannot carry: replace that one, keep the rest.
@@ -65,16 +65,13 @@ class Outbox:
                 if message is None:
                     continue
             kept.append(message)
-        return encode_frame(kept) if kept else None
+        if not kept:
+            return None
+        return encode_frame(pack(kept) if pack is not None else kept)
 
     def _frames(self, messages: list[dict]) -> list[bytes]:
         """Encode messages, halving the batch until each frame fits under the frame limit."""
-        data = None
-        if self.pack is not None:
-            with contextlib.suppress(TypeError):  # a value JSON cannot carry: they go as they are, that one replaced
-                data = encode_frame(self.pack(messages))
-        if data is None:
-            data = self._encode(messages)
+        data = self._encode(messages)
         if data is None:
             return []
         if self._max_frame_bytes is None or len(data) <= self._max_frame_bytes or len(messages) == 1:

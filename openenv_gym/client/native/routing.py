@@ -81,12 +81,9 @@ class Routing:
                     offsets.append(rid - start)
                     positions.append(k)
                 k += 1
-            if not offsets:
-                continue
-            batch.remaining -= len(offsets)
-            if batch.remaining == 0:
-                self._forget(batch)
-            batch.sink.answer_columns(offsets, message, range(run, k) if len(positions) == k - run else positions)
+            if offsets:
+                self._count(batch, len(offsets))
+                batch.sink.answer_columns(offsets, message, range(run, k) if len(positions) == k - run else positions)
 
     def _route_error(self, batch: Batch, rid: int, error: Exception) -> None:
         offset = rid - batch.start
@@ -97,10 +94,14 @@ class Routing:
     def _deliver(self, batch: Batch | None, offsets: list[int], answers: list) -> None:
         if batch is None or not offsets:
             return
-        batch.remaining -= len(offsets)
+        self._count(batch, len(offsets))
+        batch.sink.answer(offsets, answers)
+
+    def _count(self, batch: Batch, answered: int) -> None:
+        """`answered` more of the batch's requests have their answer: a batch fully answered is forgotten."""
+        batch.remaining -= answered
         if batch.remaining == 0:
             self._forget(batch)
-        batch.sink.answer(offsets, answers)
 
     def _batch_of(self, rid: object) -> Batch | None:
         if type(rid) is int:

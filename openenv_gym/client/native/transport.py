@@ -222,18 +222,11 @@ class _Sink:
         self.sessions, self.offsets, self.reply, self.resets = sessions, offsets, reply, resets
 
     def answer(self, positions: list[int], answers: list) -> None:
-        offsets, sessions, size = self.offsets, self.sessions, len(answers)
-        at = [offsets[k] for k in positions]
         if all(type(answer) is dict and "error" not in answer for answer in answers):  # the usual case, by columns
-            obs, infos = [a["obs"] for a in answers], [a["info"] for a in answers]
-            if self.resets:
-                for offset, answer in zip(at, answers, strict=True):
-                    sessions[offset].id = answer["session"]
-                self.reply(_reset_answers(at, obs, infos))
-            else:
-                self.reply(Answers(at, obs, [a["reward"] for a in answers], [a["terminated"] for a in answers],
-                                   [a["truncated"] for a in answers], infos))
+            self._reply_columns(positions, lambda name: [answer[name] for answer in answers])
             return
+        sessions, size = self.sessions, len(answers)
+        at = [self.offsets[k] for k in positions]
         out = Answers(at, [], [], [], [], [], [None] * size)
         for j, answer in enumerate(answers):
             session = sessions[at[j]]
@@ -257,17 +250,19 @@ class _Sink:
             out.infos.append({})
         self.reply(out)
 
-
     def answer_columns(self, positions: list[int], message: dict, entries: Sequence[int]) -> None:
+        self._reply_columns(positions, lambda name: _taken(message[name], entries))
+
+    def _reply_columns(self, positions: list[int], column: Callable[[str], list]) -> None:
+        """Plain answers only, read a column at a time (`column(name)`: the column's values, in `positions` order)."""
         at = [self.offsets[k] for k in positions]
-        obs, infos = _taken(message["obs"], entries), _taken(message["info"], entries)
+        obs, infos = column("obs"), column("info")
         if self.resets:
-            for offset, session_id in zip(at, _taken(message["session"], entries), strict=True):
+            for offset, session_id in zip(at, column("session"), strict=True):
                 self.sessions[offset].id = session_id
             self.reply(_reset_answers(at, obs, infos))
         else:
-            self.reply(Answers(at, obs, _taken(message["reward"], entries), _taken(message["terminated"], entries),
-                               _taken(message["truncated"], entries), infos))
+            self.reply(Answers(at, obs, column("reward"), column("terminated"), column("truncated"), infos))
 
 
 class _ColumnsRequest:
