@@ -5,6 +5,7 @@ reached here, so the worlds are written in tests/awm_worlds to AWM's code rules.
 import asyncio
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -107,6 +108,27 @@ def test_query_tasks_model_text_and_errors(shop_url):
     assert reward == -1.0 and info["error"]["code"] == "invalid_action" and not terminated
     obs, reward, terminated, truncated, info = env.step("submit(final_answer='There are 2 of them.')")
     assert (reward, terminated) == (1.0, True)
+    env.close()
+
+
+def test_a_call_that_crashes_its_handler_or_lacks_an_argument_costs_an_error_not_the_episode(shop_url):
+    env = gym.make("openenv/awm-shop", base_url=shop_url.url)
+    env.reset(options={"scenario": "bookstore_1", "task_idx": 0})
+    # place_order flushes the order, then reads a book that is not there: AttributeError inside the app
+    obs, reward, terminated, truncated, info = env.step(call("place_order", book_id=99, quantity=1))
+    assert (obs, reward, terminated, info["is_error"]) == ("Error: HTTP 500: Internal Server Error", 0.0, False, True)
+    obs, reward, terminated, truncated, info = env.step(call("get_book"))  # book_id is in the path
+    assert obs.startswith("Error: HTTP 422: ") and info["is_error"] and not terminated
+    assert json.loads(obs.removeprefix("Error: HTTP 422: "))["detail"] == [
+        {"type": "missing", "loc": ["path", "book_id"], "msg": "Field required", "input": None}]
+    obs, reward, terminated, truncated, info = env.step(call("get_book", book_id="1\n"))  # no URL can hold it
+    assert obs.startswith("Error: the call could not be made: Invalid non-printable") and info["is_error"]
+    # the crashed call's write was rolled back: its lock does not hold the episode's next write
+    obs, reward, terminated, truncated, info = env.step(call("place_order", book_id=1, quantity=2))
+    assert not info["is_error"] and json.loads(obs)["status"] == "pending", obs
+    assert [o["book_id"] for o in json.loads(env.step(call("list_my_orders"))[0])] == [2, 1]
+    obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="ordered"))
+    assert (obs, reward, terminated) == ("complete", 1.0, True)
     env.close()
 
 
@@ -331,14 +353,34 @@ def test_worlds_dropped_from_the_cache_keep_serving_their_episodes(dataset, tmp_
         server.stop()
 
 
-# The same calls, as tools of ours and as the HTTP requests AWM's fastapi-mcp makes of them.
+# The same calls, as tools of ours and as the HTTP requests AWM's fastapi-mcp (0.4.0) makes of them: path
+# parameters put in the path (one not given leaves its "{name}" there), query ones in the query, the rest the body.
 STYLE_CALLS = [
     (call("search_books", author="Jane Austen"), ("GET", "/books", {"author": "Jane Austen"}, None)),
     (call("borrow_book", book_id=1), ("POST", "/loans", None, {"book_id": 1})),
     (call("create_review", book_id=2, stars=5, text="Lovely", tags=[{"name": "classic"}]),
      ("POST", "/reviews", None, {"book_id": 2, "stars": 5, "text": "Lovely", "tags": [{"name": "classic"}]})),
     (call("return_book", loan_id=2), ("POST", "/loans/2/return", None, None)),
+    (call("return_book", loan_id=99), ("POST", "/loans/99/return", None, None)),  # no such loan: the handler raises
+    (call("return_book"), ("POST", "/loans/{loan_id}/return", None, None)),  # the path parameter left out
+    (call("create_review", book_id=2, text="x"), ("POST", "/reviews", None, {"book_id": 2, "text": "x"})),  # no stars
 ]
+
+
+def _answer(status: int, body: str) -> tuple:
+    """What an answer tells the agent, to compare: a success's JSON; a 422's status and the parameters it names
+    (FastAPI's own words for them differ: "missing" from us, "int_parsing" of "{loan_id}" from the app); any other
+    error's status and text."""
+    if status < 400:
+        return status, json.loads(body)
+    if status == 422:
+        return status, sorted(error["loc"] for error in json.loads(body)["detail"])
+    return status, body
+
+
+def _our_answer(obs: str) -> tuple:
+    error = re.fullmatch(r"Error: HTTP (\d+): (.*)", obs, re.DOTALL)
+    return _answer(int(error[1]), error[2]) if error else _answer(200, obs)
 
 
 def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> list:
@@ -362,8 +404,10 @@ def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> 
                 except httpx.HTTPError:
                     assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()[-2000:]
                     time.sleep(0.1)
-            return [http.request(method, path, params=query, json=body).json()
-                    for _, (method, path, query, body) in STYLE_CALLS]
+            # a connection each: uvicorn closes one whose handler raised
+            answers = [http.request(method, path, params=query, json=body, headers={"Connection": "close"})
+                       for _, (method, path, query, body) in STYLE_CALLS]
+            return [_answer(answer.status_code, answer.text) for answer in answers]
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -371,7 +415,9 @@ def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> 
 
 def test_worlds_in_every_code_style_load_and_serve_as_awms_runner_serves_them(tmp_path):
     """AWM's generator is free in how its code reads DATABASE_PATH, names request models and orders its classes;
-    each style loads, and each tool answers as the same world run AWM's way does."""
+    each style loads, and each tool answers as the same world run AWM's way does: its results, and its errors
+    (a handler that raises, a parameter left out, a body field missing) with the same status, and the episode
+    goes on."""
     data = write_dataset(tmp_path / "data", tuple(STYLES))
     [result] = import_environment(data, "styles", tmp_path / "out")
     register_all()
@@ -384,8 +430,8 @@ def test_worlds_in_every_code_style_load_and_serve_as_awms_runner_serves_them(tm
             ours = []
             for tool_call, _ in STYLE_CALLS:
                 obs, reward, terminated, truncated, info = env.step(tool_call)
-                assert not info.get("is_error"), (scenario, obs)
-                ours.append(json.loads(obs))
+                ours.append(_our_answer(obs))
+                assert info["is_error"] == (ours[-1][0] >= 400) and not terminated, (scenario, obs)
             obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="reviewed"))
             assert (obs, reward, terminated) == ("complete", 1.0, True), scenario  # the verifier saw the review
             env.close()

@@ -12,6 +12,9 @@ episode, its endpoints as tools, called through ASGI.
 - Tools come from the app's OpenAPI document: the `operation_id` is the name; path, query and body fields make
   one `inputSchema`, as fastapi-mcp builds it. A call is a request to the app through httpx's ASGI transport;
   the JSON answer is the text (pretty-printed, as fastapi-mcp returns it), an HTTP status >= 400 an error.
+  A handler that raises is an HTTP 500, as under uvicorn (AWM's runner), never an exception of ours; a call
+  without a path parameter is a 422 naming it, in FastAPI's words (fastapi-mcp leaves `{name}` in the path,
+  which the app refuses with a 422 when the parameter is typed, or takes as a value when it is a string).
 - The handlers are `async def` but block on SQLite, so every call runs in a worker thread, on that thread's own
   event loop, never on the server's.
 """
@@ -34,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 CURRENT_DATABASE: contextvars.ContextVar[Path] = contextvars.ContextVar("awm_episode_database")
+# the connections a call opened, so that what a handler that raised left uncommitted is rolled back (below)
+CALL_CONNECTIONS: contextvars.ContextVar[list[sqlite3.Connection]] = contextvars.ContextVar("awm_call_connections")
 _LOADING = threading.Lock()  # DATABASE_PATH and sqlalchemy.create_engine are process-wide while code loads
 MAX_SCHEMA_DEPTH = 32
 
@@ -42,7 +47,20 @@ def _connect() -> sqlite3.Connection:
     """A connection to the database of what runs now (the episode of the call, or the world's scratch file)."""
     connection = sqlite3.connect(CURRENT_DATABASE.get(), check_same_thread=False)
     connection.execute("PRAGMA synchronous=OFF")  # throwaway databases: no need to wait for the disk
+    opened = CALL_CONNECTIONS.get(None)
+    if opened is not None:
+        opened.append(connection)
     return connection
+
+
+def _release(opened: list[sqlite3.Connection]) -> None:
+    """Roll back what a call left uncommitted on a connection still open: a handler that raised after a write was
+    flushed leaves its session to the garbage collector, and the write lock with it, so that the episode's next
+    write would wait out SQLite's busy timeout and fail (as it does under uvicorn until a collection runs)."""
+    for connection in opened:
+        with contextlib.suppress(sqlite3.ProgrammingError):  # closed: it holds nothing
+            if connection.in_transaction:
+                connection.rollback()
 
 
 def create_engine(*args: Any, **kwargs: Any) -> Any:
@@ -82,8 +100,10 @@ class World:
 
         client = self.clients.get(threading.get_ident())
         if client is None:
+            # raise_app_exceptions=False: a handler that raises answers 500 (Starlette's error middleware has
+            # sent it), as fastapi-mcp's client and uvicorn answer it; the episode goes on
             client = self.clients[threading.get_ident()] = httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=self.app), base_url="http://awm")
+                transport=httpx.ASGITransport(app=self.app, raise_app_exceptions=False), base_url="http://awm")
         return client
 
 
@@ -212,26 +232,47 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _request(world: World, tool: Tool, arguments: dict[str, Any], database: Path) -> tuple[int, str]:
-    """One call of a tool, in a worker thread: (HTTP status, body text)."""
+def _request(world: World, tool: Tool, arguments: dict[str, Any], database: Path) -> tuple[int | None, str]:
+    """One call of a tool, in a worker thread: (HTTP status, body text), or (None, why no request was made)."""
+    import httpx
 
-    async def send() -> tuple[int, str]:
+    async def send() -> tuple[int | None, str]:
         CURRENT_DATABASE.set(database)
+        opened: list[sqlite3.Connection] = []
+        CALL_CONNECTIONS.set(opened)
         path = tool.path
         for name in tool.path_params:
-            path = path.replace("{" + name + "}", str(arguments.get(name, "")))
+            path = path.replace("{" + name + "}", str(arguments[name]))
         query = {name: arguments[name] for name in tool.query_params if arguments.get(name) is not None}
         body = {k: v for k, v in arguments.items() if k not in tool.path_params and k not in tool.query_params}
-        response = await world.client().request(tool.method, path, params=query,
-                                                json=body if tool.has_body else None)
+        try:
+            response = await world.client().request(tool.method, path, params=query,
+                                                    json=body if tool.has_body else None)
+        except httpx.InvalidURL as exc:  # a value no URL can hold (a newline, say): the caller's error
+            return None, f"the call could not be made: {exc}"
+        finally:
+            _release(opened)
         return response.status_code, response.text
 
     return _thread_loop().run_until_complete(send())  # the call's task has a context of its own
 
 
+def missing_path_parameters(tool: Tool, arguments: dict[str, Any]) -> tuple[int | None, str] | None:
+    """FastAPI's 422 for the path parameters a call leaves out (None is left out too), or None."""
+    missing = [name for name in tool.path_params if arguments.get(name) is None]
+    if not missing:
+        return None
+    return 422, json.dumps({"detail": [{"type": "missing", "loc": ["path", name], "msg": "Field required",
+                                        "input": None} for name in missing]})
+
+
 async def call_tool(world: World, tool: Tool, arguments: dict[str, Any], database: Path) -> tuple[str, bool]:
-    """(text, failed): the tool's JSON answer pretty-printed, or "Error: ..." for an HTTP error."""
-    status, text = await asyncio.to_thread(_request, world, tool, arguments, database)
+    """(text, failed): the tool's JSON answer pretty-printed, or "Error: ..." for an HTTP error or a call that
+    could not be made."""
+    status, text = missing_path_parameters(tool, arguments) or await asyncio.to_thread(
+        _request, world, tool, arguments, database)
+    if status is None:
+        return f"Error: {text[:2000]}", True
     if status >= 400:
         return f"Error: HTTP {status}: {text[:2000]}", True
     try:

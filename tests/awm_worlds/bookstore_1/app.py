@@ -94,10 +94,11 @@ async def get_book(book_id: int):
           tags=["orders"], operation_id="place_order", response_model=OrderOut)
 async def place_order(order: OrderIn):
     db = SessionLocal()
-    book = db.query(Book).filter(Book.id == order.book_id).first()
     row = Order(user_id=1, book_id=order.book_id, quantity=order.quantity, status="pending")
-    book.stock = book.stock - order.quantity
     db.add(row)
+    db.flush()  # the order's id
+    book = db.query(Book).filter(Book.id == order.book_id).first()
+    book.stock = book.stock - order.quantity
     db.commit()
     out = OrderOut(id=row.id, book_id=row.book_id, quantity=row.quantity, status=row.status)
     db.close()
