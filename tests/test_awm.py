@@ -180,6 +180,7 @@ def test_import_reports_what_it_skips_and_runs_nothing(tmp_path):
     with (data / "gen_tasks.jsonl").open("a") as rows:
         rows.write("{not json\n")
         rows.write(json.dumps({"scenario": 7, "tasks": []}) + "\n")
+        rows.write(json.dumps({"scenario": "Bookstore 1", "tasks": ["Buy everything."]}) + "\n")  # bookstore_1 again
     envs = [json.loads(line) for line in (data / "gen_envs.jsonl").read_text().splitlines()]
     envs[1]["full_code"] = "raise SystemExit('imports must not run app code')\n" + envs[1]["full_code"]
     envs.append({"scenario": "broken_3", "db_path": "x.db", "full_code": "def nope(:\n"})
@@ -193,6 +194,8 @@ def test_import_reports_what_it_skips_and_runs_nothing(tmp_path):
     notes = "\n".join(result.notes)
     assert "gen_tasks.jsonl, line 3: not JSON" in notes
     assert "gen_tasks.jsonl, line 4: field 'scenario' missing or not a str" in notes
+    assert ("gen_tasks.jsonl, line 5: scenario 'Bookstore 1' (bookstore_1) has its tasks at gen_tasks.jsonl, line 1 "
+            "already; skipped") in notes  # the first row is kept, as AWM's readers keep it
     assert "gen_envs.jsonl, scenario broken_3: its code does not parse (line 1" in notes
     assert "scenario bookstore_1, task 3: no verifier; skipped" in notes
     assert "2 scenarios, 6 tasks" in notes

@@ -9,30 +9,32 @@ Snowflake/AgentWorldModel-1K, CC-BY-4.0) becomes one environment, openenv/awm-NA
     gen_verifier.pure_code.jsonl / gen_verifier.jsonl
                                 {"scenario", "task_idx", "task", "verification": {"code", "raw_response"}}
 
-Nothing runs at import but SQL: each scenario's template database is built once here, from its DDL and its
-INSERTs. The app's code is only parsed (a syntax error skips the scenario). A malformed row, a scenario with a
-missing part, and a task without a verifier are reported (file, line, scenario) and skipped; the rest import.
-Written under the environment folder: worlds/index.json and, per scenario, app.py, template.db and the
-verifiers (code mode: verify_<task>.py; SQL mode: verify_<task>.sql.py).
+Rows are matched by the scenario's normalised name, as AWM's readers match them, and a verifier's mode is the
+function its code defines (awm_rows.py). Nothing runs at import but SQL: each scenario's template database is
+built once here, from its DDL and its INSERTs, a statement that fails skipped as AWM skips it
+(awm_database.py). The app's code and the verifiers are only parsed (a syntax error skips the scenario, or the
+task). A malformed row, a second row for a scenario's part, a scenario with a missing part, a failed statement
+and a task without a verifier are reported (file, line, scenario) and skipped; the rest import. Written under
+the environment folder: worlds/index.json and, per scenario, app.py, template.db and the verifiers (code mode:
+verify_<task>.py; SQL mode: verify_<task>.sql.py).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from openenv_gym.importers.awm_database import build_template
+from openenv_gym.importers.awm_rows import FILES, VERIFIER_FILES, World, read_worlds, scenario_key
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.vendor import VendorReport
 from openenv_gym.runtime.pyparse import parse as parse_python
 
-FILES = ("gen_scenario", "gen_tasks", "gen_db", "gen_sample", "gen_envs")
-VERIFIER_FILES = {"code": "gen_verifier.pure_code", "sql": "gen_verifier"}  # mode -> file
 WORLDS_DIR = "worlds"
 # what the generated apps import (uvicorn only for their __main__ block) and what serves them in process
 AWM_DEPENDENCIES = ["fastapi>=0.110", "sqlalchemy>=2.0", "pydantic>=2", "httpx>=0.27", "uvicorn>=0.24"]
@@ -43,114 +45,9 @@ def is_awm_dataset(source: Path) -> bool:
 
 
 @dataclass
-class World:
-    """What the files say of one scenario."""
-
-    name: str
-    description: str = ""
-    tasks: list[str] | None = None
-    db_schema: dict | None = None
-    sample_data: dict | None = None
-    full_code: str | None = None
-    verifiers: dict[int, dict[str, str]] = field(default_factory=dict)  # task index -> {mode: code}
-
-
-@dataclass
 class AwmImport:
     scenarios: list[dict[str, Any]]  # {"name", "description", "tasks": [{"task", "verifiers": [modes]}]}
     problems: list[str]  # what was skipped, and why
-
-
-def _rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict]]:
-    """The JSON objects of a JSONL file, streamed; a line that is not one is reported and skipped."""
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{path.name}, line {number}: not JSON ({exc.msg}); skipped")
-                continue
-            if not isinstance(row, dict):
-                problems.append(f"{path.name}, line {number}: not a JSON object; skipped")
-                continue
-            yield number, row
-
-
-def _field(row: dict, key: str, kind: type, where: str, problems: list[str]) -> Any:
-    value = row.get(key)
-    if not isinstance(value, kind):
-        problems.append(f"{where}: field {key!r} missing or not a {kind.__name__}; skipped")
-        return None
-    return value
-
-
-def read_worlds(source: Path, wanted: set[str] | None, problems: list[str]) -> dict[str, World]:
-    """Every scenario of the files (or only the wanted ones), as far as its rows are well formed."""
-    worlds: dict[str, World] = {}
-
-    def world(row: dict, key: str, where: str) -> World | None:
-        name = _field(row, key, str, where, problems)
-        if name is None or (wanted is not None and name not in wanted):
-            return None
-        return worlds.setdefault(name, World(name))
-
-    parts = {"gen_tasks": ("tasks", list), "gen_db": ("db_schema", dict), "gen_sample": ("sample_data", dict),
-             "gen_envs": ("full_code", str)}
-    for stem in FILES:
-        path = source / f"{stem}.jsonl"
-        if not path.is_file():
-            if stem == "gen_scenario":
-                continue  # descriptions are optional
-            raise ImportFailedError(f"{source} has no {path.name}: an AWM dataset folder holds "
-                                    f"{', '.join(f + '.jsonl' for f in FILES)} and a verifier file")
-        for number, row in _rows(path, problems):
-            where = f"{path.name}, line {number}"
-            found = world(row, "name" if stem == "gen_scenario" else "scenario", where)
-            if found is None:
-                continue
-            if stem == "gen_scenario":
-                found.description = row.get("description") if isinstance(row.get("description"), str) else ""
-                continue
-            key, kind = parts[stem]
-            value = _field(row, key, kind, f"{where} (scenario {found.name})", problems)
-            if value is not None:
-                setattr(found, key, value)
-    for mode, stem in VERIFIER_FILES.items():
-        path = source / f"{stem}.jsonl"
-        for number, row in _rows(path, problems) if path.is_file() else ():
-            where = f"{path.name}, line {number}"
-            found = world(row, "scenario", where)
-            code = (row.get("verification") or {}).get("code") if isinstance(row.get("verification"), dict) else None
-            if found is None:
-                continue
-            if type(row.get("task_idx")) is not int or not isinstance(code, str):
-                problems.append(f"{where} (scenario {found.name}): needs an integer task_idx and verification.code; "
-                                "skipped")
-                continue
-            found.verifiers.setdefault(row["task_idx"], {})[mode] = code
-    return worlds
-
-
-def build_template(world: World, path: Path) -> str | None:
-    """The scenario's template database, from its DDL, indexes and INSERTs; None, or why it failed."""
-    assert world.db_schema is not None and world.sample_data is not None
-    db = sqlite3.connect(path)
-    try:
-        with db:  # one transaction: committed if every statement ran
-            for table in world.db_schema.get("tables") or ():
-                db.execute(table["ddl"])
-                for index in table.get("indexes") or ():
-                    db.execute(index)
-            for table in world.sample_data.get("tables") or ():
-                for insert in table.get("insert_statements") or ():
-                    db.execute(insert)
-        return None
-    except (sqlite3.Error, KeyError, TypeError, AttributeError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        db.close()
 
 
 def write_worlds(worlds: dict[str, World], folder: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -163,6 +60,7 @@ def write_worlds(worlds: dict[str, World], folder: Path, problems: list[str]) ->
             problems.append(f"scenario {world.name}: no {', '.join(missing)}; skipped")
             continue
         assert world.full_code is not None and world.tasks is not None
+        assert world.db_schema is not None and world.sample_data is not None
         try:
             parse_python(world.full_code)
         except SyntaxError as exc:
@@ -171,10 +69,11 @@ def write_worlds(worlds: dict[str, World], folder: Path, problems: list[str]) ->
             continue
         target = folder / WORLDS_DIR / world.name
         target.mkdir(parents=True)
-        failure = build_template(world, target / "template.db")
-        if failure is not None:
-            problems.append(f"gen_db/gen_sample, scenario {world.name}: building its database failed ({failure}); "
-                            "skipped")
+        try:
+            build_template(world.db_schema, world.sample_data, target / "template.db", world.name, problems)
+        except sqlite3.Error as exc:  # the database itself failed (a full disk, say), not a statement of it
+            problems.append(f"gen_db/gen_sample, scenario {world.name}: building its database failed "
+                            f"({type(exc).__name__}: {exc}); skipped")
             continue
         (target / "app.py").write_text(world.full_code)
         tasks = []
@@ -196,10 +95,11 @@ def write_worlds(worlds: dict[str, World], folder: Path, problems: list[str]) ->
 def import_awm(source: Path, folder: Path, scenarios: list[str] | None) -> AwmImport:
     """Read the dataset at `source` and write its worlds under `folder` (a staging folder)."""
     problems: list[str] = []
-    wanted = set(scenarios) if scenarios else None
-    worlds = read_worlds(source, wanted, problems)
-    if wanted is not None and wanted - set(worlds):
-        raise ImportFailedError(f"--scenario {', '.join(sorted(wanted - set(worlds)))}: not in {source}")
+    wanted = {scenario_key(name): name for name in scenarios} if scenarios else None
+    worlds = read_worlds(source, set(wanted) if wanted is not None else None, problems)
+    if wanted is not None and set(wanted) - set(worlds):
+        raise ImportFailedError(f"--scenario {', '.join(sorted(wanted[k] for k in set(wanted) - set(worlds)))}: "
+                                f"not in {source}")
     index = write_worlds(worlds, folder, problems)
     if not any(world["tasks"] for world in index):
         raise ImportFailedError(f"no scenario of {source} could be imported: " + "; ".join(problems[:10]))

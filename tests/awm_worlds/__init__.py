@@ -11,6 +11,11 @@ reads DATABASE_PATH (a URL in the variable, a path in it, a literal URL ignoring
 function under another name), `from __future__ import annotations` or not, request models named `request`,
 `body`, `payload` or `data`, models defined before and after the ones that use them, sessions opened by hand or
 through a `Depends(get_db)`. `awm_server_code` gives any of them as AWM's runner does.
+
+`write_pipeline_dataset` lays the worlds out as AWM's own pipeline writes them (`awm gen all`): display names in
+every file but gen_verifier.jsonl, which holds normalised names and, whatever the mode, the verifiers (here
+code-mode ones, one declaring its arguments under other names); and sample data of which some statements fail
+(a table whose DDL does not parse, a duplicate key, a foreign key to nothing), as LLM-written data does.
 """
 
 from __future__ import annotations
@@ -66,6 +71,44 @@ def write_dataset(folder: Path, scenarios: tuple[str, ...] = SCENARIOS) -> Path:
                                        "verification": {"code": verifier.read_text(), "raw_response": ""}})
     for name, entries in rows.items():
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in entries))
+    return folder
+
+
+# scenario -> (its display name in AWM's pipeline output, that name as AWM normalises it)
+PIPELINE_NAMES = {"bookstore_1": ("Book Store (1)", "book_store_1"), "todo_list_2": ("TodoList #2", "todolist_2")}
+FAILING_SQL = {  # bookstore_1's statements that fail, table -> statements; wishlist's DDL lacks its last ")"
+    "wishlist": ["INSERT INTO wishlist (id, book_id) VALUES (1, 2)"],
+    "books": ["INSERT INTO books (id, title, author, price, stock) VALUES (1, 'Dune', 'Frank Herbert', 1.0, 99)"],
+    "orders": ["INSERT INTO orders (id, user_id, book_id, quantity, status) VALUES (3, 1, 42, 1, 'pending')"]}
+
+
+def write_pipeline_dataset(folder: Path) -> Path:
+    """The worlds of SCENARIOS as AWM's pipeline writes them (see above); returns folder."""
+    write_dataset(folder)
+    for part in ("gen_scenario", "gen_tasks", "gen_db", "gen_sample", "gen_envs"):
+        key = "name" if part == "gen_scenario" else "scenario"
+        rows = [json.loads(line) for line in (folder / f"{part}.jsonl").read_text().splitlines()]
+        for row in rows:
+            row[key] = PIPELINE_NAMES[row[key]][0]
+            if part == "gen_db" and row[key] == "Book Store (1)":
+                row["db_schema"]["tables"].insert(0, {"name": "wishlist", "indexes": [], "ddl": (
+                    "CREATE TABLE wishlist (id INTEGER PRIMARY KEY, book_id INTEGER REFERENCES books(id)")})
+            if part == "gen_sample" and row[key] == "Book Store (1)":
+                tables = row["sample_data"]["tables"]
+                tables.insert(0, {"table_name": "wishlist", "insert_statements": FAILING_SQL["wishlist"]})
+                for table in tables[1:]:
+                    table["insert_statements"] += FAILING_SQL.get(table["table_name"], [])
+        (folder / f"{part}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    verifiers = [json.loads(line) for line in (folder / "gen_verifier.pure_code.jsonl").read_text().splitlines()]
+    for row in verifiers:
+        row["scenario"] = PIPELINE_NAMES[row["scenario"]][1]
+        if (row["scenario"], row["task_idx"]) == ("todolist_2", 1):  # its arguments by position (AWM allows it)
+            code = row["verification"]["code"]
+            for name, other in (("initial_db_path", "before"), ("final_db_path", "after"), ("final_answer", "said")):
+                code = code.replace(name, other)
+            row["verification"]["code"] = code
+    (folder / "gen_verifier.jsonl").write_text("".join(json.dumps(row) + "\n" for row in verifiers))
+    (folder / "gen_verifier.pure_code.jsonl").unlink()
     return folder
 
 

@@ -1,7 +1,8 @@
 """Run AWM's verifiers never in the worker: in a child Python process with resource limits, a wall-clock timeout,
 both databases read-only, and no process creation or network. Code mode: `verify_task_completion(initial_db_path,
 final_db_path, final_answer)` says complete or not. SQL mode: `verify_task(initial_db_path, final_db_path)` gives
-facts of both databases for an LLM judge (judge.py).
+facts of both databases for an LLM judge (judge.py). As AWM's verify.py, the function called is the first the
+code defines whose name starts with verify_, its arguments passed by the names it declares.
 
 The verifier is LLM-written code. The child sets its rlimits (CPU seconds, address space, open files) before it
 reads the code, opens the two databases read-only whatever the code asks, and refuses process creation and
@@ -24,7 +25,7 @@ OPEN_FILES = 64
 OUTPUT_BYTES = 2**20
 
 RUNNER = r"""
-import json, os, re, resource, sqlite3, sys
+import inspect, json, os, re, resource, sqlite3, sys
 
 limits = json.loads(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
@@ -52,9 +53,15 @@ def guard(event, args):
 sys.addaudithook(guard)
 namespace = {"sqlite3": sqlite3, "json": json, "os": os, "re": re}
 exec(compile(payload["code"], "verifier", "exec"), namespace)
-entry = namespace[payload["entry"]]
-databases = (payload["initial"], payload["final"])
-result = entry(*databases, payload["answer"]) if payload["entry"] == "verify_task_completion" else entry(*databases)
+# as AWM's verify.py: the first function whose line starts "def verify_" is called, else the mode's own
+first = re.search(r"^[ \t]*def (verify_\w*)\s*\(", payload["code"], re.MULTILINE)
+entry = namespace[first.group(1) if first else payload["entry"]]
+# and its arguments go by the names it declares, else by position; only code mode is given the answer
+answer = payload["answer"] if payload["entry"] == "verify_task_completion" else ""
+given = {"initial_db_path": payload["initial"], "final_db_path": payload["final"], "final_answer": answer}
+declared = inspect.signature(entry).parameters
+named = {key: value for key, value in given.items() if key in declared}
+result = entry(**named) if named or len(declared) < 2 else entry(*list(given.values())[:len(declared)])
 sys.stdout.write("\n" + json.dumps({"result": result}) + "\n")
 """
 
