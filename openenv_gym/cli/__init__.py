@@ -112,7 +112,9 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
                     "JSONL files. Vendor the source without secrets or junk (AWM: build each world's database), and "
                     "write NAME/openenv.toml under the output folder. The gym id is openenv/ors-NAME, "
                     "openenv/verifiers-NAME, openenv/NAME (OpenEnv) or openenv/awm-NAME.")
-    parser.add_argument("source", type=Path, help="a .py file, a folder (a checkout), or a folder of AWM JSONL files")
+    parser.add_argument("source", help="a .py file, a folder (a checkout), a folder of AWM JSONL files, a wheel (.whl) "
+                                       "or sdist (.tar.gz, .zip), or a package on the package index (name==version, "
+                                       "or name), which pip downloads as it is configured here")
     parser.add_argument("--name", required=True, help="the environment's name (see the gym ids above)")
     parser.add_argument("--output-dir", type=Path, default=Path("servers"), help="where to write (default ./servers)")
     parser.add_argument("--data", type=Path, nargs="+", default=[], help="data files or folders to copy in")
@@ -131,9 +133,15 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
 
 def _run_import(args: argparse.Namespace) -> None:
     from openenv_gym.importers import import_environment
+    from openenv_gym.importers.packages import local_source
 
-    for result in import_environment(args.source, args.name, args.output_dir, args.data, args.env_class, args.force,
-                                     args.inline_sync, args.scenarios, args.check):
+    def say(status: str) -> None:  # on stderr: stdout is what was imported
+        print(status, file=sys.stderr, flush=True)
+
+    with local_source(args.source, say) as source:
+        results = import_environment(source.path, args.name, args.output_dir, args.data, args.env_class, args.force,
+                                     args.inline_sync, args.scenarios, args.check, imported_from=source.origin)
+    for result in results:
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")
         print(f"  copied {len(result.report.copied)} files; dependencies: {', '.join(result.dependencies) or 'none'}")

@@ -75,9 +75,11 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
 
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
-                       scenarios: list[str] | None = None, check: bool = True) -> list[ImportResult]:
+                       scenarios: list[str] | None = None, check: bool = True,
+                       imported_from: str | None = None) -> list[ImportResult]:
     """Import the environments of `source` as NAME (NAME-<class> when it holds several) under `output_dir`.
-    check: load each as the server will, in its venv (built now), and fail the import if it does not load."""
+    check: load each as the server will, in its venv (built now), and fail the import if it does not load.
+    imported_from: what the manifest says it came from (default: `source`; a package's name==version, say)."""
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -102,8 +104,8 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         with staging(folder) as staged:
             written = importer[found.kind].write(source, found, staged, options)
             manifest = KINDS[found.kind](  # written through the schema it is read with
-                name=env_name, kind=found.kind, dependencies=dependencies, imported_from=str(source), folder=folder,
-                source_hash=tree_hash(staged / written.content), **written.fields)
+                name=env_name, kind=found.kind, dependencies=dependencies, imported_from=imported_from or str(source),
+                folder=folder, source_hash=tree_hash(staged / written.content), **written.fields)
             _write_manifest(staged, manifest)
             if check:  # what `serve` would fail on fails here, and nothing is left behind
                 check_loads(staged)
