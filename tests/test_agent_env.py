@@ -130,10 +130,20 @@ def test_tasks_come_from_the_reset_and_answers_stay_hidden(tmp_path, start_serve
         print(json.dumps({"reward": 1.0, "task": json.loads(os.environ["OPENENV_TASK"])}))
     '''
     url = start_server(agent_env(tmp_path / "tasks", asker, tasks=[{"prompt": "p0", "answer": "a0"},
-                                                                   {"prompt": "p1", "answer": "a1"}]))
+                                                                   {"id": "second", "prompt": "p1", "answer": "a1"}]))
     (obs, info), (*_, end) = play(url, ["ok"], {"split": "train", "index": 1})
     assert obs == "p1" and "task" not in info
-    assert end["metrics"]["task"] == {"prompt": "p1"}  # the program never sees the answer
+    assert end["metrics"]["task"] == {"id": "second", "prompt": "p1"}  # the program never sees the answer
+    # the one vocabulary: task by index or id (a task chosen at random once, whatever it said), a seed's own choice
+    assert [play(url, ["ok"], {"task": task})[0][0] for task in (1, "second", 0)] == ["p1", "p1", "p0"]
+    assert len({play(url, ["ok"], seed=5)[0][0] for _ in range(3)}) == 1
+    for options, message in (({"level": 2}, "does not understand the reset option 'level'; it understands: "
+                                            "episode_id, expose_answer, expose_task, group, index, max_steps, split, "
+                                            "task, task_spec"),
+                             ({"task": "third"}, "no task of split 'train' has the id or name 'third'"),
+                             ({"task": 2}, "task 2 is out of range"), ({"seed": 5}, "reset's own argument")):
+        with pytest.raises(openenv_gym.BadRequestError, match=message):
+            play(url, ["ok"], options)
     (obs, info), _ = play(url, ["ok"], {"task_spec": {"prompt": "given"}})
     assert obs == "given"
     (obs, info), _ = play(url, ["ok"], {"index": 0, "expose_answer": True})

@@ -163,6 +163,20 @@ def test_the_catalog_spans_every_scenario_and_make_vec_mixes_them(shop_url):
     for index, (scenario, task_idx) in enumerate(catalog):
         obs, info = env.reset(options={"split": "train", "index": index})
         assert (info["scenario"], info["task_idx"]) == (scenario, task_idx)
+        # the one vocabulary: a task by its index or its id (scenario/task_idx); AWM's own words too
+        for options in ({"task": index}, {"task": f"{scenario}/{task_idx}"},
+                        {"scenario": scenario, "task_idx": task_idx}):
+            assert env.reset(options=options)[0] == obs, options
+    seeded = {env.reset(seed=seed, options={"scenario": "todo_list_2"})[1]["task_idx"] for seed in range(8)}
+    assert len(seeded) > 1 and seeded <= {0, 1, 2}  # without task_idx, a seed chooses among the scenario's tasks
+    for options, message in (({"scenario": "bookstore_1", "index": 1}, "give one of them"),
+                             ({"task_idx": 1}, "give the scenario too"),
+                             ({"scenario": "bookstore_1", "level": 2}, "does not understand the reset option "
+                              "'level'; it understands: episode_id, expose_answer, expose_task, group, index, "
+                              "max_steps, parity, rewards, scenario, split, system_prompt, task, task_idx, "
+                              "verifier_mode")):
+        with pytest.raises(openenv_gym.BadRequestError, match=message):
+            env.reset(options=options)
     with pytest.raises(openenv_gym.BadRequestError, match="no task 3 with a verifier"):
         env.reset(options={"scenario": "bookstore_1", "task_idx": 3})
     with pytest.raises(openenv_gym.BadRequestError, match="unknown scenario"):

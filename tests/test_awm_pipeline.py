@@ -12,7 +12,7 @@ from awm_worlds import PIPELINE_NAMES, scratch_dataset, write_pipeline_dataset
 
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import ImportFailedError, import_environment
-from openenv_gym.importers.awm_rows import scenario_key
+from openenv_gym.manifests.awm_names import scenario_key
 from openenv_gym.registry import register_all
 
 pytestmark = pytest.mark.env_venvs.with_args(scratch_dataset)
@@ -79,7 +79,8 @@ def test_a_dataset_of_awms_pipeline_imports_and_a_correct_play_scores_complete(t
         assert not env.step(call("place_order", book_id=1, quantity=2))[4]["is_error"]
         obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="ordered"))
         assert (obs, reward, terminated, info["complete"]) == ("complete", 1.0, True, True)
-        env.reset(options={"scenario": todo, "task_idx": 1})  # its verifier takes its arguments by position
+        obs, info = env.reset(options={"scenario": "TodoList #2", "task_idx": 1})  # its display name finds it too
+        assert info["scenario"] == todo  # its verifier takes its arguments by position
         obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="2 open tasks"))
         assert (obs, reward, terminated) == ("complete", 1.0, True)
         env.reset(options={"scenario": todo, "task_idx": 1})

@@ -52,6 +52,7 @@ def test_embedded_guess_plays_a_game():
     assert isinstance(env.action_space, ToolCallSpace)
     assert env.action_space.tool_names == ["divisible_by", "give_up", "guess"]
     obs, info = env.reset(seed=5, options={"low": 1, "high": 8})
+    assert [tool["name"] for tool in info["tools"]] == ["divisible_by", "give_up", "guess"]  # shown at every reset
     low, high, total, guesses = info["low"], info["high"], 0.0, 0
     while True:
         middle = (low + high) // 2
@@ -63,6 +64,11 @@ def test_embedded_guess_plays_a_game():
         low, high = (middle + 1, high) if "higher" in obs else (low, middle - 1)
     assert "correct" in obs and guesses <= 4
     assert reward == pytest.approx(1.0 - 0.05 * (guesses - 1))
+    # the options it declares it reads are taken; one it does not is refused with those it does, never ignored
+    with pytest.raises(openenv_gym.BadRequestError, match="guess does not understand the reset option 'hi'; it "
+                                                          "understands: episode_id, group, high, low, max_steps"):
+        env.reset(options={"low": 1, "hi": 8})
+    assert env.reset(options={"low": 1, "high": 2, "max_steps": 3})[1]["high"] == 2  # the env plays on
     env.close()
 
 

@@ -1,6 +1,9 @@
 """OpenEnv's clients get OpenEnv's own answers from our server: the same OpenEnv project (tests/openenv_envs/
 tally_env, in `openenv init`'s layout) served by OpenEnv 0.10.0's own server and, imported, by ours; the same
-messages sent to both over a raw /ws socket, and every answer compared, errors included."""
+messages sent to both over a raw /ws socket, and every answer compared, errors included. The one place the answers
+differ on purpose: a reset option the environment's reset does not take, which OpenEnv's server drops without a word
+(its users' issues #1102 and #1250) and ours refuses (tests/openenv_envs/quiz_env, a reset of keyword arguments in
+the style of reasoning_gym's)."""
 
 import asyncio
 import json
@@ -12,14 +15,15 @@ import pytest
 import websockets
 from conftest import ROOT, http_url
 
+import openenv_gym
 from benchmarks.openenv_server import openenv_server
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 
-TALLY_ENV = ROOT / "tests" / "openenv_envs" / "tally_env"
-pytestmark = pytest.mark.env_venvs(TALLY_ENV)
+TALLY_ENV, QUIZ_ENV = ROOT / "tests" / "openenv_envs" / "tally_env", ROOT / "tests" / "openenv_envs" / "quiz_env"
+pytestmark = pytest.mark.env_venvs(TALLY_ENV, QUIZ_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +133,50 @@ asyncio.run(main(sys.argv[1]))
     assert results[1] == results[0]
     assert results[0][2] == ["error", False, True] and results[0][3] == ["error", True, False]
     assert results[0][-1]["step_count"] == 2 and results[0][-1]["total"] == 10
+
+
+@pytest.fixture(scope="module")
+def quiz_servers(tmp_path_factory):
+    """(OpenEnv's server, ours): http URLs of the quiz environment, whose reset takes keyword arguments only."""
+    [imported] = import_environment(QUIZ_ENV, "oe-quiz", tmp_path_factory.mktemp("quiz"))
+    python = ensure_venv(load_manifest(imported.folder))
+    ours = LocalServer(str(imported.folder), 1, 100)
+    try:
+        with openenv_server(QUIZ_ENV, python, max_sessions=8) as (theirs, _):
+            yield theirs, http_url(ours.url)
+    finally:
+        ours.stop()
+
+
+QUIZ_CONVERSATION = [
+    {"type": "reset", "data": {"dataset_name": "products", "seed": 7, "size": 5}},  # the seed builds the dataset
+    {"type": "reset", "data": {}},  # its next question
+    {"type": "step", "data": {"answer": "0"}},
+    {"type": "reset", "data": {"dataset_name": "sums", "size": 5}},  # the env raises: no seed
+    {"type": "reset", "data": {"dataset_name": "sums", "seed": 7, "size": 5, "episode_id": "q-1"}},
+    {"type": "state"},
+]
+
+
+def test_reset_keywords_reach_the_environment_and_one_it_does_not_take_is_refused(quiz_servers):
+    theirs, ours = quiz_servers
+    expected, got = (asyncio.run(_conversation(url, QUIZ_CONVERSATION)) for url in (theirs, ours))
+    assert [_comparable(answer) for answer in got] == [_comparable(answer) for answer in expected]
+    assert got[0]["data"]["observation"]["question"] != got[4]["data"]["observation"]["question"]
+    assert got[3]["data"]["code"] == "EXECUTION_ERROR" and "seed and size must be provided" in got[3]["data"]["message"]
+
+    misspelt = [{"type": "reset", "data": {"dataset": "sums", "seed": 7, "size": 5}}]
+    [dropped], [refused] = (asyncio.run(_conversation(url, misspelt)) for url in (theirs, ours))
+    assert dropped["type"] == "observation"  # OpenEnv's server played the default dataset, and said nothing
+    assert refused["data"]["code"] == "VALIDATION_ERROR" and refused["data"]["message"].endswith(
+        "'dataset'; it understands: dataset_name, episode_id, group, max_steps, size")
+
+    async def native():  # our own client: the seed is reset's argument, never an option
+        async with openenv_gym.connect(ours.replace("http://", "ws://")) as conn:
+            session = conn.session()
+            obs, _ = await session.reset(seed=7, options={"dataset_name": "products", "size": 5})
+            with pytest.raises(openenv_gym.BadRequestError, match=r"not an option: call reset\(seed=7"):
+                await session.reset(options={"seed": 7, "dataset_name": "products", "size": 5})
+            await session.close()
+            return obs
+    assert expected[0]["data"]["observation"]["question"] in asyncio.run(native())

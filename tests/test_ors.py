@@ -32,11 +32,15 @@ def test_answer_env_through_gym_make(imported, capfd):
     assert env.action_space.tool_names == ["answer", "crash", "explain"]
     obs, info = env.reset(seed=0)
     assert obs in {"What is 2 + 3?", "What is 7 * 6?", "Capital of France?"}
+    assert [tool["name"] for tool in info.pop("tools")] == ["answer", "crash", "explain"]  # every reset shows them
     assert info["split"] == "train" and "task_spec" not in info and "answer" not in str(info)
-    assert env.reset(seed=0) == (obs, info)  # the seeded choice is reproducible
+    assert env.reset(seed=0)[0] == obs  # the seeded choice is reproducible
 
     obs, info = env.reset(options={"split": "train", "index": 1})
-    assert obs == "What is 7 * 6?" and info == {"split": "train", "index": 1}
+    assert obs == "What is 7 * 6?" and (info["split"], info["index"]) == ("train", 1)
+    assert env.reset(options={"task": "france"})[0] == "Capital of France?"  # a task named by its id
+    assert env.reset(options={"task": 0, "split": "test"})[0] == "What is 10 - 4?"  # by its index in a split
+    obs, info = env.reset(options={"split": "train", "index": 1})
     obs, reward, terminated, truncated, info = env.step({"name": "answer", "arguments": {"answer": "42"}})
     assert (obs, reward, terminated, truncated) == ("correct", 1.0, True, False) and info["reward_raw"] == 1.0
     with pytest.raises(openenv_gym.NoEpisodeError):
@@ -60,7 +64,7 @@ def _plays_task_tools(env) -> None:
     assert env.step({"name": "hint", "arguments": {}})[0] == "a greeting"
     assert env.step('<tool_call>{"name": "hint", "arguments": {}}</tool_call>')[0] == "a greeting"
     obs, info = env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi"}})
-    assert "tools" not in info
+    assert [t["name"] for t in info["tools"]] == ["answer", "crash", "explain"]
     obs, reward, terminated, truncated, info = env.step({"name": "hint", "arguments": {}})
     assert info["error"]["code"] == "invalid_action" and "unknown tool 'hint'" in obs
 
@@ -78,10 +82,24 @@ def test_bad_task_options_are_typed_errors(imported):
         env.reset(options={"split": "dev"})
     with pytest.raises(openenv_gym.BadRequestError, match="out of range"):
         env.reset(options={"split": "test", "index": 5})
+    _refuses_what_it_does_not_understand(env)
     env.reset(options={"split": "test", "index": 0})  # the env still works
     obs, reward, terminated, truncated, info = env.step({"name": "nope", "arguments": {}})
     assert info["error"]["code"] == "invalid_action" and not terminated
     env.close()
+
+
+def _refuses_what_it_does_not_understand(env) -> None:
+    """An option the env does not read is refused with those it does, never ignored; a seed is no option."""
+    understood = "expose_answer, expose_task, group, index, max_steps, secrets, split, task, task_spec"
+    with pytest.raises(openenv_gym.BadRequestError, match=f"'level'; it understands: episode_id, {understood}"):
+        env.reset(options={"level": 3, "split": "test"})
+    with pytest.raises(openenv_gym.BadRequestError, match=r"reset's own argument.*reset\(seed=3"):
+        env.reset(options={"seed": 3})
+    with pytest.raises(openenv_gym.BadRequestError, match="no task of split 'train' has the id or name 'paris'"):
+        env.reset(options={"task": "paris"})
+    with pytest.raises(openenv_gym.BadRequestError, match="task and index both"):
+        env.reset(options={"task": 1, "index": 1})
 
 
 OPPOSITE = {"north": "south", "east": "west", "south": "north", "west": "east"}
@@ -206,12 +224,14 @@ def openreward_server(imported):
 def test_remote_openreward_server_through_gym_make(openreward_server):
     env = gym.make("openenv/ors", base_url=openreward_server, env="AnswerEnv")
     assert env.action_space.tool_names == ["answer", "crash", "explain"]
+    assert env.reset(options={"task": "france"})[0] == "Capital of France?"  # by id, from the server's catalog
     obs, info = env.reset(options={"split": "train", "index": 1})
-    assert obs == "What is 7 * 6?" and info == {"split": "train", "index": 1}
+    assert obs == "What is 7 * 6?" and (info["split"], info["index"]) == ("train", 1)
     obs, reward, terminated, truncated, info = env.step({"name": "answer", "arguments": {"answer": "42"}})
     assert (obs, reward, terminated, truncated) == ("correct", 1.0, True, False) and info["reward_raw"] == 1.0
     with pytest.raises(openenv_gym.NoEpisodeError):
         env.step({"name": "answer", "arguments": {"answer": "42"}})
+    _refuses_what_it_does_not_understand(env)
     obs, info = env.reset(seed=0)
     assert info["split"] == "train" and "task_spec" not in info
     assert env.reset(seed=0)[0] == obs  # seeded choice is reproducible

@@ -9,6 +9,10 @@ An async method that never awaits completes inline, with no task and no thread: 
 The server enforces the step limit (`max_steps`, or the reset option of that name), so an environment
 need not count its steps.
 
+Reset options: an environment that declares the ones it reads (`reset_options`) has any other refused by the
+server, with the list of those it reads (the server's own, `max_steps`, `episode_id` and `group`, are always
+taken); one that declares none gets every option as given. A seed is reset's own argument, never an option.
+
 GRPO groups: an environment that scores G episodes of one task together defines the classmethod (on a factory
 object: the method) `score_group(episodes: list[FinishedEpisode]) -> list[float | dict]`, sync or async, one
 score per episode in the order given (a dict: {"reward": r, ...what goes in that member's info}). Each episode
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Protocol
 
+from openenv_gym.episode.options import DESCRIBED_AS, vocabulary
 from openenv_gym.episode.results import Action, ResetResult, StepResult
 
 
@@ -29,17 +34,21 @@ class Environment:
     description: ClassVar[str] = ""
     action_kind: ClassVar[Literal["text", "tools"]] = "text"
     max_steps: ClassVar[int | None] = None  # episodes are truncated after this many steps (None: no limit)
+    reset_options: ClassVar[frozenset[str] | None] = None  # the reset options it reads (None: it takes any)
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
         """What clients learn about this environment: shown by /info and used to build gym spaces."""
-        return {
+        described = {
             "name": cls.name or cls.__name__,
             "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],
             "action": cls.action_kind,
             "tools": [],
             "max_steps": cls.max_steps,
         }
+        if cls.reset_options is not None:
+            described[DESCRIBED_AS] = vocabulary(cls.reset_options)
+        return described
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         raise NotImplementedError

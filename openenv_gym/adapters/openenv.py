@@ -3,7 +3,8 @@ process, many sessions per worker, in a venv with the `openenv` package.
 
 reset:  the instance is made at the session's first reset (in a thread: constructors may be heavy); an
         MCPEnvironment's MCP session is opened once, as OpenEnv's server does. `reset(seed, episode_id, **options)`
-        gets the options its signature takes.
+        gets the options as keyword arguments; one its signature does not take is refused with those it takes
+        (OpenEnv's server drops it without a word), unless it takes **kwargs.
 step:   the action becomes the env's Action (protocol/openenv_payloads.py: tool calls for MCP envs, objects, or
         text for a one-text-field model), validated by the Action model; a refused action is an invalid-action
         observation (on the OpenEnv front end, `refusal` makes it OpenEnv's VALIDATION_ERROR instead).
@@ -30,7 +31,9 @@ from pydantic_core import to_jsonable_python
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
+from openenv_gym.episode.options import vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.errors import CapacityError
 from openenv_gym.manifests.schema import ManifestError, OpenEnvManifest
 from openenv_gym.protocol.openenv_payloads import (
@@ -64,6 +67,15 @@ def payload(observation: Any) -> dict[str, Any]:
     if observation.metadata:
         wire["metadata"] = to_jsonable_python(observation.metadata)
     return wire
+
+
+def reset_keywords(method: Any) -> list[str] | None:
+    """The keyword arguments an env's reset takes besides the seed and self (None: any, it takes **kwargs)."""
+    parameters = inspect.signature(method).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return None
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [name for name, p in parameters.items() if p.kind in keywords and name not in ("self", "seed")]
 
 
 def _accepted(method: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +124,7 @@ class OpenEnvFactory:
         self.models = _models(env_class, manifest)
         self.deserialize = deserialize_action
         self.async_reset, self.async_step = _overrides(env_class, "reset_async"), _overrides(env_class, "step_async")
+        self.reset_keywords = reset_keywords(env_class.reset_async if self.async_reset else env_class.reset)
         self.concurrent = bool(getattr(env_class, "SUPPORTS_CONCURRENT_SESSIONS", False))
         # Playwright-style envs need every call on one thread, as OpenEnv's server runs them
         self.executor = ThreadPoolExecutor(1, "openenv-single") if getattr(
@@ -151,6 +164,7 @@ class OpenEnvFactory:
                 "action": "tools" if self.tools is not None else "text", "tools": self.tools or [],
                 "max_steps": self.manifest.max_steps, "source": "openenv", "class": self.env_class.__name__,
                 "action_schema": self.schema, "concurrent_sessions": self.concurrent,
+                "reset_options": None if self.reset_keywords is None else vocabulary(self.reset_keywords),
                 **{f"{name}_schema": model.model_json_schema() for name, model in self.models.items()}}
 
     def typed(self, wire: dict[str, Any]) -> Any:
@@ -202,7 +216,8 @@ class OpenEnvSession(Environment):
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         env = await self._instance()
-        kwargs = dict(options or {}) | {"seed": seed}
+        # the server checked the options against the signature; the step limit is the server's own
+        kwargs = {key: value for key, value in (options or {}).items() if key != MAX_STEPS_OPTION} | {"seed": seed}
         if self.factory.async_reset:
             observation = await env.reset_async(**_accepted(env.reset_async, kwargs))
         else:

@@ -24,7 +24,14 @@ from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
 from openenv_gym.manifests.schema import ManifestError, OrsManifest
-from openenv_gym.protocol.ors import ToolListing, render_blocks, secrets_of, split_entry, step_from_tool_result
+from openenv_gym.protocol.ors import (
+    RESET_OPTIONS,
+    ToolListing,
+    render_blocks,
+    secrets_of,
+    split_entry,
+    step_from_tool_result,
+)
 
 
 async def call_user(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -62,7 +69,7 @@ class OrsFactory:
         doc = (self.env_class.__doc__ or "").strip().split("\n")[0]
         return {"name": self.name, "description": doc, "action": "tools", "tools": self.listing.tools,
                 "max_steps": self.max_steps, "source": "ors", "class": self.env_class.__name__,
-                "terminal_tool": self.listing.terminal}
+                "terminal_tool": self.listing.terminal, "reset_options": RESET_OPTIONS}
 
     # -- catalog -------------------------------------------------------------------------------
 

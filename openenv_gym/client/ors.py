@@ -23,12 +23,14 @@ import orjson
 from httpx_sse import EventSource
 
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Transport, TransportSession
+from openenv_gym.episode.options import check_options
 from openenv_gym.episode.results import Action, invalid_action
 from openenv_gym.episode.state import Episode, episode_id_of, step_limit
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, ServerUnreachableError
 from openenv_gym.protocol.ors import (
     DEFAULT_MAX_STEPS,
+    RESET_OPTIONS,
     ToolListing,
     render_blocks,
     secrets_header,
@@ -38,6 +40,7 @@ from openenv_gym.protocol.ors import (
 )
 
 PING_INTERVAL = 10.0
+KNOWN_OPTIONS = frozenset(RESET_OPTIONS)
 STARTING_RETRIES = 300  # 503 "starting" answers ridden out (with their Retry-After) before giving up
 
 
@@ -104,6 +107,7 @@ class OrsTransport(Transport):
                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=1000))
         self.description: dict[str, Any] = {}
         self.listing = ToolListing([], None)
+        self.catalog = _TaskSource(self)  # kept: the names of its tasks are read once
 
     @classmethod
     def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
@@ -132,7 +136,8 @@ class OrsTransport(Transport):
         self.listing = ToolListing.from_wire((await self.request("GET", f"/{self.env}/tools")).json())
         self.description = {"name": self.env, "description": f"{self.env} on the ORS server {self.url}",
                             "action": "tools", "tools": self.listing.tools, "max_steps": self.max_steps,
-                            "source": "ors-http", "terminal_tool": self.listing.terminal}
+                            "source": "ors-http", "terminal_tool": self.listing.terminal,
+                            "reset_options": RESET_OPTIONS}
         return self
 
     @property
@@ -154,7 +159,7 @@ class OrsTransport(Transport):
         return int((await self.request("POST", f"/{self.env}/num_tasks", json={"split": split})).json()["num_tasks"])
 
     async def splits(self) -> list[dict[str, Any]]:
-        return await splits_with_counts(_TaskSource(self))
+        return await splits_with_counts(self.catalog)
 
     async def tasks(self, split: str | None = None, start: int | None = None,
                     stop: int | None = None) -> list[dict[str, Any]]:
@@ -209,10 +214,13 @@ class OrsTransport(Transport):
 
 
 class _TaskSource:
-    """The remote catalog as episode.tasks reads it: split entries and task counts."""
+    """The remote catalog as episode.tasks reads it: split entries, task counts and tasks."""
 
     def __init__(self, transport: OrsTransport) -> None:
-        self.splits, self.num_tasks = transport.split_entries, transport.num_tasks
+        self.splits, self.num_tasks, self.transport = transport.split_entries, transport.num_tasks, transport
+
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict[str, Any]]:
+        return await self.transport.tasks(split, window.start, window.stop)
 
 
 class OrsSession(TransportSession):
@@ -227,10 +235,11 @@ class OrsSession(TransportSession):
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         options = options or {}
         transport = self.transport
+        check_options(options, KNOWN_OPTIONS, transport.env)
         limit = step_limit(options, transport.max_steps)
         secrets = secrets_of(options)
         await self.close()
-        chosen = await choose_task(_TaskSource(transport), transport.env, seed, options)
+        chosen = await choose_task(transport.catalog, transport.env, seed, options)
         headers = {"X-Secrets": secrets_header(secrets)} if secrets else {}
         sid = await transport.create_session()
         await transport.request("POST", "/create", sid, json={"env_name": transport.env, **chosen}, headers=headers)
@@ -242,8 +251,7 @@ class OrsSession(TransportSession):
         if images:
             info["images"] = images
         self.listing = await transport.session_listing(sid)
-        if self.listing is not transport.listing:
-            info["tools"] = self.listing.tools
+        info["tools"] = self.listing.tools
         if reveals_hidden(options):
             info["task_spec"] = chosen.get("task_spec") or (await transport.tasks(
                 chosen["split"], chosen["index"], chosen["index"] + 1))[0]

@@ -1,15 +1,22 @@
-"""Which task a reset plays (named by split and index in the options, or a seeded choice), and what of
-it the policy may see.
+"""Which task a reset plays, and what of it the policy may see.
 
-Shared by every environment kind with a task catalog (ORS classes, the remote ORS client, Verifiers).
+A reset names its task by `task` (an index, or the id or name a task carries), or by `split` and `index`, or
+lets reset's seed choose one (the same seed, the same task); `split` alone narrows the choice to that split.
+Shared by every environment kind with a task catalog (ORS classes, the remote ORS client, Verifiers, agent
+programs, AWM worlds).
 """
 
 from __future__ import annotations
 
 import random
+import weakref
 from typing import Any, Protocol
 
 from openenv_gym.errors import BadRequestError
+
+TASK_OPTIONS = ("task", "split", "index")
+NAME_KEYS = ("id", "name")  # what a task may be named by, besides its index
+NAME_SCAN_WINDOW = 512  # tasks read at a time while looking for a name
 
 
 class TaskSource(Protocol):
@@ -37,15 +44,59 @@ async def choose_task(source: TaskSource, name: str, seed: int | None, options: 
             raise BadRequestError("option task_spec must be an object")
         return {"task_spec": options["task_spec"]}
     split = await resolve_split(source, name, options.get("split"))
+    if "task" in options:
+        if "index" in options:
+            raise BadRequestError("options task and index both name a task: give one of them")
+        return {"split": split, "index": await task_index(source, split, options["task"])}
     count = await source.num_tasks(split)
     index = options.get("index")
     if index is None:
         if count == 0:
             raise BadRequestError(f"split {split!r} has no tasks")
-        index = random.Random(seed).randrange(count)
+        seeded = getattr(source, "seeded_index", None)  # a stream of tasks chooses its own way (v1_tasks.py)
+        index = seeded(seed, count) if seeded is not None else random.Random(seed).randrange(count)
     if type(index) is not int or not 0 <= index < count:
         raise BadRequestError(f"index {index!r} is out of range for split {split!r} ({count} tasks)")
     return {"split": split, "index": index}
+
+
+async def task_index(source: Any, split: str, task: Any) -> int:
+    """The index of the task that option `task` names in `split`: an index, or a task's id or name (a source
+    may look names up itself: `find_task(split, name)`; else its catalog listing is searched)."""
+    if type(task) is int:
+        count = await source.num_tasks(split)
+        if not 0 <= task < count:
+            raise BadRequestError(f"task {task} is out of range for split {split!r} ({count} tasks)")
+        return task
+    if not isinstance(task, str):
+        raise BadRequestError(f"option task must be a task's index, id or name, got {task!r:.80}")
+    find = getattr(source, "find_task", None)
+    index = await find(split, task) if find is not None else await _named(source, split, task)
+    if index is None:
+        raise BadRequestError(f"no task of split {split!r} has the id or name {task!r:.80}; "
+                              "options={'task': i} picks one by index")
+    return index
+
+
+_NAMES: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int]]] = weakref.WeakKeyDictionary()
+
+
+async def _named(source: Any, split: str, name: str) -> int | None:
+    """The index of the task named `name`, from the source's catalog listing, read once per split and kept."""
+    names = _NAMES.setdefault(source, {}).get(split)
+    if names is None:
+        names = {}
+        listing = getattr(source, "tasks", None)
+        count = await source.num_tasks(split) if listing is not None else 0
+        for start in range(0, count, NAME_SCAN_WINDOW):
+            window = range(start, min(start + NAME_SCAN_WINDOW, count))
+            for index, task in zip(window, await listing(split, window, True), strict=False):
+                for key in NAME_KEYS:
+                    value = task.get(key) if isinstance(task, dict) else None
+                    if isinstance(value, str | int) and not isinstance(value, bool):
+                        names.setdefault(str(value), index)
+        _NAMES[source][split] = names
+    return names.get(name)
 
 
 async def splits_with_counts(source: TaskSource) -> list[dict[str, Any]]:

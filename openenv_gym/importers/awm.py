@@ -30,9 +30,10 @@ from typing import Any
 from tqdm import tqdm
 
 from openenv_gym.importers.awm_database import build_template
-from openenv_gym.importers.awm_rows import FILES, VERIFIER_FILES, World, read_worlds, scenario_key
+from openenv_gym.importers.awm_rows import FILES, VERIFIER_FILES, World, read_worlds
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.vendor import VendorReport
+from openenv_gym.manifests.awm_names import scenario_key
 from openenv_gym.runtime.pyparse import parse as parse_python
 
 WORLDS_DIR = "worlds"

@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openenv_gym.importers.base import ImportFailedError
+from openenv_gym.manifests.awm_names import scenario_key
 from openenv_gym.runtime.pyparse import parse as parse_python
 
 FILES = ("gen_scenario", "gen_tasks", "gen_db", "gen_sample", "gen_envs")
 VERIFIER_FILES = {"code": "gen_verifier.pure_code", "sql": "gen_verifier"}  # mode -> file
 VERIFIER_MODES = {"verify_task_completion": "code", "verify_task": "sql"}  # the function a verifier defines -> mode
-
-
-def scenario_key(name: str) -> str:
-    """A scenario's name as AWM normalises it (normalize_scenario_name): lowercase, every run of characters
-    other than a-z and 0-9 one underscore, none at either end."""
-    return "_".join(part for part in re.split(r"[^a-z0-9]+", name.lower()) if part)
 
 
 def verifier_mode(code: str, file_mode: str) -> str | None:

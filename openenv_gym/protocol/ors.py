@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import StepResult, invalid_action, reward_of
 from openenv_gym.episode.toolcalls import ToolCall, find_tool_call
 from openenv_gym.errors import BadRequestError
@@ -20,6 +21,8 @@ from openenv_gym.errors import BadRequestError
 SPLIT_TYPES = ("train", "validation", "test")
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 DEFAULT_MAX_STEPS = 100  # ORS environments declare no step limit; an episode is truncated after this many
+# what an ORS episode's reset reads: the task (from the catalog, or a task spec of its own) and its secrets
+RESET_OPTIONS = vocabulary(CATALOG_OPTIONS, ("task_spec", "secrets"))
 
 
 def render_blocks(blocks: Any) -> tuple[str, list[dict]]:

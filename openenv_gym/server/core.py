@@ -22,6 +22,7 @@ from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.episode.groups import FinishedEpisode, group_of, without_group
+from openenv_gym.episode.options import check_options, understood
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.state import episode_id_of, no_episode, step_limit
 from openenv_gym.errors import (
@@ -56,6 +57,8 @@ class SessionCore:
         self.description = factory.describe()
         score_group = getattr(factory, "score_group", None)
         self.description["group_scoring"] = callable(score_group)
+        self.reset_options = understood(self.description)  # None: the environment reads every option itself
+        self.tools = self.description.get("tools") or None  # shown in every reset's info that shows none of its own
         self.default_limit: int | None = self.description.get("max_steps")
         self.loop = asyncio.get_running_loop()
         self.eager = EagerStarter(self.loop)  # environment code runs inline until it first waits (runtime/eager.py)
@@ -77,6 +80,7 @@ class SessionCore:
     def reset(self, owner: Owner, session_id: str | None, seed: int | None, options: dict | None,
               reply: ResetReply) -> None:
         """Start an episode in a new session (session_id None) or in one of the owner's sessions."""
+        check_options(options, self.reset_options, self.description.get("name") or "this environment")
         limit = step_limit(options, self.default_limit)
         episode_id = episode_id_of(options)
         group = group_of(options)
@@ -343,6 +347,8 @@ class SessionCore:
     def _was_reset(self, session: Session, limit: int | None, episode_id: str, group: tuple[str, int] | None,
                    created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
+            if self.tools is not None and "tools" not in value.info:
+                value.info["tools"] = self.tools
             session.begin(limit, episode_id)
             session.group, session.returned = group, 0.0
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out

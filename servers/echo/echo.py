@@ -15,6 +15,7 @@ class EchoEnv(Environment):
     name = "echo"
     action_kind = "text"
     max_steps = 10
+    reset_options = frozenset()  # none of its own: the server's max_steps is always taken
 
     async def reset(self, *, seed=None, options=None) -> ResetResult:
         self.steps = 0

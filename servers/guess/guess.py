@@ -31,6 +31,7 @@ class GuessEnv(ToolEnvironment):
     name = "guess"
     max_steps = 20
     invalid_action_reward = -0.05
+    reset_options = frozenset({"low", "high"})
 
     def start(self, *, seed, options) -> ResetResult:
         low, high = _int_option(options, "low", 1), _int_option(options, "high", 100)

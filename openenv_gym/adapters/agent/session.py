@@ -32,6 +32,7 @@ from openenv_gym.adapters.program_child import STDIN, ProgramSpec
 from openenv_gym.adapters.programs import Program, warm_up
 from openenv_gym.adapters.python import import_entry
 from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
@@ -74,7 +75,8 @@ class AgentFactory:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.manifest.description or "an agent program stepped one model "
-                "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent"}
+                "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent",
+                "reset_options": vocabulary(CATALOG_OPTIONS, ("task_spec",))}
 
     async def splits(self) -> list[dict[str, str]]:
         return await self.catalog_files.splits()

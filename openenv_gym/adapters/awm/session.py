@@ -1,8 +1,9 @@
 """Serve Agent World Model's tool worlds (manifest kind "awm") in process: thousands of sessions per worker,
 no process per session.
 
-reset:  the task (options scenario + task_idx, or split + index over every scenario's tasks, or a seeded
-        choice); the episode's database is a copy of the scenario's template, with a snapshot of it for the
+reset:  the task (options scenario + task_idx, a seeded choice of the scenario's tasks without task_idx; or
+        the catalog's task, or split + index, over every scenario's tasks ("scenario/task_idx" is a task's id), or
+        a seeded choice); the episode's database is a copy of the scenario's template, with a snapshot of it for the
         verifier. Observation: the task's text; info["tools"]: the world's tools as MCP Tool objects.
 step:   a tool call (an object or model text) runs the endpoint (worlds.py); its answer is the observation.
         `submit(final_answer)` ends the episode: the verifier (verify.py, in a child process; code mode, or
@@ -32,15 +33,19 @@ from openenv_gym.adapters.awm.verify import SQL_ENTRY, Verdict, run_verifier, ve
 from openenv_gym.adapters.awm.worlds import World, Worlds, call_tool
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.tasks import reveals_hidden, splits_with_counts
+from openenv_gym.episode.tasks import TASK_OPTIONS, choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError
+from openenv_gym.manifests.awm_names import scenario_key
 from openenv_gym.manifests.schema import AwmManifest, AwmRewards
 
 SPLIT = "train"  # every scenario's tasks, in index order: one catalog over all of them
 SCRATCH_PREFIX = "openenv-gym-awm-"  # + the worker's pid: its episode files
 MODES = ("code", "sql")
+# AWM's own reset vocabulary (its task as scenario and task_idx; how the episode is verified, rewarded, prompted)
+OPTIONS = ("scenario", "task_idx", "verifier_mode", "rewards", "system_prompt", "parity")
 SUBMIT = {"name": "submit", "description": "Give your final answer and end the task (for a question, the answer; "
           "for a change, a short summary of what you did).",
           "inputSchema": {"type": "object", "properties": {"final_answer": {"type": "string"}},
@@ -67,7 +72,8 @@ class AwmFactory:
     def describe(self) -> dict[str, Any]:
         return {"name": self.manifest.name, "description": self.manifest.description, "action": "tools",
                 "tools": [], "max_steps": self.manifest.max_steps, "source": "awm",
-                "scenarios": [world["name"] for world in self.index]}
+                "scenarios": [world["name"] for world in self.index],
+                "reset_options": vocabulary(CATALOG_OPTIONS, OPTIONS)}
 
     # -- catalog ---------------------------------------------------------------------------------
 
@@ -82,30 +88,36 @@ class AwmFactory:
 
     async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
         """Every task is listed with its text (observations show it too); the verifiers stay on the server."""
-        return [{"index": i, "scenario": self.catalog_entries[i][0], "task_idx": self.catalog_entries[i][1]["index"],
-                 "task": self.catalog_entries[i][1]["task"]} for i in window if i < len(self.catalog_entries)]
+        entries = self.catalog_entries
+        return [{"index": i, "id": f"{entries[i][0]}/{entries[i][1]['index']}", "scenario": entries[i][0],
+                 "task_idx": entries[i][1]["index"], "task": entries[i][1]["task"]}
+                for i in window if i < len(entries)]
 
-    def pick(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """(scenario, task entry) of a reset."""
-        if "scenario" in options:
-            world = self.by_name.get(options["scenario"]) if isinstance(options["scenario"], str) else None
-            if world is None:
-                raise BadRequestError(f"unknown scenario {options['scenario']!r}; scenarios: "
-                                      f"{', '.join(list(self.by_name)[:20])}")
-            tasks = {task["index"]: task for task in world["tasks"]}
-            task_idx = options.get("task_idx", 0)
-            if task_idx not in tasks:
-                raise BadRequestError(f"scenario {world['name']} has no task {task_idx!r} with a verifier; its tasks: "
-                                      f"{sorted(tasks)}")
-            return world["name"], tasks[task_idx]
-        if options.get("split", SPLIT) != SPLIT:
-            raise BadRequestError(f"unknown split {options['split']!r}; splits: {SPLIT}")
-        index = options.get("index")
-        if index is None:
-            index = random.Random(seed).randrange(len(self.catalog_entries))
-        if type(index) is not int or not 0 <= index < len(self.catalog_entries):
-            raise BadRequestError(f"index {index!r} is out of range ({len(self.catalog_entries)} tasks)")
-        return self.catalog_entries[index]
+    async def pick(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(scenario, task entry) of a reset: AWM's own scenario and task_idx, else the catalog's vocabulary."""
+        if "scenario" not in options:
+            if "task_idx" in options:
+                raise BadRequestError("option task_idx is a task of the scenario option: give the scenario too")
+            chosen = await choose_task(self, self.manifest.name, seed, options)
+            return self.catalog_entries[chosen["index"]]
+        if options.keys() & set(TASK_OPTIONS):
+            raise BadRequestError("option scenario (with task_idx) names a task, and so do task, split and index: "
+                                  "give one of them")
+        given = options["scenario"]  # its name, or its display name (AWM's files give both)
+        world = self.by_name.get(given) or self.by_name.get(scenario_key(given)) if isinstance(given, str) else None
+        if world is None:
+            raise BadRequestError(f"unknown scenario {options['scenario']!r}; scenarios: "
+                                  f"{', '.join(list(self.by_name)[:20])}")
+        tasks = {task["index"]: task for task in world["tasks"]}
+        if not tasks:
+            raise BadRequestError(f"scenario {world['name']} has no task with a verifier")
+        task_idx = options.get("task_idx")
+        if "task_idx" not in options:  # a seeded choice, as the catalog's
+            task_idx = sorted(tasks)[random.Random(seed).randrange(len(tasks))]
+        if task_idx not in tasks:
+            raise BadRequestError(f"scenario {world['name']} has no task {task_idx!r} with a verifier; its tasks: "
+                                  f"{sorted(tasks)}")
+        return world["name"], tasks[task_idx]
 
 
 class AwmSession(Environment):
@@ -140,7 +152,7 @@ class AwmSession(Environment):
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
-        scenario, task = self.factory.pick(seed, options)
+        scenario, task = await self.factory.pick(seed, options)
         self._settings(task, options)
         await self._end_episode()
         self.world = await self.factory.worlds.get(scenario)

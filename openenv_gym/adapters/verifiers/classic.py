@@ -6,8 +6,8 @@ task driven by the environment's own loop: the model client it is given parks ev
 until the session's next step answers it (see classic_rollout.py). Stop conditions, `env_response`,
 tools, timeouts, cleanup and the rubric run unchanged, so rewards are exactly what verifiers computes.
 
-reset:  a row from split "train" or "eval" (options split+index, or a seeded choice); the observation
-        is the prompt rendered as text, the messages themselves are in info.
+reset:  a row from split "train" or "eval" (options task, or split+index, or a seeded choice); the
+        observation is the prompt rendered as text, the messages and the tools are in info.
 step:   the assistant message (text, or {"content", "tool_calls"}); tool calls written in the text are
         parsed for environments with tools. The observation is the environment's response.
 reward: 0.0 until the rollout ends, then the rubric's score (metrics and stop condition in info).
@@ -37,9 +37,10 @@ from openenv_gym.adapters.verifiers.classic_rollout import (
 )
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.errors import EnvError
 from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
 
 # Stops that cut an episode short; any other stop (the env's own) terminates it.
@@ -84,7 +85,8 @@ class VerifiersFactory:
         doc = self.description or (type(self.env).__doc__ or "").strip().split("\n")[0]
         return {"name": self.name, "description": doc, "action": "tools" if self.tools else "text",
                 "tools": self.tools, "max_steps": self.max_turns, "source": "verifiers",
-                "class": type(self.env).__name__, "env_args": self.env_args}
+                "class": type(self.env).__name__, "env_args": self.env_args,
+                "reset_options": vocabulary(CATALOG_OPTIONS)}
 
     # -- catalog -------------------------------------------------------------------------------
 
@@ -134,9 +136,6 @@ class VerifiersSession(Environment):
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
-        if "task_spec" in options:
-            raise BadRequestError("verifiers environments pick rows by split and index: pass options "
-                                  "{'split': 'train' | 'eval', 'index': i}, or a seed")
         chosen = await choose_task(self.factory, self.factory.name, seed, options)
         row = self.factory.row(chosen["split"], chosen["index"])
         await self.close()  # the previous episode's rollout

@@ -7,11 +7,11 @@ from typing import Any
 
 import orjson
 
-TASK_COLUMNS = ("split", "index", "task_spec")
+TASK_COLUMNS = ("task", "split", "index", "task_spec")
 
 
 def task_of_row(row: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
-    """(seed, reset options) for a dataset row: its `seed`, `split` + `index` and `task_spec` columns. A row
+    """(seed, reset options) for a dataset row: its `seed`, `task`, `split` + `index` and `task_spec` columns. A row
     with none of them plays the task its prompt hashes to, so the rows of one GRPO group share a task."""
     options = {key: row[key] for key in TASK_COLUMNS if row.get(key) is not None}
     seed = row.get("seed")

@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 TASKS = {
     "train": [{"question": "What is 2 + 3?", "answer": "5"}, {"question": "What is 7 * 6?", "answer": "42"},
-              {"question": "Capital of France?", "answer": "paris"}],
+              {"id": "france", "question": "Capital of France?", "answer": "paris"}],  # a task may have an id
     "test": [{"question": "What is 10 - 4?", "answer": "6"}],
 }
 
