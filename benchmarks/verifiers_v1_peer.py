@@ -4,6 +4,8 @@ with the environment's venv python, from the repository root:
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --sessions 64 --rounds 2    # throughput, one JSON line
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --replies 50 25  # one episode, as JSON
     python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --best-of 3 --replies a b c  # best-of-n
+    python -m benchmarks.verifiers_v1_peer PROJECT TASKSET_ID --task 0 --config '{"n": 2, "taskset": {"k": 1}}' ...
+    (--config: the env's config as Verifiers' command line nests it: --env.n 2 --env.taskset.k 1)
     (a reply that is a JSON object is a message or a tool call, as a step's action)
 
 The project's package is loaded as Verifiers' loader loads it (its folder on sys.path); each episode is
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -33,13 +36,15 @@ from openenv_gym.server.model_endpoint import ModelEndpointServer
 KEY_VARIABLE = "VERIFIERS_PEER_KEY"
 
 
-def verifiers_env(project: str, taskset_id: str, best_of: int | None = None) -> Any:
+def verifiers_env(project: str, taskset_id: str, best_of: int | None = None, config: dict | None = None) -> Any:
     """The env as Verifiers loads it, every agent on the null harness (unless it names one) and the local
-    subprocess runtime; with `best_of`, Verifiers' best-of-n env over the taskset (n attempts, one at a time)."""
+    subprocess runtime; with `best_of`, Verifiers' best-of-n env over the taskset (n attempts, one at a time); with
+    `config`, the env's config, nested as Verifiers' own command line nests it."""
     sys.path.insert(0, project)  # as if installed: here, and in the tool servers it starts (python -m ...)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [project, os.environ.get("PYTHONPATH")]))
+    given = dict(config or {})
     chosen = {} if best_of is None else {"id": "best-of-n", "n": best_of}
-    config = resolve_env_config({**chosen, "taskset": {"id": taskset_id}})
+    config = resolve_env_config({**given, **chosen, "taskset": {**given.get("taskset", {}), "id": taskset_id}})
     pinned = {name: agent.model_copy(update={"runtime": vf.SubprocessConfig(),
                                              "harness": agent.harness or {"id": "null"}}).model_dump()
               for name, agent in config if isinstance(agent, vf.AgentConfig)}
@@ -74,7 +79,8 @@ async def one_episode(env: Any, index: int, replies: list[str]) -> dict:
         return assistant_message(reply_of(next(answers)), set(), len(asked))
 
     async with env.serving():
-        played = await episode(env, list(env.taskset)[index], model, ModelEndpointServer())
+        task = next(itertools.islice(env.taskset, index, None))  # read no further: a taskset may never end
+        played = await episode(env, task, model, ModelEndpointServer())
     traces = [{"reward": trace.reward, "rewards": {k: r.score for k, r in trace.rewards.items()},
                "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition} for trace in played.traces]
     return {**traces[0], "ok": played.ok, "asked": asked, "traces": traces}
@@ -111,10 +117,11 @@ if __name__ == "__main__":
     parser.add_argument("--task", type=int, help="play this one task with --replies, and print what it scored")
     parser.add_argument("--replies", nargs="*", default=[])
     parser.add_argument("--best-of", type=int, help="with --task: Verifiers' best-of-n env, n attempts")
+    parser.add_argument("--config", type=json.loads, default={}, help="the env's config, as JSON")
     args = parser.parse_args()
     os.environ.setdefault(KEY_VARIABLE, "unused")
     os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # its own uv
-    env = verifiers_env(args.project, args.taskset_id, args.best_of)
+    env = verifiers_env(args.project, args.taskset_id, args.best_of, args.config)
     if args.task is not None:
         result = asyncio.run(one_episode(env, args.task, args.replies))
     else:

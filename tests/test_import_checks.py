@@ -100,6 +100,18 @@ def test_an_import_that_serve_would_not_load_fails_with_the_file_and_the_line(tm
     assert not (tmp_path / "out" / "broken").exists()  # nothing left behind
 
 
+def test_an_environment_that_loads_past_the_bound_fails_the_import_saying_why(tmp_path, monkeypatch, capfd):
+    """A load that would hold up every server start (an endless dataset made whole, a download) is cut at the load
+    check's bound, with what to do; nothing is left behind."""
+    from openenv_gym.importers import loadcheck
+
+    monkeypatch.setattr(loadcheck, "LOAD_TIMEOUT", 2.0)
+    with pytest.raises(ImportFailedError, match=r"took longer than 2 s.*endless dataset.*--no-check"):
+        import_environment(_broken(tmp_path, "relative", "import time; time.sleep(60)"), "slow", tmp_path / "out")
+    assert not (tmp_path / "out" / "slow").exists()
+    assert "loading slow as a server would (at most 2 s; --no-check skips it)" in capfd.readouterr().err
+
+
 def test_venvs_build_and_check_say_the_same_of_an_environment_imported_unchecked(tmp_path):
     [result] = import_environment(_broken(tmp_path, "relative", "import frobnicator_lib"), "unchecked",
                                   tmp_path / "out", check=False)

@@ -1,8 +1,9 @@
 """Verifiers v1 (0.4) environments: imported, served, stepped one model request at a time, and scored exactly as
 Verifiers' own runner scores the same episode.
 
-Real parts only: verifiers 0.4 in the env's venv, two v1 packages written to its published rules (a single-turn
-taskset, and a multi-turn Env that plays the user), the null harness program (the real openai client inside it)
+Real parts only: verifiers 0.4 in the env's venv, v1 packages written to its published rules (a single-turn
+taskset, a multi-turn Env that plays the user and has a config of its own, a taskset with a tool server, an
+endless taskset whose tasks take time to make), the null harness program (the real openai client inside it)
 calling the model endpoint, and Verifiers' own runner as the oracle (benchmarks/verifiers_v1_peer.py).
 """
 
@@ -24,25 +25,35 @@ from openenv_gym.manifests.venvs import ensure_venv
 HERE = Path(__file__).parent
 V1_ENVS = HERE / "verifiers_v1_envs"
 WORD_ECHO, HIGHER_LOWER, CAPITALS = V1_ENVS / "word_echo", V1_ENVS / "higher_lower", V1_ENVS / "capitals"
-pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS)
+ENDLESS = V1_ENVS / "endless_sums"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS)
+# higher_lower served with env_args: one key of its Env's own config, one of its taskset's (as --env.max-guesses 2
+# --env.taskset.secrets [9,60] on Verifiers' command line)
+HIGHER_LOWER_ARGS = {"max_guesses": 2, "secrets": [9, 60]}
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """{name: (ws url, the env venv's python)} for both packages, imported as users import them (load check on)."""
     out = tmp_path_factory.mktemp("v1")
-    sources = (WORD_ECHO, HIGHER_LOWER, CAPITALS)
+    sources = (WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS)
     folders = in_parallel(*(lambda source=source: import_environment(source, source.name, out)[0].folder
                             for source in sources))
-    servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 1000) for folder in folders))
-    yield {source.name: (server.url, str(ensure_venv(load_manifest(folder))))
-           for source, folder, server in zip(sources, folders, servers, strict=True)}
+    folders.append(folders[1])
+    extra = [(), (), (), (), ("--env-args", json.dumps(HIGHER_LOWER_ARGS))]
+    servers = in_parallel(*(lambda folder=folder, args=args: LocalServer(str(folder), 1, 1000, *args)
+                            for folder, args in zip(folders, extra, strict=True)))
+    names = [source.name for source in sources] + ["higher_lower_configured"]
+    yield {name: (server.url, str(ensure_venv(load_manifest(folder))))
+           for name, folder, server in zip(names, folders, servers, strict=True)}
     in_parallel(*(server.stop for server in servers))
 
 
-def verifiers_own(python: str, source: Path, index: int, replies: list[str], best_of: int | None = None) -> dict:
-    """The episode as Verifiers' own runner plays it with these replies (with `best_of`: its best-of-n env)."""
-    extra = [] if best_of is None else ["--best-of", str(best_of)]
+def verifiers_own(python: str, source: Path, index: int, replies: list[str], best_of: int | None = None,
+                  config: dict | None = None) -> dict:
+    """The episode as Verifiers' own runner plays it with these replies (with `best_of`: its best-of-n env; with
+    `config`: the env's config, nested as Verifiers' command line nests it)."""
+    extra = ([] if best_of is None else ["--best-of", str(best_of)]) + ["--config", json.dumps(config or {})]
     done = subprocess.run([python, "-m", "benchmarks.verifiers_v1_peer", str(source), source.name, "--task",
                            str(index), *extra, "--replies", *replies], capture_output=True, text=True, timeout=300,
                           cwd=HERE.parent)
@@ -108,8 +119,11 @@ def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):
         async with openenv_gym.connect(url) as conn:
             session = conn.session()
             firsts = [(await session.reset(seed=7))[0] for _ in range(2)]
-            for options, message in (({"task": 99}, "out of range"), ({"task": "pear"}, "no task has the id"),
-                                     ({"task_spec": {"prompt": "x"}}, "play their taskset's tasks")):
+            for options, message in (({"task": 99}, "out of range"), ({"task": "pear"}, "no task of split 'train' has"),
+                                     ({"task_spec": {"prompt": "x"}}, "not understand the reset option 'task_spec'"),
+                                     ({"level": 2}, "it understands: episode_id, expose_answer, expose_task, group, "
+                                                    "index, max_steps, split, task$"),
+                                     ({"seed": 7}, "reset's own argument")):
                 with pytest.raises(BadRequestError, match=message):
                     await session.reset(options=options)
             await session.close()
@@ -161,3 +175,53 @@ def test_a_group_is_judged_as_verifiers_best_of_n_judges_its_attempts(served):
     assert [info["metrics"] for info in score.infos] == [trace["metrics"] for trace in theirs]
     assert [info["metrics"]["best"] for info in score.infos] == [1.0, 0.0, 0.0, 1.0]
     assert {info["metrics"]["pass_at_n"] for info in score.infos} == {1.0}
+
+
+def test_an_endless_taskset_whose_tasks_take_time_to_make_reads_only_what_resets_ask_for(served):
+    """Its import (load check on) read one task, not the 100,000 it once read; a reset reads as far as its task: a
+    seed plays its own task of the first max_tasks (1,000), a reset without one the next, and each plays as
+    Verifiers' own runner plays the same task."""
+    url, python = served["endless_sums"]
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            assert [(s["name"], s["num_tasks"]) for s in await conn.splits()] == [("train", 1000)]  # none read
+            session = conn.session()
+            seeded = [(await session.reset(seed=seed))[1]["task"] for seed in (11, 11, 1011)]
+            unseeded = [(await session.reset())[1]["task"] for _ in range(3)]
+            for options, message in (({"task": 1000}, r"out of range for split 'train' \(1000 tasks\)"),
+                                     ({"task": "sum-3"}, "never ends, so no task is looked up by its id")):
+                with pytest.raises(BadRequestError, match=message):
+                    await session.reset(options=options)
+            await session.close()
+            return seeded, unseeded
+
+    assert asyncio.run(main()) == ([11, 11, 11], [0, 1, 2])
+    (obs, info), final = ours(url, 7, ["12"], expose_answer=True)
+    answer = info["task_data"]["answer"]
+    (obs, _), right = ours(url, 7, [f"The sum is {answer}."])
+    theirs = [verifiers_own(python, ENDLESS, 7, [reply]) for reply in ("12", f"The sum is {answer}.")]
+    assert obs.startswith("What is ") and info["task_data"]["id"] == "sum-7"
+    assert [scored(final), scored(right)] == [{key: t[key] for key in ("reward", "rewards", "metrics",
+                                                                        "stop_condition", "ok")} for t in theirs]
+    assert (final[1], right[1]) == (float(answer == 12), 1.0)
+
+
+def test_env_args_go_to_the_env_config_that_declares_them_and_the_rest_to_the_taskset(served):
+    """max_guesses is the Env's own setting, secrets the taskset's: the same episode as Verifiers' runner plays with
+    --env.max-guesses 2 --env.taskset.secrets [9,60]."""
+    url, python = served["higher_lower_configured"]
+    guesses = ["50", "25", "12"]
+    answers = ours(url, 0, guesses)
+    theirs = verifiers_own(python, HIGHER_LOWER, 0, guesses, config={"max_guesses": 2, "taskset": {"secrets": [9, 60]}})
+    assert [a[0] for a in answers[:2]] == ["Your first guess?", "Lower."] and len(answers) == 3  # 2 guesses, over
+    assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
+                                                               "ok")}
+    assert answers[-1][1] == 0.0 and answers[-1][4]["metrics"]["guesses"] == 2.0
+
+
+def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(served, tmp_path):
+    folder = import_environment(HIGHER_LOWER, "higher_lower", tmp_path, check=False)[0].folder
+    with pytest.raises(Exception, match=r"taskset.max_guess: Extra inputs .* declares go to it \(.*max_guesses.*"
+                                        r"player.*\), any other to the taskset's \(.*secrets"):
+        LocalServer(str(folder), 1, 10, "--env-args", json.dumps({"max_guess": 3}))

@@ -16,7 +16,9 @@ from openenv_gym.importers.base import ImportFailedError
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import VenvBuildError, ensure_venv, needs_venv
 
-LOAD_TIMEOUT = 600.0  # seconds an environment may take to load (an MCP environment is made once to list its tools)
+# seconds an environment may take to load as a server's worker does (an MCP environment is made once to list its
+# tools; a Verifiers v1 taskset reads one task): what takes longer would hold up every server start as well
+LOAD_TIMEOUT = 300.0
 
 
 def check_loads(folder: Path) -> None:
@@ -30,11 +32,15 @@ def check_loads(folder: Path) -> None:
                                 "dependencies (pyproject.toml or requirements.txt), or pass --no-check to import it "
                                 "anyway, and import it again") from None
     command = [python, "-m", "openenv_gym", "venvs", "check", str(folder), "--json"]
+    print(f"openenv-gym: loading {manifest.name} as a server would (at most {LOAD_TIMEOUT:g} s; --no-check skips it)",
+          file=sys.stderr, flush=True)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=LOAD_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise ImportFailedError(f"loading {manifest.name} took longer than {LOAD_TIMEOUT:g} s, as the server would "
-                                "load it; does it download something, or wait for a service, as it starts?") from None
+        raise ImportFailedError(f"loading {manifest.name} as a server's worker would took longer than {LOAD_TIMEOUT:g} "
+                                "s, and every server start would wait as long: does it download something, wait for a "
+                                "service, or make every task of a large or endless dataset as it starts? Make it load "
+                                "lazily, or pass --no-check to import it anyway") from None
     lines = done.stdout.strip().splitlines()
     try:
         problem = json.loads(lines[-1]) if lines else None

@@ -88,7 +88,7 @@ class VerifiersManifest(ImportedManifest):
     env_args: dict[str, Any] = {}  # arguments of load_environment(), or v1: the taskset config's fields
     # v1: the harness of agents that name none, where the taskset ships none (Verifiers' own default is bash)
     harness: str = "null"
-    max_tasks: PositiveInt = 100_000  # v1: tasks read from a taskset that never ends
+    max_tasks: PositiveInt = 1_000  # v1: the tasks offered by a taskset that never ends (a seed chooses among them)
 
 
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"

@@ -12,13 +12,15 @@ GRPO groups: the G episodes of one task are siblings, as the attempts of Verifie
 server's `score_group` judges them with that env's `finalize` (each member's `best`, and `pass_at_n` on all),
 its reward the trace's own.
 
-What Verifiers would run remotely runs here: every agent's runtime is the local subprocess one, and an agent that
-names no harness gets the taskset's own, else the manifest's (`null` unless the import said otherwise).
+Tasks: one split, "train", of the taskset's tasks in order, read as resets ask for them (v1_tasks.py); a reset
+plays `task` (an index, an id or a name), `split` + `index`, or a seeded choice. The config: env_args that the Env's
+config declares are the Env's, the rest the taskset's (v1_config.py). What Verifiers would run remotely runs here:
+every agent's runtime is the local subprocess one, and an agent that names no harness gets the taskset's own, else
+the manifest's (`null` unless the import said otherwise).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import tempfile
@@ -32,12 +34,15 @@ from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers.classic_rollout import jsonable
+from openenv_gym.adapters.verifiers.v1_config import env_config
+from openenv_gym.adapters.verifiers.v1_tasks import LazyTasks
 from openenv_gym.adapters.verifiers.warm_programs import install as run_programs_warm
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.errors import EnvError
 from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 
@@ -48,9 +53,9 @@ SHOWN_FIELDS = ("idx", "id", "name", "description", "prompt", "system_prompt")  
 
 
 class V1Factory:
-    def __init__(self, env: Any, tasks: list[Any], manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
+    def __init__(self, env: Any, tasks: LazyTasks, manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
                  vf: Any, base_fields: set[str]) -> None:
-        self.env, self.tasks, self.manifest, self.endpoint, self.vf = env, tasks, manifest, endpoint, vf
+        self.env, self.task_reader, self.manifest, self.endpoint, self.vf = env, tasks, manifest, endpoint, vf
         self.name = manifest.name
         self.base_fields = base_fields  # TaskData's own fields: a subclass's (the answer) show only when asked
         self.serving: Any = None
@@ -65,36 +70,32 @@ class V1Factory:
         doc = self.manifest.description or (type(self.env.taskset).__doc__ or "").strip().split("\n")[0]
         return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
                 "source": "verifiers", "api": "v1", "class": type(self.env.taskset).__name__,
-                "env_args": self.manifest.env_args}
+                "env_args": self.manifest.env_args, "endless": self.task_reader.endless,
+                "reset_options": vocabulary(CATALOG_OPTIONS)}
 
     async def splits(self) -> list[dict[str, str]]:
         return [{"name": SPLIT, "type": "train"}]
 
     async def num_tasks(self, split: str) -> int:
-        return len(self.tasks)
+        return await self.task_reader.count()
 
     async def catalog(self) -> list[dict[str, Any]]:
         return await splits_with_counts(self)
 
     async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
-        return [self.task_info(self.tasks[index], reveal) for index in window]
+        return [self.task_info(task, reveal) for task in await self.task_reader.window(window)]
+
+    async def find_task(self, split: str, name: str) -> int | None:
+        return await self.task_reader.find(name)
+
+    def seeded_index(self, seed: int | None, count: int) -> int:
+        return self.task_reader.seeded_index(seed, count)
 
     def task_info(self, task: Any, reveal: bool) -> dict[str, Any]:
         """What a task shows (its index, id, name and prompts); with `reveal`, its own fields too (its answer)."""
         data = jsonable(task.data)
         return {key: value for key, value in data.items()
                 if key in SHOWN_FIELDS or (reveal and key not in self.base_fields)}
-
-    def index_of(self, name: Any) -> int:
-        """A task named by its index, its id or its name."""
-        if type(name) is int:
-            if not 0 <= name < len(self.tasks):
-                raise BadRequestError(f"task {name} is out of range ({len(self.tasks)} tasks)")
-            return name
-        for index, task in enumerate(self.tasks):
-            if name in (task.data.id, task.data.name):
-                return index
-        raise BadRequestError(f"no task has the id or name {name!r}; options={{'task': i}} picks one by index")
 
     async def score_group(self, episodes: list[FinishedEpisode]) -> list[dict[str, Any]]:
         """The members' first traces judged together as best-of-n's finalize judges its attempts."""
@@ -135,14 +136,8 @@ class V1Session(Environment):
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
         factory = self.factory
-        if "task" in options:
-            chosen = {"split": SPLIT, "index": factory.index_of(options["task"])}
-        elif "task_spec" in options:
-            raise BadRequestError("verifiers v1 environments play their taskset's tasks: pass options {'task': i} "
-                                  "(an index, an id or a name), {'split': 'train', 'index': i}, or a seed")
-        else:
-            chosen = await choose_task(factory, factory.name, seed, options)
-        task = self.task = factory.tasks[chosen["index"]]
+        chosen = await choose_task(factory, factory.name, seed, options)
+        task = self.task = await factory.task_reader.get(chosen["index"])
         await self.close()
         await factory.serve()
         self.replies = 0
@@ -151,7 +146,7 @@ class V1Session(Environment):
         if turn.done:
             raise EnvError(f"the episode ended before asking the model anything: {_errors(turn.output) or 'no error'}"
                            f"{self._endpoint_errors()}")
-        info = {"task": chosen["index"], **self._request_info(turn.request)}
+        info = {**chosen, "task": chosen["index"], **self._request_info(turn.request)}
         info.update({"task_data": factory.task_info(task, reveals_hidden(options))})
         return ResetResult(turn.request.last_text, info)
 
@@ -239,33 +234,19 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     # Verifiers starts `uv` for harness scripts that do not run warm: the one of this venv
     os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     import verifiers.v1 as vf
-    from verifiers.v1.utils.loaders import (
-        default_harness_id,
-        harness_config_type,
-        load_environment,
-        resolve_env_config,
-    )
+    from verifiers.v1.utils.loaders import load_environment
 
     importable_by_its_programs(manifest)
     taskset_class = load_vendored(manifest)
     if not (isinstance(taskset_class, type) and issubclass(taskset_class, vf.Taskset)):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a verifiers v1 Taskset class")
     taskset_id = manifest.entry.split(":")[0].split(".")[0]  # its package, as Verifiers' loader imports it
-    arguments = {**manifest.env_args, **env_args}
-    config = resolve_env_config({"taskset": {"id": taskset_id, **arguments}})
-    own = default_harness_id(taskset_id)
-    harness_id = own if own != "bash" else manifest.harness
-    updates = {}
-    for name, agent in config:
-        if isinstance(agent, vf.AgentConfig):
-            harness = agent.harness or harness_config_type(harness_id).model_validate({"id": harness_id})
-            updates[name] = agent.model_copy(update={"runtime": vf.SubprocessConfig(), "harness": harness})
-    config = config.model_copy(update=updates)
-    env = load_environment(config)
-    tasks = list(itertools.islice(iter(env.taskset), manifest.max_tasks))
-    if not tasks:
+    env = load_environment(env_config(vf, taskset_id, {**manifest.env_args, **env_args}, manifest.harness))
+    tasks = LazyTasks(env.taskset, manifest.max_tasks)
+    tasks.read_to(1)  # the first task only: a taskset may be endless, and its tasks costly to make
+    if not tasks.read:
         raise ManifestError(f"{manifest.name}: its taskset has no tasks")
-    task_class = type(tasks[0])  # a task with tools overrides toolsets(): its servers start per rollout
+    task_class = type(tasks.read[0])  # a task with tools overrides toolsets(): its servers start per rollout
     run_programs_warm(tool_servers=task_class.toolsets.__func__ is not vf.Task.toolsets.__func__)
     base_fields = set(vf.TaskData.model_fields)
     return V1Factory(env, tasks, manifest, endpoint, vf, base_fields)

@@ -1,7 +1,8 @@
 """higher-lower: the env plays the user (agent.interaction), answering each guess with higher or lower.
 
 The reward is recorded by the env when the game ends: 1.0 for a find, less for each guess it took, 0.0 past the
-allowed guesses; the guesses are a metric.
+allowed guesses; the guesses are a metric. The Env's own config sets the guesses allowed (`--env.max-guesses`), the
+taskset's the secrets (`--env.taskset.secrets`).
 """
 
 import re
@@ -20,15 +21,20 @@ class HigherLowerTask(vf.Task[HigherLowerData]):
     pass
 
 
-class HigherLowerTaskset(vf.Taskset[HigherLowerTask, vf.TasksetConfig]):
+class HigherLowerConfig(vf.TasksetConfig):
+    secrets: list[int] = [37, 82, 5, 50]
+
+
+class HigherLowerTaskset(vf.Taskset[HigherLowerTask, HigherLowerConfig]):
     def load(self) -> list[HigherLowerTask]:
         return [HigherLowerTask(HigherLowerData(idx=i, name=f"secret-{secret}", prompt=None, system_prompt=RULES,
                                                 secret=secret), self.config.task)
-                for i, secret in enumerate([37, 82, 5, 50])]
+                for i, secret in enumerate(self.config.secrets)]
 
 
 class HigherLowerEnvConfig(vf.EnvConfig):
     player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
+    max_guesses: int = MAX_GUESSES
 
 
 class HigherLowerEnv(vf.Env[HigherLowerEnvConfig]):
@@ -37,7 +43,7 @@ class HigherLowerEnv(vf.Env[HigherLowerEnvConfig]):
         message = "Your first guess?"
         async with agents.player.interaction(vf.Task(vf.TaskData(idx=task.data.idx, prompt=None,
                                                                  system_prompt=RULES))) as player:
-            while guesses < MAX_GUESSES:
+            while guesses < self.config.max_guesses:
                 segment = await player.turn(message)
                 if segment.terminated:
                     break

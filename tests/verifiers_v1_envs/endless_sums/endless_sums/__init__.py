@@ -1,0 +1,3 @@
+from endless_sums.taskset import SumsTaskset
+
+__all__ = ["SumsTaskset"]
