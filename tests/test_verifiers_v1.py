@@ -16,10 +16,12 @@ import pytest
 from conftest import in_parallel, play_episode
 
 import openenv_gym
+from openenv_gym.adapters.verifiers.v1_config import split_env_args
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import BadRequestError
 from openenv_gym.importers import import_environment
 from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.schema import ManifestError
 from openenv_gym.manifests.venvs import ensure_venv
 
 HERE = Path(__file__).parent
@@ -200,7 +202,8 @@ def test_an_endless_taskset_whose_tasks_take_time_to_make_reads_only_what_resets
     (obs, info), final = ours(url, 7, ["12"], expose_answer=True)
     answer = info["task_data"]["answer"]
     (obs, _), right = ours(url, 7, [f"The sum is {answer}."])
-    theirs = [verifiers_own(python, ENDLESS, 7, [reply]) for reply in ("12", f"The sum is {answer}.")]
+    theirs = in_parallel(*(lambda reply=reply: verifiers_own(python, ENDLESS, 7, [reply])
+                           for reply in ("12", f"The sum is {answer}.")))
     assert obs.startswith("What is ") and info["task_data"]["id"] == "sum-7"
     assert [scored(final), scored(right)] == [{key: t[key] for key in ("reward", "rewards", "metrics",
                                                                         "stop_condition", "ok")} for t in theirs]
@@ -218,6 +221,16 @@ def test_env_args_go_to_the_env_config_that_declares_them_and_the_rest_to_the_ta
     assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
                                                                "ok")}
     assert answers[-1][1] == 0.0 and answers[-1][4]["metrics"]["guesses"] == 2.0
+
+
+def test_env_args_are_split_as_verifiers_command_line_nests_them():
+    """--env.X for a key the Env's config declares (and `harness`, which Verifiers' Env config refuses with where a
+    harness goes), --env.taskset.X for any other; an explicit taskset object is the taskset's."""
+    env, taskset = split_env_args({"attempts": 3, "pieces": 2, "harness": {"id": "bash"}, "taskset": {"seed": 1}},
+                                  {"attempts", "agent", "taskset", "id"})
+    assert env == {"attempts": 3, "harness": {"id": "bash"}} and taskset == {"pieces": 2, "seed": 1}
+    with pytest.raises(ManifestError, match="holds the taskset's settings: an object"):
+        split_env_args({"taskset": 3}, {"taskset"})
 
 
 def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(served, tmp_path):

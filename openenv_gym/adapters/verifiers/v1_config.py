@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from openenv_gym.manifests.schema import ManifestError
 
 TASKSET = "taskset"
+ENV_ONLY = {"harness"}  # not the taskset's: Verifiers' Env config refuses it with where a harness goes (a seat)
 
 
 def split_env_args(env_args: dict[str, Any], env_fields: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -21,8 +22,9 @@ def split_env_args(env_args: dict[str, Any], env_fields: set[str]) -> tuple[dict
     nested = env_args.get(TASKSET) or {}
     if not isinstance(nested, dict):
         raise ManifestError(f"env_args {TASKSET!r} holds the taskset's settings: an object, got {nested!r:.80}")
-    env = {key: value for key, value in env_args.items() if key in env_fields and key != TASKSET}
-    taskset = {key: value for key, value in env_args.items() if key not in env_fields} | nested
+    env_keys = (env_fields | ENV_ONLY) - {TASKSET}
+    env = {key: value for key, value in env_args.items() if key in env_keys}
+    taskset = {key: value for key, value in env_args.items() if key not in env_keys and key != TASKSET} | nested
     return env, taskset
 
 
