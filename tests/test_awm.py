@@ -226,6 +226,8 @@ def test_import_reports_what_it_skips_and_runs_nothing(tmp_path):
         import_environment(data, "data", tmp_path / "out", data=[data / "gen_tasks.jsonl"])
     with pytest.raises(ImportFailedError, match=r"--scenario picks scenarios of an AWM dataset .* of kind ors"):
         import_environment(ROOT / "tests" / "ors_envs" / "answer", "ors", tmp_path / "out", scenarios=["x"])
+    with pytest.raises(ImportFailedError, match=r"--env-args are a Verifiers environment's arguments.* of kind awm"):
+        import_environment(data, "args", tmp_path / "out", env_args={"max_turns": 3})
 
 
 HOSTILE = {

@@ -19,7 +19,7 @@ import openenv_gym
 from openenv_gym.adapters.verifiers.v1_config import split_env_args
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import BadRequestError
-from openenv_gym.importers import import_environment
+from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.schema import ManifestError
 from openenv_gym.manifests.venvs import ensure_venv
@@ -233,8 +233,10 @@ def test_env_args_are_split_as_verifiers_command_line_nests_them():
         split_env_args({"taskset": 3}, {"taskset"})
 
 
-def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(served, tmp_path):
-    folder = import_environment(HIGHER_LOWER, "higher_lower", tmp_path, check=False)[0].folder
-    with pytest.raises(Exception, match=r"taskset.max_guess: Extra inputs .* declares go to it \(.*max_guesses.*"
-                                        r"player.*\), any other to the taskset's \(.*secrets"):
-        LocalServer(str(folder), 1, 10, "--env-args", json.dumps({"max_guess": 3}))
+def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(tmp_path):
+    """Given at import (--env-args, written in the manifest), they are what the load check loads with: a key of
+    neither config fails the import with the keys of each, and nothing is written."""
+    with pytest.raises(ImportFailedError, match=r"taskset.max_guess: Extra inputs .* declares go to it \(.*"
+                                                r"max_guesses.*player.*\), any other to the taskset's \(.*secrets"):
+        import_environment(HIGHER_LOWER, "higher_lower", tmp_path, env_args={"max_guess": 3})
+    assert not (tmp_path / "higher_lower").exists()

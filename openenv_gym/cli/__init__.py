@@ -122,6 +122,9 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing NAME; allow shadowing modules")
     parser.add_argument("--scenario", dest="scenarios", nargs="+", metavar="S",
                         help="AWM dataset folders: import only these scenarios")
+    parser.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
+                        help="Verifiers environments: their arguments (load_environment's; a v1 env's config), a JSON "
+                             "object written in the manifest and loaded with by the check (data that is local, say)")
     parser.add_argument("--inline-sync", action="store_true",
                         help="OpenEnv environments: their sync reset/step are quick and never block, so run them on "
                              "the event loop rather than in a thread (several times the throughput)")
@@ -140,7 +143,8 @@ def _run_import(args: argparse.Namespace) -> None:
 
     with local_source(args.source, say) as source:
         results = import_environment(source.path, args.name, args.output_dir, args.data, args.env_class, args.force,
-                                     args.inline_sync, args.scenarios, args.check, imported_from=source.origin)
+                                     args.inline_sync, args.scenarios, args.check, imported_from=source.origin,
+                                     env_args=args.env_args)
     for result in results:
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -31,7 +32,8 @@ IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter
 # What each option is for, said when a source of another kind is given it.
 OPTION_USES = {"data": "--data copies data files with a source's code",
                "inline_sync": "--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a thread",
-               "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)"}
+               "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)",
+               "env_args": "--env-args are a Verifiers environment's arguments (load_environment's, a v1 env's config)"}
 
 
 @dataclass
@@ -76,9 +78,10 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
                        scenarios: list[str] | None = None, check: bool = True,
-                       imported_from: str | None = None) -> list[ImportResult]:
+                       imported_from: str | None = None, env_args: dict[str, Any] | None = None) -> list[ImportResult]:
     """Import the environments of `source` as NAME (NAME-<class> when it holds several) under `output_dir`.
     check: load each as the server will, in its venv (built now), and fail the import if it does not load.
+    env_args: a Verifiers environment's arguments, written in its manifest (and so loaded with by the check).
     imported_from: what the manifest says it came from (default: `source`; a package's name==version, say)."""
     source = source.resolve()
     if not source.exists():
@@ -88,7 +91,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     for path in data or []:
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
-    options = ImportOptions(list(data or []), inline_sync, scenarios, force)
+    options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}))
     chosen = _choose(detect_all(source), env_class, source)
     importer = {i.kind: i for i in IMPORTERS}
     for found in chosen:

@@ -37,10 +37,11 @@ class ImportOptions:
     inline_sync: bool = False  # --inline-sync: an OpenEnv environment's sync methods run on the event loop
     scenarios: list[str] | None = None  # --scenario: the scenarios of an AWM dataset to import
     force: bool = False  # --force: replace an environment of that name, import modules that shadow others
+    env_args: dict[str, Any] = field(default_factory=dict)  # --env-args: a Verifiers environment's arguments
 
     def given(self) -> set[str]:
         return {name for name, value in (("data", self.data), ("inline_sync", self.inline_sync),
-                                         ("scenarios", self.scenarios)) if value}
+                                         ("scenarios", self.scenarios), ("env_args", self.env_args)) if value}
 
 
 @dataclass

@@ -117,6 +117,7 @@ def _is_v1(detected: Detected) -> bool:
 
 class VerifiersImporter(SourceImporter):
     kind = "verifiers"
+    takes = frozenset({"data", "env_args"})
     looks_for = ("a module with a top-level load_environment() that imports verifiers (the classic API), or a "
                  "package exporting a verifiers.v1 Taskset in its __all__ (v1)")
 
@@ -141,10 +142,11 @@ class VerifiersImporter(SourceImporter):
         return [*others, requirement]
 
     def manifest_fields(self, source: Path, detected: Detected, options: ImportOptions) -> dict[str, Any]:
+        given = {"env_args": options.env_args} if options.env_args else {}
         if not _is_v1(detected):
-            return {}
+            return given
         package = source.name if source.is_dir() and (source / "__init__.py").is_file() else None
-        return {"api": "v1", **({"package": package} if package else {})}
+        return {"api": "v1", **({"package": package} if package else {}), **given}
 
     def notes(self, source: Path, detected: Detected) -> list[str]:
         if _is_v1(detected):

@@ -21,6 +21,7 @@ the manifest's (`null` unless the import said otherwise).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
@@ -59,6 +60,7 @@ class V1Factory:
         self.name = manifest.name
         self.base_fields = base_fields  # TaskData's own fields: a subclass's (the answer) show only when asked
         self.serving: Any = None
+        self.starting = asyncio.Lock()
 
     def __call__(self) -> V1Session:
         if self.endpoint is None:
@@ -112,10 +114,13 @@ class V1Factory:
 
     async def serve(self) -> None:
         """Verifiers' serving resources (shared tool servers, interception), up once for the worker's episodes."""
-        if self.serving is None:
-            self.serving = self.env.serving()
-            await self.serving.__aenter__()
-
+        if self.serving is not None:
+            return
+        async with self.starting:  # held only once up: one that failed to start is tried again at the next reset
+            if self.serving is None:
+                serving = self.env.serving()
+                await serving.__aenter__()
+                self.serving = serving
 
     async def aclose(self) -> None:
         serving, self.serving = self.serving, None
