@@ -91,6 +91,9 @@ def _broken(tmp_path, style: str, line: str, before: str = "from uuid import uui
     ("bare", "from ..models import CounterAction", r"server/counter_environment\.py, line 1 \(from \.\.models import "
                                                    r"CounterAction\): ImportError: attempted relative import .* as top-"
                                                    r"level modules of its folder.* package-dir"),
+    ("relative", "from email import genai", r"server/counter_environment\.py, line 1 .*ImportError: cannot import "
+                                            r"name 'genai' from 'email'.*the installed module 'email' lacks what the "
+                                            r"source imports from it"),  # as `from google import genai`
     ("relative", "raise SystemExit('no display')", r"server/counter_environment\.py, line 1 .*SystemExit: no display; "
                                                    r"the environment's code fails as it loads"),
 ])

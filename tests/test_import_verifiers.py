@@ -39,6 +39,16 @@ def test_detects_classic_environments(tmp_path, imports):
     assert (found.kind, found.entry) == ("verifiers", "my_env:load_environment")
 
 
+def test_a_package_with_load_environment_in_two_modules_gets_an_id_for_each(tmp_path):
+    """As a published package that ships two envs (sophistry-bench: vf_env.py and sprint/env.py): one id per module,
+    not two of the same name."""
+    source = write(tmp_path / "src", {"vf_env.py": CLASSIC, "sprint/__init__.py": "", "sprint/env.py": CLASSIC})
+    results = import_environment(source, "pair", tmp_path / "out")
+    assert sorted((r.gym_id, r.detected.entry) for r in results) == [
+        ("openenv/verifiers-pair-sprint_env", "sprint.env:load_environment"),
+        ("openenv/verifiers-pair-vf_env", "vf_env:load_environment")]
+
+
 @pytest.mark.parametrize("declared, installed, note", [
     ((), "verifiers<0.4,>=0.1.11", "does not pin verifiers"),
     (("verifiers>=0.1.8",), "verifiers<0.4,>=0.1.11,>=0.1.8", "capped verifiers>=0.1.8 at <0.4"),

@@ -52,12 +52,15 @@ def _problem(exc: BaseException, manifest: BaseManifest | None) -> dict[str, Any
 
 def _hint(exc: BaseException, manifest: BaseManifest | None) -> str:
     vendored = getattr(manifest, "vendored", None)
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        top = exc.name.split(".")[0]
-        ours = vendored is not None and ((vendored / f"{top}.py").exists() or (vendored / top).is_dir())
-        if not ours:
-            return (f"the module {exc.name!r} is not installed: add the distribution that provides it to the "
-                    "source's dependencies (pyproject.toml or requirements.txt) and import it again")
+    top = exc.name.split(".")[0] if isinstance(exc, ImportError) and exc.name else None
+    ours = top is not None and vendored is not None and ((vendored / f"{top}.py").exists() or (vendored / top).is_dir())
+    if isinstance(exc, ModuleNotFoundError) and top is not None and not ours:
+        return (f"the module {exc.name!r} is not installed: add the distribution that provides it to the "
+                "source's dependencies (pyproject.toml or requirements.txt) and import it again")
+    if isinstance(exc, ImportError) and top is not None and not ours:  # `from google import genai`, google being there
+        return (f"the installed module {exc.name!r} lacks what the source imports from it: add the distribution "
+                "that provides it (a namespace package's part, say), or the version that has it, to the source's "
+                "dependencies (pyproject.toml or requirements.txt) and import it again")
     if isinstance(exc, ImportError):
         package = getattr(manifest, "package", None)
         loaded = f"as the package {package!r}" if package else "as top-level modules of its folder"

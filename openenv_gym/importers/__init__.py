@@ -69,10 +69,14 @@ def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[
 
 
 def _names(name: str, chosen: list[Detected]) -> list[str]:
-    """One name per environment: NAME alone, or NAME-<class> when the source holds several."""
+    """One name per environment: NAME alone, or NAME-<class> when the source holds several, NAME-<module> where
+    their classes or functions share a name (load_environment in two modules, say)."""
     if len(chosen) == 1:
         return [name]
-    return [f"{name}-{d.attribute.lower()}" for d in chosen]
+    attributes = [d.attribute.lower() for d in chosen]
+    if len(set(attributes)) == len(chosen):
+        return [f"{name}-{attribute}" for attribute in attributes]
+    return [f"{name}-{d.module.lower().replace('.', '_')}" for d in chosen]
 
 
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
