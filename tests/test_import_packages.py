@@ -115,7 +115,8 @@ def test_an_sdist_imports_with_the_dependencies_its_pkg_info_declares(built, tmp
     with local_source(str(sdist), said.append) as source:
         assert 'dynamic = ["dependencies"]' in (source.path / "pyproject.toml").read_text()
         assert not (source.path / "requirements.txt").exists()
-        [result] = import_environment(source.path, f"answer-{form}", tmp_path / "out", check=form == "tar.gz",
+        # (unchecked: the wheel's test loads these same dependencies in their venv)
+        [result] = import_environment(source.path, f"answer-{form}", tmp_path / "out", check=False,
                                       imported_from=source.origin)
     assert said == [f"unpacking {sdist.name}"]
     assert result.dependencies == DEPENDENCIES
