@@ -27,8 +27,8 @@ from openenv_gym.manifests.venvs import ensure_venv
 HERE = Path(__file__).parent
 V1_ENVS = HERE / "verifiers_v1_envs"
 WORD_ECHO, HIGHER_LOWER, CAPITALS = V1_ENVS / "word_echo", V1_ENVS / "higher_lower", V1_ENVS / "capitals"
-ENDLESS = V1_ENVS / "endless_sums"
-pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS)
+ENDLESS, LEDGER = V1_ENVS / "endless_sums", V1_ENVS / "ledger"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS, LEDGER)
 # higher_lower served with env_args: one key of its Env's own config, one of its taskset's (as --env.max-guesses 2
 # --env.taskset.secrets [9,60] on Verifiers' command line)
 HIGHER_LOWER_ARGS = {"max_guesses": 2, "secrets": [9, 60]}
@@ -240,3 +240,24 @@ def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(tmp_
                                                 r"max_guesses.*player.*\), any other to the taskset's \(.*secrets"):
         import_environment(HIGHER_LOWER, "higher_lower", tmp_path, env_args={"max_guess": 3})
     assert not (tmp_path / "higher_lower").exists()
+
+
+def test_a_taskset_wide_tool_server_serves_every_episode_and_stops_with_the_server(tmp_path, monkeypatch):
+    """The book tool server is the taskset's (Taskset.toolsets), started once per worker as Verifiers' serving() starts
+    it; a server told to stop leaves serving before its threads go (the tool server's teardown needs one): it exits
+    0, and its runtime's folder is gone."""
+    [imported] = import_environment(LEDGER, "ledger", tmp_path / "out")
+    home = tmp_path / "home"  # Verifiers keeps its runtimes' folders in ~/.cache/verifiers
+    monkeypatch.setenv("HOME", str(home))  # the server's
+    server = LocalServer(str(imported.folder), 1, 10)
+    try:
+        call = {"name": "book_balance", "arguments": {"account": "alice"}}
+        first, looked_up, final = ours(server.url, 0, [call, "Alice has 120."])
+        assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["book_balance"]
+        assert looked_up[0] == "120" and final[1] == 1.0
+        workdirs = home / ".cache" / "verifiers" / "runtimes" / "subprocess"  # (beside scripts/, Verifiers' cache)
+        assert any(workdirs.iterdir())  # the tool server's runtime, while up
+    finally:
+        server.stop()
+    assert server.process.returncode == 0, "".join(server._tail)
+    assert list(workdirs.iterdir()) == []

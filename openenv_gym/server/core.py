@@ -241,10 +241,13 @@ class SessionCore:
         return len(idle)
 
     def shutdown(self) -> None:
+        """End every session. The threads stay for what closes after (a factory's aclose): stop_threads ends them."""
         self.groups.shutdown()
         for session in list(self.sessions.values()):
             self.end(session)
         self.eager.close()
+
+    def stop_threads(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     # -- running environment code --------------------------------------------------------------

@@ -196,4 +196,5 @@ class Worker:
         self.model_endpoint.close()
         closing = getattr(self.factory, "aclose", None)  # what a factory holds open for the worker's sessions
         if closing is not None:
-            await closing()
+            await closing()  # (with the threads still there: Verifiers' serving resources end in one)
+        self.core.stop_threads()

@@ -1,0 +1,3 @@
+from ledger.taskset import LedgerTaskset
+
+__all__ = ["LedgerTaskset"]
