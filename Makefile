@@ -22,9 +22,11 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check openenv_gym servers tests benchmarks examples scripts
 
 # System packages some tests need: the browser tests run Debian's Chromium (Playwright's own browser download is out
-# of reach here); the DNS test resolves a name to several addresses through nss_wrapper and a hosts file of its own.
+# of reach here); the DNS test resolves a name to several addresses through nss_wrapper and a hosts file of its own;
+# the episodes of environments that run programs run in sandboxes made by bubblewrap.
 CHROMIUM ?= /usr/bin/chromium
 NSS_WRAPPER ?= /usr/lib/x86_64-linux-gnu/libnss_wrapper.so
+BWRAP ?= /usr/bin/bwrap
 apt_install = command -v apt-get >/dev/null || { echo "the tests need $(2) at $(1): install it"; exit 1; }; \
 	apt-get install -y -q $(2) >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $(2) >/dev/null; }
 
@@ -34,10 +36,13 @@ $(CHROMIUM):
 $(NSS_WRAPPER):
 	@$(call apt_install,$@,libnss-wrapper)
 
+$(BWRAP):
+	@$(call apt_install,$@,bubblewrap)
+
 # The project's own modules are compiled first, as pip compiles what it installs (an editable install is not):
 # where bytecode is not written (PYTHONDONTWRITEBYTECODE), each of the suite's server processes would compile
 # what it imports again, 0.13 s of a server's start.
-test: lint $(CHROMIUM) $(NSS_WRAPPER)
+test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP)
 	$(PY) -m compileall -q openenv_gym servers benchmarks tests examples >/dev/null
 	$(PY) -m pytest
 
@@ -45,7 +50,7 @@ test: lint $(CHROMIUM) $(NSS_WRAPPER)
 screenshots: $(VENV)/.installed $(CHROMIUM)
 	OPENENV_GYM_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/test_web.py -k "guess_episode or chat_env or viewer_opens"
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(BWRAP)
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) -m benchmarks.latency
 	$(PY) -m benchmarks.capacity

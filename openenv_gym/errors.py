@@ -124,6 +124,11 @@ class ModelServerError(OpenEnvGymError):
     """The model server a policy talks to refused a request or kept failing (after its retries)."""
 
 
+class SandboxUnavailableError(OpenEnvGymError):
+    """This machine cannot sandbox the episodes of an environment that runs programs (no bubblewrap, no namespaces):
+    the server refuses to run it unconfined unless told so (--no-sandbox)."""
+
+
 ERROR_CLASSES: dict[str, type[ProtocolError]] = {
     cls.code: cls
     for cls in (

@@ -269,6 +269,8 @@ def test_an_action_that_is_no_message_is_an_invalid_action_and_the_program_waits
 
 
 def test_a_request_after_the_episode_ended_is_told_so(tmp_path, start_server):
+    """Unconfined (--no-sandbox), a program's address on the worker's endpoint outlives its episode: a late request
+    is answered 410. (Sandboxed, the address is in the sandbox's own network, gone with it.)"""
     leak = tmp_path / "leaked.json"
     program = f'''
         import json, os, urllib.request
@@ -276,7 +278,7 @@ def test_a_request_after_the_episode_ended_is_told_so(tmp_path, start_server):
         body = json.dumps({{"messages": [{{"role": "user", "content": "q"}}]}}).encode()
         urllib.request.urlopen(urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", body))
     '''
-    url = start_server(agent_env(tmp_path / "late", program))
+    url = start_server(agent_env(tmp_path / "late", program), "--no-sandbox")
     play(url, ["done"])
     base_url, key = json.loads(leak.read_text())
     late = httpx.post(base_url + "/chat/completions", json={"messages": [{"role": "user", "content": "again"}]})

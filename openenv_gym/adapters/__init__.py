@@ -20,19 +20,20 @@ from openenv_gym.adapters.python import load_python_environment
 from openenv_gym.adapters.verifiers import load_verifiers_environment
 from openenv_gym.manifests.schema import BaseManifest, ManifestError
 
-# (the manifest, its env_args, the worker's model endpoint) -> the factory
-Loader = Callable[[Any, dict[str, Any], ModelEndpoint | None], EnvironmentFactory]
+# (the manifest, its env_args, the worker's model endpoint, whether its programs run sandboxed) -> the factory
+Loader = Callable[[Any, dict[str, Any], ModelEndpoint | None, bool], EnvironmentFactory]
 
 
-def _without_env_args(load: Callable[..., EnvironmentFactory], endpoint: bool = False) -> Loader:
-    """A loader of a kind built without arguments; with `endpoint`, it is given the model endpoint."""
-    def loader(manifest: BaseManifest, env_args: dict[str, Any], model_endpoint: ModelEndpoint | None) \
-            -> EnvironmentFactory:
+def _without_env_args(load: Callable[..., EnvironmentFactory], programs: bool = False) -> Loader:
+    """A loader of a kind built without arguments; with `programs` (its episodes run programs), it is given the
+    model endpoint and whether to sandbox them."""
+    def loader(manifest: BaseManifest, env_args: dict[str, Any], model_endpoint: ModelEndpoint | None,
+               sandboxed: bool) -> EnvironmentFactory:
         if env_args:
             article = "an" if manifest.kind[0] in "aeiou" else "a"  # "an ors environment"
             raise ManifestError(f"{manifest.name} is {article} {manifest.kind} environment, which takes no env_args "
                                 "(only verifiers environments are built with arguments)")
-        return load(manifest, model_endpoint) if endpoint else load(manifest)
+        return load(manifest, model_endpoint, sandboxed) if programs else load(manifest)
     return loader
 
 
@@ -42,12 +43,13 @@ _LOADERS: dict[str, Loader] = {
     "verifiers": load_verifiers_environment,
     "openenv": _without_env_args(load_openenv_environment),
     "awm": _without_env_args(load_awm_environment),
-    "agent": _without_env_args(load_agent_environment, endpoint=True),
+    "agent": _without_env_args(load_agent_environment, programs=True),
 }
 
 
 def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,
-                 endpoint: ModelEndpoint | None = None) -> EnvironmentFactory:
+                 endpoint: ModelEndpoint | None = None, sandboxed: bool = True) -> EnvironmentFactory:
     """The factory of a manifest; env_args (verifiers only) override the manifest's own; `endpoint` is the worker's
-    model endpoint, for the kinds whose programs call a model."""
-    return _LOADERS[manifest.kind](manifest, env_args or {}, endpoint)
+    model endpoint, for the kinds whose programs call a model; `sandboxed`: those programs run in a sandbox each
+    (False only when the server was told --no-sandbox)."""
+    return _LOADERS[manifest.kind](manifest, env_args or {}, endpoint, sandboxed)

@@ -23,7 +23,7 @@ def loading_problem(env: str) -> dict[str, Any] | None:
     manifest = None
     try:
         manifest = find_manifest(env)
-        load_factory(manifest).describe()
+        load_factory(manifest, sandboxed=False).describe()  # (whether this machine can sandbox it is not the code's)
     except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
         return _problem(exc, manifest)
     return None

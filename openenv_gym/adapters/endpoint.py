@@ -5,10 +5,13 @@
 `ask` (a ChatRequest in, the assistant message out), and nothing sent anywhere else reaches it. `lease.close()`
 ends it: a request still waiting, or sent later, is answered with an error saying the episode is over. What went
 wrong between the program and the endpoint (a malformed request, another model asked for) is in `lease.errors`.
+Given a `listener` (a listening socket in the program's sandbox, sandbox/netns.py), the lease's address is that
+socket's.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Protocol
 
 from openenv_gym.adapters.policy_turns import Ask
@@ -24,4 +27,4 @@ class EndpointLease(Protocol):
 
 
 class ModelEndpoint(Protocol):
-    async def open(self, ask: Ask, model: str) -> EndpointLease: ...
+    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None) -> EndpointLease: ...

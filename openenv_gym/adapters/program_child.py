@@ -1,7 +1,8 @@
 """What runs in an episode's program process, forked from the warm process (multiprocessing's fork server).
 
-The child leaves its parent's process group (so that the whole tree it starts is killed with it), takes its
-limits, moves into the episode's working directory, sends its output to files there, and then either becomes
+The child leaves its parent's process group (so that the whole tree it starts is killed with it), enters the
+episode's sandbox if it has one (sandbox/enter.py: the process that goes on is the sandbox's, unprivileged), takes
+its limits, moves into the episode's working directory, sends its output to files there, and then either becomes
 the command (exec), runs it here when it is a Python script (`python agent.py`: the modules the fork server
 preloaded are imported already), or calls the entry function, whose return value it prints last, as JSON.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv_gym.runtime.lifetime import die_with_parent
+from openenv_gym.sandbox import Entry, enter
 
 STDIN = ".stdin"  # in the working directory: what a program reads, if the episode wrote it
 
@@ -40,6 +42,8 @@ class ProgramSpec:
     call: dict[str, Any] = field(default_factory=dict)  # the entry's keyword arguments
     output_prefix: str = ""  # its output goes to <prefix>.stdout and <prefix>.stderr in the working directory
     log: str = ""  # or, when set, both to this file
+    sandbox: Entry | None = None  # the episode's sandbox, entered before anything else (None: unconfined)
+    processes: int | None = None  # in the sandbox: its uid's processes at once (the cgroup bounds them too)
 
     @property
     def output_files(self) -> tuple[str, str]:
@@ -66,8 +70,13 @@ def run(spec: ProgramSpec) -> None:
 def _run(spec: ProgramSpec) -> None:
     os.setsid()
     die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
-    for limit, value in ((resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
-                         (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)):
+    if spec.sandbox is not None:
+        enter(spec.sandbox)
+    limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
+              (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)]
+    if spec.processes is not None:  # (the uid is the episode's own: this counts the episode's processes only)
+        limits.append((resource.RLIMIT_NPROC, spec.processes))
+    for limit, value in limits:
         resource.setrlimit(limit, (value, value))
     os.chdir(spec.workdir)
     os.environ.clear()

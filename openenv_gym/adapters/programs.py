@@ -33,18 +33,19 @@ def warm_up(preload: list[str]) -> None:
 class Program:
     """One running program: wait for it, kill its process group, read what it printed."""
 
-    def __init__(self, process: multiprocessing.process.BaseProcess, spec: ProgramSpec) -> None:
+    def __init__(self, process: multiprocessing.process.BaseProcess, spec: ProgramSpec, host_workdir: Path) -> None:
         self.process = process
-        self.outputs = [Path(spec.workdir) / name for name in spec.output_files]
+        self.outputs = [host_workdir / name for name in spec.output_files]
         self._exited = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().add_reader(process.sentinel, self._on_exit)
 
     @classmethod
-    async def start(cls, spec: ProgramSpec) -> Program:
+    async def start(cls, spec: ProgramSpec, host_workdir: Path | None = None) -> Program:
+        """Start `spec`; `host_workdir` is where the server reads its working directory (a sandbox's differs)."""
         warm_up([])
         process = _CONTEXT.Process(target=run, args=(spec,), daemon=False)
         await asyncio.to_thread(process.start)  # a round trip to the fork server: keep it off the event loop
-        return cls(process, spec)
+        return cls(process, spec, host_workdir or Path(spec.workdir))
 
     def _on_exit(self) -> None:
         asyncio.get_running_loop().remove_reader(self.process.sentinel)

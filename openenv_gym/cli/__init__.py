@@ -73,6 +73,10 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="list tasks whole, answers included, in GET /tasks and the tasks op (default: their "
                             "hidden parts are left out, as in observations; anyone who reaches the port may list)")
     serve.add_argument("--no-web", action="store_true", help="do not serve the playground page at /web")
+    serve.add_argument("--no-sandbox", action="store_true",
+                       help="run the programs of agent environments unconfined, seeing the server's files, network "
+                            "and processes (default: in a sandbox each; an environment that runs programs is refused "
+                            "where no sandbox can be made)")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
@@ -101,7 +105,7 @@ def _run_serve(args: argparse.Namespace) -> None:
           group_timeout=args.group_timeout, max_action_chars=args.max_action_chars, threads=args.threads,
           reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
-          exit_with_stdin=args.exit_with_stdin)
+          exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox)
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, Val
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.protocol.ors import DEFAULT_MAX_STEPS
+from openenv_gym.sandbox.policy import Network
 
 MANIFEST_FILE = "openenv.toml"
 VENDOR_DIR = "vendor"  # where an import puts the source's own code
@@ -144,10 +145,12 @@ class AgentLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     turn_timeout: float = Field(300.0, gt=0)  # seconds between an answer and its next model request (or its exit)
-    cpu_seconds: PositiveInt = 600
-    memory_mb: PositiveInt = 4096  # address space
+    cpu_seconds: PositiveInt = 600  # per process
+    memory_mb: PositiveInt = 4096  # all its processes together (and each one's address space)
     output_mb: PositiveInt = 16  # the largest file it may write, its stdout and stderr included
-    open_files: PositiveInt = 1024
+    open_files: PositiveInt = 1024  # per process
+    processes: PositiveInt = 256  # at once, all it starts included
+    disk_mb: PositiveInt = 512  # its working directory, and its /tmp apart
 
 
 class AgentManifest(BaseManifest):
@@ -173,6 +176,7 @@ class AgentManifest(BaseManifest):
     model: str = "policy"  # the model name the program must ask for (given to it as OPENAI_MODEL)
     preload: list[str] = []  # modules the warm process imports once, so that an entry's episodes start at once
     limits: AgentLimits = AgentLimits()
+    network: Network = "model"  # its sandbox's: none, its session's model endpoint only, or the host's (public)
 
     def model_post_init(self, _: Any) -> None:
         if (self.entry is None) == (self.command is None):

@@ -36,3 +36,4 @@ class ServeConfig:
     ping_interval: float | None = None  # server pings; off: clients may not read while the model thinks
     reveal_tasks: bool = False  # task listings (GET /tasks, the tasks op) hold the tasks' hidden parts (answers)
     web: bool = True  # the playground page, GET /web
+    sandbox: bool = True  # episodes that run programs run them in a sandbox each; False: unconfined (--no-sandbox)

@@ -36,14 +36,15 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
           reveal_tasks: bool = ServeConfig.reveal_tasks,
           web: bool = ServeConfig.web, env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
-          exit_with_stdin: bool = False) -> None:
+          exit_with_stdin: bool = False, sandbox: bool = ServeConfig.sandbox) -> None:
     """Serve `env` (a name, a gym id, or a folder with an openenv.toml) until SIGTERM or SIGINT.
 
     workers: processes sharing the port (default: one per core). on_ready(url): called once serving (default:
     print the URL). ready_fd: a pipe to report to instead (protocol/ready.py). exit_with_stdin: stop when
     stdin closes (the lifeline of a server started by another process). reveal_tasks: task listings hold the
     tasks' hidden parts (answers) too; off by default, since anyone who reaches the port may list tasks. web: serve
-    the playground page at /web.
+    the playground page at /web. sandbox: episodes that run programs run them in a sandbox each (False: unconfined,
+    for a machine that cannot make sandboxes; the server refuses such an environment otherwise).
     """
     settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
@@ -58,7 +59,8 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
                                        frame_timeout, resume_window, group_timeout),
-                         threads=threads, reveal_tasks=reveal_tasks, web=web, env_args=env_args or {})
+                         threads=threads, reveal_tasks=reveal_tasks, web=web, env_args=env_args or {},
+                         sandbox=sandbox)
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
     run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import socket
 from collections import OrderedDict
 from http import HTTPStatus
 
@@ -47,12 +48,14 @@ MAX_ERRORS_KEPT = 20  # endpoint errors kept per lease for its episode's info
 class Lease:
     """One program's address on the endpoint (see adapters/endpoint.py)."""
 
-    def __init__(self, endpoint: ModelEndpointServer, ask: Ask, model: str, key: str) -> None:
+    def __init__(self, endpoint: ModelEndpointServer, ask: Ask, model: str, key: str, port: int,
+                 own_server: asyncio.Server | None = None) -> None:
         self.endpoint, self.ask, self.model, self.api_key = endpoint, ask, model, key
-        self.base_url = f"http://127.0.0.1:{endpoint.port}/{key}/v1"
+        self.base_url = f"http://127.0.0.1:{port}/{key}/v1"
         self.errors: list[str] = []
         self.ended = asyncio.Event()
         self._completions = 0
+        self._own_server = own_server  # the lease's own listener (in its program's sandbox), closed with it
 
     def note(self, error: str) -> None:
         if len(self.errors) < MAX_ERRORS_KEPT:
@@ -65,6 +68,8 @@ class Lease:
     def close(self) -> None:
         self.ended.set()
         self.endpoint.forget(self.api_key)
+        if self._own_server is not None:
+            self._own_server.close()
 
 
 class ModelEndpointServer:
@@ -77,14 +82,20 @@ class ModelEndpointServer:
         self._server: asyncio.Server | None = None
         self._starting = asyncio.Lock()
 
-    async def open(self, ask: Ask, model: str) -> Lease:
+    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None) -> Lease:
+        """A lease on the worker's loopback address; or, given `listener` (a listening socket in a program's
+        sandbox, the only address it reaches), on that one."""
+        key = secrets.token_urlsafe(16)
+        if listener is not None:
+            own = await asyncio.start_server(self._serve, sock=listener)
+            lease = self._leases[key] = Lease(self, ask, model, key, listener.getsockname()[1], own)
+            return lease
         if self._server is None:
             async with self._starting:
                 if self._server is None:
                     self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
                     self.port = self._server.sockets[0].getsockname()[1]
-        key = secrets.token_urlsafe(16)
-        lease = self._leases[key] = Lease(self, ask, model, key)
+        lease = self._leases[key] = Lease(self, ask, model, key, self.port)
         return lease
 
     def forget(self, key: str) -> None:

@@ -91,7 +91,7 @@ class Worker:
         if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
             os.chdir(self.manifest.vendored)
         self.model_endpoint = ModelEndpointServer()  # started by the first program that needs it
-        self.factory = load_factory(self.manifest, config.env_args, self.model_endpoint)
+        self.factory = load_factory(self.manifest, config.env_args, self.model_endpoint, config.sandbox)
         # What loading left (the env's libraries and data: datasets, verifiers, pydantic models) lives as long as
         # the worker: frozen, the garbage collector stops walking it at every full collection, which under many
         # sessions cost a Verifiers worker nearly half its time

@@ -7,7 +7,9 @@ or an assistant message with tool calls) and waits for the next one, or for the 
 episode (terminated) with its reward: the manifest's reward function of the trace, else what the program
 printed last, as JSON (a number, or an object with "reward" and metrics). A program that crashes ends its
 episode with the error in info; one that stays silent longer than its turn timeout is killed and its episode
-truncated. Nothing a program does reaches another session.
+truncated. Each episode's program runs in a sandbox of its own (workplace.py: its own files, processes and uid,
+no network but its model endpoint unless the manifest's `network` says otherwise): nothing it does reaches
+another session or the server.
 """
 
 from __future__ import annotations
@@ -16,11 +18,8 @@ import asyncio
 import inspect
 import json
 import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from openenv_gym.adapters.agent.catalog import TaskFiles, prompt_of, visible
@@ -31,13 +30,15 @@ from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.program_child import STDIN, ProgramSpec
 from openenv_gym.adapters.programs import Program, warm_up
 from openenv_gym.adapters.python import import_entry
+from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
+from openenv_gym.sandbox import SandboxPolicy, refusal
 
 ERROR_TAIL = 2000  # characters of a failed program's stderr told in info
 
@@ -62,8 +63,12 @@ class Ended:
 
 
 class AgentFactory:
-    def __init__(self, manifest: AgentManifest, endpoint: ModelEndpoint | None) -> None:
-        self.manifest, self.endpoint, self.name = manifest, endpoint, manifest.name
+    def __init__(self, manifest: AgentManifest, endpoint: ModelEndpoint | None, sandboxed: bool) -> None:
+        self.manifest, self.endpoint, self.name, self.sandboxed = manifest, endpoint, manifest.name, sandboxed
+        limits = manifest.limits
+        self.policy = SandboxPolicy(manifest.network, limits.processes, limits.memory_mb << 20, limits.cpu_seconds,
+                                    limits.open_files, limits.output_mb << 20, limits.disk_mb << 20,
+                                    readable=(str(manifest.folder),))
         self.catalog_files = TaskFiles(manifest)
         self.reward_function = _reward_function(manifest) if manifest.reward else None
         warm_up(manifest.preload)
@@ -78,6 +83,10 @@ class AgentFactory:
                 "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent",
                 "reset_options": vocabulary(CATALOG_OPTIONS, ("task_spec",))}
 
+    async def workplace(self) -> Workplace:
+        """Where an episode's program runs: its sandbox (or, served --no-sandbox, a temporary folder)."""
+        return await Workplace.open(self.policy, self.sandboxed, f"openenv-gym-{self.name}-")
+
     async def splits(self) -> list[dict[str, str]]:
         return await self.catalog_files.splits()
 
@@ -91,15 +100,16 @@ class AgentFactory:
         chosen = [self.catalog_files.task(split, index) for index in window]
         return chosen if reveal else [visible(task) for task in chosen]
 
-    def spec(self, workdir: Path, lease: EndpointLease, task: dict[str, Any]) -> ProgramSpec:
+    def spec(self, place: Workplace, lease: EndpointLease, task: dict[str, Any]) -> ProgramSpec:
         manifest, limits = self.manifest, self.manifest.limits
         environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
         environ.update(OPENAI_BASE_URL=lease.base_url, OPENAI_API_KEY=lease.api_key, OPENAI_MODEL=lease.model,
                        OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
                        OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))
-        common = dict(workdir=str(workdir), environ=environ, cpu_seconds=limits.cpu_seconds,
+        common = dict(workdir=place.workdir, environ=place.environ(environ), cpu_seconds=limits.cpu_seconds,
                       memory_bytes=limits.memory_mb * 2**20, output_bytes=limits.output_mb * 2**20,
-                      open_files=limits.open_files)
+                      open_files=limits.open_files, sandbox=place.entry,
+                      processes=limits.processes if place.entry is not None else None)
         prompt = prompt_of(task)
         if manifest.command is None:
             return ProgramSpec(**common, folder=str(manifest.folder), call={
@@ -114,7 +124,7 @@ class AgentFactory:
         if manifest.task_input == "argv":
             command.append(prompt)
         else:
-            (workdir / STDIN).write_text(prompt)
+            (place.host_workdir / STDIN).write_text(prompt)
         return ProgramSpec(**common, command=command, script=script)
 
 
@@ -124,7 +134,7 @@ class AgentSession(Environment):
         self.turns: PolicyTurns | None = None
         self.lease: EndpointLease | None = None
         self.program: Program | None = None
-        self.workdir: Path | None = None
+        self.place: Workplace | None = None
         self.trace: dict[str, Any] = {}
         self.seen = 0  # messages of the conversation already in the trace
         self.tool_names: set[str] = set()  # of the waiting request
@@ -137,7 +147,7 @@ class AgentSession(Environment):
         chosen = await choose_task(self.factory, self.factory.name, seed, options)
         task = chosen.get("task_spec") or self.factory.catalog_files.task(chosen["split"], chosen["index"])
         await self.close()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"openenv-gym-{self.factory.name}-"))
+        self.place = await self.factory.workplace()
         self.trace, self.seen = {"task": task, "turns": []}, 0
         self.turns = PolicyTurns(lambda ask: self._run(ask, task))
         turn = await self._next(self.turns.next_turn())
@@ -152,10 +162,11 @@ class AgentSession(Environment):
 
     async def _run(self, ask: Any, task: dict[str, Any]) -> Ended:
         """The episode's program, from start to end, with its own address on the endpoint."""
-        assert self.workdir is not None
-        self.lease = lease = await self.endpoint.open(ask, self.factory.manifest.model)
+        place = self.place
+        assert place is not None
+        self.lease = lease = await self.endpoint.open(ask, self.factory.manifest.model, place.listener())
         try:
-            self.program = program = await Program.start(self.factory.spec(self.workdir, lease, task))
+            self.program = program = await Program.start(self.factory.spec(place, lease, task), place.host_workdir)
             try:
                 code = await program.wait()
             finally:
@@ -202,8 +213,9 @@ class AgentSession(Environment):
             info["error"] = {"code": "timeout", "message": f"the program was silent for more than "
                              f"{self.factory.manifest.limits.turn_timeout:g} s and was killed"}
         elif ended.exit_code != 0:
+            bound = " (the memory bound of its sandbox killed it)" if self.place and self.place.out_of_memory() else ""
             info["error"] = {"code": "env_error", "message": f"the program exited with code {ended.exit_code}"
-                             f"{_said(ended)}"}
+                             f"{bound}{_said(ended)}"}
         if self.lease is not None and self.lease.errors:
             info["endpoint_errors"] = list(self.lease.errors)
         value, metrics = await self._reward(result, info)
@@ -240,9 +252,9 @@ class AgentSession(Environment):
         if turns is not None:
             await turns.cancel()
         self.program = self.lease = None
-        workdir, self.workdir = self.workdir, None
-        if workdir is not None:  # a few small files: inline (a thread per close would outlive a stopping server)
-            shutil.rmtree(workdir, True)
+        place, self.place = self.place, None
+        if place is not None:
+            await place.close()
 
 
 def _said(ended: Ended) -> str:
@@ -258,8 +270,12 @@ def _reward_function(manifest: AgentManifest) -> Any:
     return function
 
 
-def load_agent_environment(manifest: AgentManifest, endpoint: ModelEndpoint | None = None) -> AgentFactory:
+def load_agent_environment(manifest: AgentManifest, endpoint: ModelEndpoint | None = None,
+                           sandboxed: bool = True) -> AgentFactory:
+    refused = refusal(f"{manifest.name}, an agent environment,") if sandboxed else None
+    if refused is not None:
+        raise SandboxUnavailableError(refused)
     if manifest.entry is not None:
         import_entry(manifest)  # fails now, with the file, rather than in every episode's program
-    return AgentFactory(manifest, endpoint)
+    return AgentFactory(manifest, endpoint, sandboxed)
 

@@ -12,8 +12,9 @@ from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.manifests.schema import VerifiersManifest
 
 
-def load_verifiers_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
-                               endpoint: ModelEndpoint | None) -> EnvironmentFactory:
+def load_verifiers_environment(manifest: VerifiersManifest, env_args: dict[str, Any], endpoint: ModelEndpoint | None,
+                               sandboxed: bool) -> EnvironmentFactory:
+    # (v1's harness programs run unconfined as yet: their sandbox, through Verifiers' runtime, is issue 37's next step)
     if manifest.api == "v1":
         from openenv_gym.adapters.verifiers.v1 import load_v1_environment
 

@@ -1,0 +1,58 @@
+"""Where an episode's programs run: its sandbox (sandbox/), or, only when the server was told --no-sandbox, a
+temporary folder of the host's. Every adapter whose episodes run programs takes its place from here, so that none
+runs them its own way.
+
+    place = await Workplace.open(policy, sandboxed)   # policy: the manifest's network and limits
+    lease = await endpoint.open(ask, model, place.listener())
+    spec = ProgramSpec(workdir=place.workdir, sandbox=place.entry, environ=place.environ(environ), ...)
+    program = await Program.start(spec, place.host_workdir)
+    await place.close()                                # its processes killed, its files gone
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+from openenv_gym.sandbox import WORKDIR, Entry, Sandbox, SandboxPolicy
+
+HOME = WORKDIR  # a sandboxed program's home: its working directory (the server's own is hidden from it)
+
+
+class Workplace:
+    def __init__(self, workdir: str, host_workdir: Path, sandbox: Sandbox | None) -> None:
+        self.workdir, self.host_workdir, self.sandbox = workdir, host_workdir, sandbox
+        self.entry: Entry | None = sandbox.entry if sandbox is not None else None
+
+    @classmethod
+    async def open(cls, policy: SandboxPolicy, sandboxed: bool, prefix: str = "openenv-gym-") -> Workplace:
+        if not sandboxed:
+            folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+            return cls(str(folder), folder, None)
+        sandbox = await Sandbox.open(policy)
+        return cls(sandbox.workdir, sandbox.host_path(sandbox.workdir), sandbox)
+
+    def listener(self) -> socket.socket | None:
+        """The model endpoint's address inside the sandbox, where the program may reach it (None: the worker's)."""
+        if self.sandbox is None or self.sandbox.policy.network != "model":
+            return None
+        return self.sandbox.listening_socket()
+
+    def environ(self, environ: dict[str, str]) -> dict[str, str]:
+        """A program's environment, with a home and temporary folder it may write in its sandbox."""
+        if self.sandbox is None:
+            return environ
+        return {**environ, "HOME": HOME, "TMPDIR": "/tmp"}
+
+    def out_of_memory(self) -> bool:
+        """Whether the memory bound of the episode's processes killed one of them."""
+        return self.sandbox is not None and self.sandbox.out_of_memory()
+
+    async def close(self) -> None:
+        if self.sandbox is not None:
+            await self.sandbox.close()
+        else:  # a few small files: inline (a thread per close would outlive a stopping server)
+            shutil.rmtree(self.host_workdir, True)

@@ -1,0 +1,107 @@
+"""An episode's control group: one bound on how many processes its programs run at once and on the memory they
+hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it). cgroup v2 where the
+machine delegates its controllers, the v1 `pids` and `memory` hierarchies otherwise; none where neither is
+writable (then the rlimits of each process are the bounds)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+GROUP = "openenv-gym"  # the folder every episode's group is made in
+REMOVE_WAIT = 2.0  # seconds a group may take to empty once its processes were killed
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """The folders of one episode's group (one per hierarchy), and the files its processes join it by."""
+
+    folders: tuple[str, ...]
+
+    @property
+    def procs(self) -> tuple[str, ...]:
+        return tuple(f"{folder}/cgroup.procs" for folder in self.folders)
+
+    def join(self) -> None:
+        """Put the calling process in the group (its children are born in it)."""
+        for procs in self.procs:
+            with open(procs, "w") as file:
+                file.write(str(os.getpid()))
+
+    def out_of_memory(self) -> bool:
+        """Whether the memory bound killed one of its processes."""
+        for folder in self.folders:
+            for name, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+                with contextlib.suppress(OSError):
+                    fields = dict(line.split() for line in Path(folder, name).read_text().splitlines())
+                    if int(fields.get(key, 0)) > 0:
+                        return True
+        return False
+
+    async def remove(self) -> None:
+        """Remove its folders once its processes are gone (they were killed: they may take a moment to be reaped).
+        One still busy past REMOVE_WAIT is left to remove_orphans, once its worker has ended."""
+        deadline = time.monotonic() + REMOVE_WAIT
+        for folder in self.folders:
+            while not _removed(folder) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+
+
+def _removed(folder: str) -> bool:
+    try:
+        os.rmdir(folder)
+    except FileNotFoundError:
+        pass
+    except OSError:  # busy: a process of it still exits
+        return False
+    return True
+
+
+def remove_orphans() -> None:
+    """Remove the groups of worker processes that are gone (killed before they removed their episodes' groups)."""
+    for root in writable_hierarchies():
+        for folder in (root / GROUP).glob("*-*"):
+            pid = folder.name.split("-")[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _removed(str(folder))
+
+
+def _v2_controllers() -> set[str]:
+    with contextlib.suppress(OSError):
+        return set((ROOT / "cgroup.controllers").read_text().split())
+    return set()
+
+
+def writable_hierarchies() -> list[Path]:
+    """Where this process may make episode groups: [the v2 root] or [the v1 pids and memory roots]; [] if nowhere."""
+    if {"pids", "memory"} <= _v2_controllers() and os.access(ROOT, os.W_OK):
+        return [ROOT]
+    v1 = [ROOT / "pids", ROOT / "memory"]
+    return v1 if all(os.access(folder, os.W_OK) for folder in v1) else []
+
+
+def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
+    """The group of an episode named `name`, bounded; None where this machine lets us make none."""
+    folders = []
+    for root in writable_hierarchies():
+        parent = root / GROUP
+        if not parent.is_dir():
+            with contextlib.suppress(FileExistsError):
+                parent.mkdir()
+            if root == ROOT:  # v2: the children of our group may use the controllers
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text("+pids +memory")
+        folder = parent / name
+        folder.mkdir()
+        folders.append(str(folder))
+        limits = {"pids.max": processes, "memory.max": memory_bytes, "memory.limit_in_bytes": memory_bytes,
+                  "memory.swap.max": 0}
+        for file, value in limits.items():
+            if (folder / file).exists():
+                (folder / file).write_text(str(value))
+    return Cgroup(tuple(folders)) if folders else None

@@ -1,0 +1,61 @@
+"""Entering an episode's sandbox from a process forked warm (the program's, from the fork server): no interpreter
+starts again. The process joins its control group, then the namespaces bubblewrap made (setns(2)): the mount view,
+the network, IPC and UTS, and the PID namespace its children are born in. It drops every privilege (no groups, the
+episode's own uid and gid, no capabilities left) and forks: the child, the sandbox's process, goes on to run the
+program; the parent stays outside to wait for it and exit as it exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+from dataclasses import dataclass
+
+from openenv_gym.runtime.lifetime import die_with_parent
+from openenv_gym.sandbox.cgroups import Cgroup
+
+CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a forked process needs to enter a sandbox (picklable: it travels to the fork server)."""
+
+    pid: int  # a process inside every namespace of the sandbox (bubblewrap's init)
+    uid: int  # the episode's own, unprivileged
+    cgroup: Cgroup | None
+
+
+def setns(fd: int, kind: str) -> None:
+    if _libc.setns(fd, CLONE_NEW[kind]) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"cannot enter the sandbox's {kind} namespace: {os.strerror(error)}")
+
+
+def enter(entry: Entry) -> None:
+    """Move this process into the sandbox, unprivileged; return in the child that runs the program. The parent
+    never returns: it exits with the child's exit code, or by the signal that ended it."""
+    if entry.cgroup is not None:
+        entry.cgroup.join()
+    os.setgroups([])
+    namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in CLONE_NEW}
+    try:  # (the mount namespace last but one: after it, /proc is the sandbox's)
+        for kind in ("net", "ipc", "uts", "mnt", "pid"):
+            setns(namespaces[kind], kind)
+    finally:
+        for fd in namespaces.values():
+            os.close(fd)
+    os.setresgid(entry.uid, entry.uid, entry.uid)
+    os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
+    child = os.fork()  # born in the sandbox's PID namespace
+    if child == 0:
+        die_with_parent(signal.SIGKILL)
+        return
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))

@@ -1,0 +1,56 @@
+"""The mount view of a sandbox, as bubblewrap's arguments: the host's root read-only, with what belongs to the
+server, to other users and to other episodes hidden under empty file systems, what the episode must read (its
+environment's folder and venv, Python) shown again read-only, and a working directory and a /tmp of its own, each
+a size-bounded tmpfs that ends with the sandbox."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from openenv_gym.sandbox.policy import SandboxPolicy
+
+WORKDIR = "/tmp/work"  # the episode's working directory, inside (under /tmp, which every sandbox has its own of)
+# Hidden whatever the server's settings: homes, temporary and runtime files (other episodes', sockets), mounts
+ALWAYS_HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media")
+HOMES = ("OPENENV_GYM_HOME", "OPENENV_GYM_VENVS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+
+
+def hidden_paths() -> list[Path]:
+    """Folders the sandbox sees empty: the fixed ones, the server's homes and caches, its temporary folder."""
+    named = [os.environ.get(name) for name in HOMES] + [str(Path.home()), tempfile.gettempdir()]
+    found = {Path(path).resolve() for path in (*ALWAYS_HIDDEN, *filter(None, named)) if Path(path).is_dir()}
+    return sorted(found, key=lambda path: len(path.parts))
+
+
+def python_paths() -> list[str]:
+    """What this Python needs to read to run (and so do the programs forked from it, or its venv's interpreter)."""
+    return [sys.base_prefix, sys.prefix, sys.exec_prefix, *(entry for entry in sys.path if entry)]
+
+
+def _under(path: Path, folders: list[Path]) -> bool:
+    return any(path == folder or folder in path.parents for folder in folders)
+
+
+def bwrap_arguments(policy: SandboxPolicy) -> list[str]:
+    """bubblewrap's mount arguments for `policy`; the namespaces and the command are the caller's."""
+    hidden = hidden_paths()
+    arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    for folder in hidden:
+        if folder != Path("/tmp") and not _under(folder.parent, [h for h in hidden if h != folder]):
+            arguments += ["--tmpfs", str(folder)]
+    arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
+    wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
+    wanted = {path for path in wanted if _under(path, hidden)}  # (the rest is in view already)
+    shown = {path for path in wanted if not any(parent in wanted for parent in path.parents)}
+    made: set[Path] = set(hidden)
+    for path in sorted(shown):
+        for parent in reversed(path.parents):  # the folders up to it, in the empty file system: traversable
+            if parent not in made and _under(parent, hidden):
+                arguments += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        arguments += ["--ro-bind", str(path), str(path)]
+    arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
+    return arguments

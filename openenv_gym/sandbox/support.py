@@ -1,0 +1,41 @@
+"""Whether this machine can sandbox episodes, and if not, why: bubblewrap must be installed and able to make the
+namespaces (it is tried once per process), and the server must run as root to give each episode a uid of its own
+(an unprivileged server would share its own uid with every episode)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+
+BWRAP = "bwrap"
+INSTALL = "install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+NO_SANDBOX = "--no-sandbox"
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """None if episodes can be sandboxed here; else what is missing, and what to do."""
+    if shutil.which(BWRAP) is None:
+        return f"bubblewrap ({BWRAP}) is not installed: {INSTALL}"
+    if os.geteuid() != 0:
+        return ("the server does not run as root, and a sandbox gives each episode an unprivileged uid of its own, "
+                "which only root can hand out: run the server as root (in a container, say)")
+    trial = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                            "--unshare-uts", "--die-with-parent", "true"], capture_output=True, text=True, timeout=30)
+    if trial.returncode != 0:
+        said = trial.stderr.strip().splitlines()[-1] if trial.stderr.strip() else f"exit code {trial.returncode}"
+        return (f"bubblewrap cannot make the sandbox's namespaces here ({said}): the kernel or the container "
+                "forbids them (a container needs to allow unshare and mount: see docs/reliability.md)")
+    return None
+
+
+def refusal(what: str) -> str | None:
+    """Why `what` (an environment that runs programs) cannot be served sandboxed here, naming the way out."""
+    reason = unavailable()
+    if reason is None:
+        return None
+    return (f"{what} runs programs, and every episode's program runs in a sandbox of its own, which this machine "
+            f"cannot make: {reason}. To run it unconfined anyway (its programs then see the server's files, network "
+            f"and processes), serve it with {NO_SANDBOX}")

@@ -1,0 +1,200 @@
+"""Every episode that runs programs runs them in a sandbox of its own: a shell agent (each model reply run as a
+command, as a bash harness runs them) sends what a weak policy would, and every escape is checked from outside the
+sandbox, by its effects on the host, never by what the episode says of itself.
+
+Real parts: bubblewrap's namespaces, the kernel's control groups, a real server and its programs on loopback."""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+import openenv_gym
+from openenv_gym.client.local import LocalServer
+from openenv_gym.sandbox import unavailable
+
+SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
+
+
+@pytest.fixture(scope="module")
+def shell_url():
+    assert unavailable() is None, f"these tests need the sandbox, which make test sets up: {unavailable()}"
+    server = LocalServer(str(SHELL), 1, 100)
+    yield server
+    server.stop()
+
+
+async def _play(session, commands: list[str], may_end: bool) -> list[str]:
+    """Each command's output, as the policy sees it (the next observation); `may_end`: a command may end the
+    episode (it kills its own program, say), and the rest are not sent."""
+    await session.reset(options={"index": 0})
+    outputs = []
+    for command in commands:
+        obs, reward, terminated, truncated, info = await session.step(command)
+        if terminated or truncated:
+            assert may_end, info
+            return outputs
+        outputs.append(obs)
+    await session.step("exit")
+    return outputs
+
+
+def shell(url: str, *commands: str, may_end: bool = False) -> list[str]:
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            try:
+                return await _play(session, list(commands), may_end)
+            finally:
+                await session.close()
+    return asyncio.run(main())
+
+
+class Listener:
+    """A TCP listener on the host's loopback that counts who connects."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.accepted = 0
+        self.socket.settimeout(0.2)
+        self.open = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.open:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.open = False
+        self.thread.join()
+        self.socket.close()
+
+
+def test_an_episode_reads_none_of_the_servers_files_and_writes_none_of_the_hosts(shell_url, tmp_path):
+    """The server's home, a user's home and the temporary files of the host are hidden from it; the host's system
+    files it may read (read-only), and it writes nowhere but in its own working directory and /tmp."""
+    home = Path(os.environ["OPENENV_GYM_HOME"])  # the server's (it inherited the tests')
+    secrets = {home / "secret.txt": "home-secret-1234", tmp_path / "secret.txt": "tmp-secret-5678",
+               Path.home() / ".sandbox-test-secret": "user-secret-9012"}
+    for path, text in secrets.items():
+        path.write_text(text)
+    targets = [home / "escape", tmp_path / "escape", ROOT / ".sandbox-escape", SHELL / "escape",
+               Path(sys.prefix) / "escape", Path("/etc/sandbox-escape")]
+    try:
+        outputs = shell(shell_url.url, *(f"cat {path}" for path in secrets),
+                        *(f"echo pwned > {path}" for path in targets), "echo mine > mine.txt && cat mine.txt",
+                        "ls ~ /tmp")
+        for path, text in secrets.items():
+            assert text not in "".join(outputs), path
+        assert [path for path in targets if path.exists()] == []  # nothing written outside, seen from the host
+        assert outputs[len(secrets) + len(targets)].endswith("mine\n")  # its own working directory is writable
+    finally:
+        for path in [*secrets, *targets]:
+            if path.exists():
+                path.unlink()
+
+
+def test_sessions_see_none_of_each_others_files_or_processes(shell_url):
+    async def main():
+        async with openenv_gym.connect(shell_url.url) as conn:
+            a, b = conn.session(), conn.session()
+            await a.reset(options={"index": 0})
+            await b.reset(options={"index": 0})
+            await a.step("echo alpha-marker-31337 > note.txt; sleep 600 >/dev/null 2>&1 & echo started")
+            seen = [(await b.step(command))[0] for command in (
+                "cat /tmp/work/note.txt; ls -a /tmp /tmp/work", "grep -rs alpha-marker / --include=note.txt; true",
+                "ps -eo pid,args", "kill -9 -1; echo killed")]
+            still = (await a.step("cat note.txt; ps -eo args"))[0]
+            for session in (a, b):
+                await session.close()
+            return seen, still
+    seen, still = asyncio.run(main())
+    assert "alpha-marker-31337" not in "".join(seen) and "sleep 600" not in seen[2]
+    assert "alpha-marker-31337" in still and "sleep 600" in still  # b's kill -9 -1 reached none of a's processes
+
+
+def test_no_network_but_the_model_endpoint(shell_url):
+    listener = Listener()
+    try:
+        outputs = shell(shell_url.url,
+                        f"python -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
+                        "python -c \"import socket; socket.create_connection(('10.0.0.1', 80), 3)\"",
+                        "python -c \"import socket; socket.create_connection(('pypi.org', 443), 3)\"")
+        time.sleep(0.3)
+        assert listener.accepted == 0  # the host's listener heard from nobody
+        assert all("exit 1" in output for output in outputs)
+    finally:
+        listener.close()
+
+
+def test_signals_reach_only_the_episodes_own_processes(shell_url):
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        shell(shell_url.url, f"kill -9 {bystander.pid}", f"kill -9 {shell_url.process.pid}", "pkill -9 sleep",
+              "kill -9 -1", may_end=True)  # (the last kills its own program: its episode ends)
+        assert bystander.poll() is None and shell_url.alive  # the host's processes and the server live on
+        assert shell(shell_url.url, "echo after")[0].endswith("after\n")  # and it serves the next episode
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_an_episode_leaves_no_process_and_no_file_behind(shell_url):
+    groups = [Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym")]
+
+    def count() -> tuple[int, int]:
+        return (len(_descendants(shell_url.process.pid)),
+                sum(len(list(folder.glob("*"))) for folder in groups if folder.is_dir()))
+    shell(shell_url.url, "echo warm")  # the fork server up
+    before = count()
+    for _ in range(5):
+        shell(shell_url.url, "sleep 600 >/dev/null 2>&1 & (setsid sleep 700 >/dev/null 2>&1 &); "
+                             "dd if=/dev/zero of=big bs=1M count=4 2>&1 | tail -1")
+    deadline = time.monotonic() + 5
+    while count() != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert count() == before
+
+
+def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # the server's: no bwrap on it
+    with pytest.raises(openenv_gym.ServerStartError, match=r"(?s)runs programs.*bubblewrap \(bwrap\) is not installed: "
+                                                             r"install bubblewrap.*serve it with --no-sandbox"):
+        LocalServer(str(SHELL), 1, 10)
+    server = LocalServer(str(SHELL), 1, 10, "--no-sandbox")
+    try:
+        outputs = shell(server.url, f"echo unconfined > {tmp_path / 'written'}; echo done")
+        assert outputs[0].endswith("done\n") and (tmp_path / "written").read_text() == "unconfined\n"
+    finally:
+        server.stop()
