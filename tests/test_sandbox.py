@@ -170,12 +170,21 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def test_venvs_check_says_that_it_runs_sandboxed(shell_url):
+    checked = subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "check", str(SHELL)], capture_output=True,
+                             text=True, timeout=300)
+    assert "shell's episodes run their programs in a sandbox each, here" in checked.stdout
+
+
 def test_an_episode_leaves_no_process_and_no_file_behind(shell_url):
     groups = [Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym")]
 
     def count() -> tuple[int, int]:
-        return (len(_descendants(shell_url.process.pid)),
-                sum(len(list(folder.glob("*"))) for folder in groups if folder.is_dir()))
+        """(the server's processes, its episodes' control groups, named after their worker)"""
+        processes = _descendants(shell_url.process.pid)
+        workers = {shell_url.process.pid, *processes}
+        return len(processes), sum(1 for folder in groups if folder.is_dir() for group in folder.glob("*-*")
+                                   if int(group.name.split("-")[0]) in workers)
     shell(shell_url.url, "echo warm")  # the fork server up
     before = count()
     for _ in range(5):
@@ -192,6 +201,10 @@ def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_p
     with pytest.raises(openenv_gym.ServerStartError, match=r"(?s)runs programs.*bubblewrap \(bwrap\) is not installed: "
                                                              r"install bubblewrap.*serve it with --no-sandbox"):
         LocalServer(str(SHELL), 1, 10)
+    checked = subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "check", str(SHELL)], capture_output=True,
+                             text=True, timeout=300)
+    assert checked.returncode == 0 and "shell loads as the server will load it" in checked.stdout
+    assert "bubblewrap (bwrap) is not installed" in checked.stdout and "--no-sandbox" in checked.stdout
     server = LocalServer(str(SHELL), 1, 10, "--no-sandbox")
     try:
         outputs = shell(server.url, f"echo unconfined > {tmp_path / 'written'}; echo done")

@@ -47,6 +47,11 @@ _LOADERS: dict[str, Loader] = {
 }
 
 
+def runs_programs(manifest: BaseManifest) -> bool:
+    """Whether the episodes of this environment run programs (each in a sandbox of its own)."""
+    return manifest.kind == "agent"
+
+
 def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,
                  endpoint: ModelEndpoint | None = None, sandboxed: bool = True) -> EnvironmentFactory:
     """The factory of a manifest; env_args (verifiers only) override the manifest's own; `endpoint` is the worker's

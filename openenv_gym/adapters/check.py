@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from openenv_gym.adapters import load_factory
+from openenv_gym.adapters import load_factory, runs_programs
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.schema import BaseManifest
 
@@ -27,6 +27,15 @@ def loading_problem(env: str) -> dict[str, Any] | None:
     except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
         return _problem(exc, manifest)
     return None
+
+
+def sandbox_report(manifest: BaseManifest) -> str | None:
+    """Whether the programs of this environment's episodes can run sandboxed here (None: it runs none)."""
+    if not runs_programs(manifest):
+        return None
+    from openenv_gym.sandbox import refusal
+
+    return refusal(manifest.name) or f"{manifest.name}'s episodes run their programs in a sandbox each, here"
 
 
 def _innermost(exc: BaseException) -> BaseException:

@@ -139,8 +139,10 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> None:
+    from openenv_gym.adapters.check import sandbox_report
     from openenv_gym.importers import import_environment
     from openenv_gym.importers.packages import local_source
+    from openenv_gym.manifests import load_manifest
 
     def say(status: str) -> None:  # on stderr: stdout is what was imported
         print(status, file=sys.stderr, flush=True)
@@ -157,6 +159,9 @@ def _run_import(args: argparse.Namespace) -> None:
             print(f"  left out {path}: {why}")
         for note in result.notes:
             print(f"  note: {note}")
+        report = sandbox_report(load_manifest(result.folder))
+        if report is not None:
+            print(f"  sandbox: {report}")
 
 
 def _add_list(commands: argparse._SubParsersAction) -> None:

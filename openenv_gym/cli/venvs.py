@@ -81,13 +81,16 @@ def _run_check(args: argparse.Namespace) -> None:
     if needs_venv(manifest) and not in_venv(venv_path(manifest)):  # again, in the environment's own venv
         again = [str(ensure_venv(manifest)), "-m", "openenv_gym", "venvs", "check", args.env]
         raise SystemExit(subprocess.run([*again, *(["--json"] if args.json else [])]).returncode)
-    from openenv_gym.adapters.check import loading_problem
+    from openenv_gym.adapters.check import loading_problem, sandbox_report
 
     problem = loading_problem(args.env)
     if args.json:
         print(json.dumps(problem))
     elif problem is None:
         print(f"{manifest.name} loads as the server will load it")
+        report = sandbox_report(manifest)
+        if report is not None:
+            print(report)
     else:
         where = f"{problem['where']} ({problem['code']}): " if problem["where"] else ""
         print(f"{manifest.name} does not load: {where}{problem['error']}\n{problem['hint']}")
