@@ -168,3 +168,21 @@ def faulty_url() -> Iterator[str]:
     server = LocalServer(env_path("faulty"), 1, 10_000, "--step-timeout", "0.5", "--max-frame-bytes", "4096")
     yield server.url
     server.stop()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (its children, theirs, ...)."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, descendants
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -153,23 +153,6 @@ def test_signals_reach_only_the_episodes_own_processes(shell_url):
         bystander.wait()
 
 
-def _descendants(pid: int) -> list[int]:
-    children = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def test_venvs_check_says_that_it_runs_sandboxed(shell_url):
     checked = subprocess.run([sys.executable, "-m", "openenv_gym", "venvs", "check", str(SHELL)], capture_output=True,
                              text=True, timeout=300)
@@ -181,7 +164,7 @@ def test_an_episode_leaves_no_process_and_no_file_behind(shell_url):
 
     def count() -> tuple[int, int]:
         """(the server's processes, its episodes' control groups, named after their worker)"""
-        processes = _descendants(shell_url.process.pid)
+        processes = descendants(shell_url.process.pid)
         workers = {shell_url.process.pid, *processes}
         return len(processes), sum(1 for folder in groups if folder.is_dir() for group in folder.glob("*-*")
                                    if int(group.name.split("-")[0]) in workers)

@@ -9,11 +9,12 @@ calling the model endpoint, and Verifiers' own runner as the oracle (benchmarks/
 
 import asyncio
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import in_parallel, play_episode
+from conftest import descendants, in_parallel, play_episode
 
 import openenv_gym
 from openenv_gym.adapters.verifiers.v1_config import split_env_args
@@ -244,20 +245,49 @@ def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(tmp_
 
 def test_a_taskset_wide_tool_server_serves_every_episode_and_stops_with_the_server(tmp_path, monkeypatch):
     """The book tool server is the taskset's (Taskset.toolsets), started once per worker as Verifiers' serving() starts
-    it; a server told to stop leaves serving before its threads go (the tool server's teardown needs one): it exits
-    0, and its runtime's folder is gone."""
+    it, in a sandbox of its own that the episodes' sandboxes reach through the host; a server told to stop leaves
+    serving before its threads go (its teardown needs one): it exits 0, and leaves no sandbox and no file."""
     [imported] = import_environment(LEDGER, "ledger", tmp_path / "out")
-    home = tmp_path / "home"  # Verifiers keeps its runtimes' folders in ~/.cache/verifiers
+    home = tmp_path / "home"  # Verifiers keeps its runtimes' folders in ~/.cache/verifiers (unsandboxed)
     monkeypatch.setenv("HOME", str(home))  # the server's
     server = LocalServer(str(imported.folder), 1, 10)
+
+    def sandboxes() -> list[Path]:  # the control groups of the server's sandboxes, named after its worker
+        workers = {server.process.pid, *descendants(server.process.pid)}
+        return [group for group in Path("/sys/fs/cgroup/pids/openenv-gym").glob("*-*")
+                if int(group.name.split("-")[0]) in workers]
     try:
         call = {"name": "book_balance", "arguments": {"account": "alice"}}
         first, looked_up, final = ours(server.url, 0, [call, "Alice has 120."])
         assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["book_balance"]
         assert looked_up[0] == "120" and final[1] == 1.0
-        workdirs = home / ".cache" / "verifiers" / "runtimes" / "subprocess"  # (beside scripts/, Verifiers' cache)
-        assert any(workdirs.iterdir())  # the tool server's runtime, while up
+        assert len(sandboxes()) == 1  # the book server's, up for the worker's episodes (theirs are closed)
+        up = sandboxes()
     finally:
         server.stop()
     assert server.process.returncode == 0, "".join(server._tail)
-    assert list(workdirs.iterdir()) == []
+    assert [group for group in up if group.exists()] == []
+    assert not any((home / ".cache" / "verifiers" / "runtimes" / "subprocess").glob("*"))
+
+
+def test_the_bash_harness_runs_the_models_commands_in_the_episodes_sandbox(tmp_path):
+    """Verifiers' bash harness (a seat's harness, set by env_args) runs each command the model sends as a tool call
+    in its runtime: here a sandbox, whose escapes are checked from outside."""
+    folder = import_environment(CAPITALS, "capitals_bash", tmp_path / "out")[0].folder
+    secret = Path(os.environ["OPENENV_GYM_HOME"]) / "bash-secret.txt"
+    secret.write_text("bash-secret-4242")
+    outside = tmp_path / "written-by-the-model"
+    server = LocalServer(str(folder), 1, 10, "--env-args", json.dumps({"agent": {"harness": {"id": "bash"}}}))
+    try:
+        commands = [f"cat {secret}", f"echo pwned > {outside}", "pwd; echo hi > here.txt; ps -e | wc -l", "kill -9 -1"]
+        answers = ours(server.url, 1, [{"name": "bash", "arguments": {"command": command}} for command in commands])
+        assert "bash" in [tool["function"]["name"] for tool in answers[0][1]["tools"]]
+        said = [answer[0] for answer in answers[1:4]]
+        assert "bash-secret-4242" not in "".join(said) and not outside.exists()
+        folder, processes = said[2].split()
+        assert folder == "/tmp/work" and int(processes) < 12  # its own few processes (the host runs many more)
+        assert answers[-1][2] and len(answers) == 5  # kill -9 -1 ended its own program, so its episode
+        assert server.alive and ours(server.url, 1, ["It is Tokyo."])[-1][1] == 1.0  # the server serves on
+    finally:
+        server.stop()
+        secret.unlink()

@@ -49,7 +49,7 @@ _LOADERS: dict[str, Loader] = {
 
 def runs_programs(manifest: BaseManifest) -> bool:
     """Whether the episodes of this environment run programs (each in a sandbox of its own)."""
-    return manifest.kind == "agent"
+    return manifest.kind == "agent" or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1")
 
 
 def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,

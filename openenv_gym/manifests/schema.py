@@ -90,6 +90,7 @@ class VerifiersManifest(ImportedManifest):
     # v1: the harness of agents that name none, where the taskset ships none (Verifiers' own default is bash)
     harness: str = "null"
     max_tasks: PositiveInt = 1_000  # v1: the tasks offered by a taskset that never ends (a seed chooses among them)
+    network: Network = "model"  # v1: its runtimes' sandboxes' (what their programs reach: see AgentManifest)
 
 
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"

@@ -1,42 +1,60 @@
-"""A listening socket inside a sandbox's network namespace, made by the server: the one address a sandbox with the
-"model" network reaches, its session's model endpoint, served by the server's own event loop on that socket. A
-thread of its own joins the namespace (a network namespace is a thread's), makes the socket and ends; no other
-thread of the server ever leaves the host's network."""
+"""Sockets in a sandbox's network namespace, made by the server: a thread of its own joins the namespace (a network
+namespace is a thread's), makes the socket and ends, so no other thread of the server ever leaves the host's
+network. A socket keeps the namespace it was made in, wherever its file descriptor is used: the server's event loop
+serves a listening one, or reads and writes a connected one, as any other."""
 
 from __future__ import annotations
 
 import os
 import socket
 import threading
+from collections.abc import Callable
+from functools import partial
 
 from openenv_gym.sandbox.enter import setns
 
 MODEL_PORT = 80  # inside every sandbox (each has a network of its own): below 1024, so its programs cannot take it
 
 
-def listening_socket(pid: int, port: int = MODEL_PORT) -> socket.socket:
-    """A socket listening on 127.0.0.1:`port` in the network namespace of process `pid`."""
+def in_netns(pid: int, make: Callable[[], socket.socket]) -> socket.socket:
+    """`make()`, run in the network namespace of process `pid`."""
     made: list[socket.socket | BaseException] = []
 
-    def make() -> None:
+    def run() -> None:
         try:
             fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
             try:
                 setns(fd, "net")
             finally:
                 os.close(fd)
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", port))
-            listener.listen(64)
-            listener.setblocking(False)
-            made.append(listener)
+            made.append(make())
         except BaseException as exc:
             made.append(exc)
 
-    thread = threading.Thread(target=make, name="sandbox-netns")
+    thread = threading.Thread(target=run, name="sandbox-netns")
     thread.start()
     thread.join()
     if isinstance(made[0], BaseException):
         raise made[0]
     return made[0]
+
+
+def _listening(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    listener.setblocking(False)
+    return listener
+
+
+def connected(port: int) -> socket.socket:
+    """A non-blocking connection to 127.0.0.1:`port` (of the namespace this runs in)."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    connection.setblocking(False)
+    return connection
+
+
+def listening_socket(pid: int, port: int = MODEL_PORT) -> socket.socket:
+    """A socket listening on 127.0.0.1:`port` in the network namespace of process `pid`."""
+    return in_netns(pid, partial(_listening, port))

@@ -1,6 +1,7 @@
 """Prime Intellect Verifiers environments (manifest kind "verifiers"): the classic API (verifiers < 0.4,
 `load_environment()`: classic.py, classic_rollout.py) and v1 (verifiers 0.4: a Taskset package, its harness
-programs calling the model endpoint: v1.py, warm_programs.py). The manifest's `api` says which.
+programs calling the model endpoint, each runtime a sandbox: v1.py, runtime.py, warm_programs.py). The manifest's
+`api` says which.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from openenv_gym.manifests.schema import VerifiersManifest
 
 def load_verifiers_environment(manifest: VerifiersManifest, env_args: dict[str, Any], endpoint: ModelEndpoint | None,
                                sandboxed: bool) -> EnvironmentFactory:
-    # (v1's harness programs run unconfined as yet: their sandbox, through Verifiers' runtime, is issue 37's next step)
     if manifest.api == "v1":
         from openenv_gym.adapters.verifiers.v1 import load_v1_environment
 
-        return load_v1_environment(manifest, env_args, endpoint)
+        return load_v1_environment(manifest, env_args, endpoint, sandboxed)
     from openenv_gym.adapters.verifiers.classic import load_classic_environment
 
     return load_classic_environment(manifest, env_args)

@@ -35,17 +35,18 @@ from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers.classic_rollout import jsonable
+from openenv_gym.adapters.verifiers.runtime import install as install_runtime
 from openenv_gym.adapters.verifiers.v1_config import env_config
 from openenv_gym.adapters.verifiers.v1_tasks import LazyTasks
-from openenv_gym.adapters.verifiers.warm_programs import install as run_programs_warm
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import EnvError
+from openenv_gym.errors import EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
+from openenv_gym.sandbox import SandboxPolicy, refusal
 
 MODEL = "policy"  # the model the harness programs ask for
 KEY_VARIABLE = "OPENENV_GYM_ENDPOINT_KEY"  # the model client's key (the session's address carries its own)
@@ -233,12 +234,16 @@ def importable_by_its_programs(manifest: VerifiersManifest) -> None:
 
 
 def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
-                        endpoint: ModelEndpoint | None) -> V1Factory:
+                        endpoint: ModelEndpoint | None, sandboxed: bool = True) -> V1Factory:
     os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
     os.environ.setdefault(KEY_VARIABLE, "in-the-address")
     # Verifiers starts `uv` for harness scripts that do not run warm: the one of this venv
     os.environ["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
+    refused = refusal(f"{manifest.name}, a Verifiers v1 environment,") if sandboxed else None
+    if refused is not None:
+        raise SandboxUnavailableError(refused)
     import verifiers.v1 as vf
+    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
     from verifiers.v1.utils.loaders import load_environment
 
     importable_by_its_programs(manifest)
@@ -252,6 +257,11 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     if not tasks.read:
         raise ManifestError(f"{manifest.name}: its taskset has no tasks")
     task_class = type(tasks.read[0])  # a task with tools overrides toolsets(): its servers start per rollout
-    run_programs_warm(tool_servers=task_class.toolsets.__func__ is not vf.Task.toolsets.__func__)
+    scripts = Path(SubprocessRuntime.scripts_dir)
+    scripts.mkdir(parents=True, exist_ok=True)  # (shown to its sandboxes: it must be there when they are made)
+    policy = SandboxPolicy(manifest.network, cpu_seconds=3600, file_bytes=256 << 20, open_files=4096,
+                           readable=(str(manifest.folder), str(scripts),
+                                     *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))))
+    install_runtime(task_class.toolsets.__func__ is not vf.Task.toolsets.__func__, policy, sandboxed)
     base_fields = set(vf.TaskData.model_fields)
     return V1Factory(env, tasks, manifest, endpoint, vf, base_fields)
