@@ -96,6 +96,16 @@ def test_agent_sessions_benchmark_runs():
     assert figures["agent"]["turns"] == 40 and figures["crowd"]["processes"] >= 12
 
 
+def test_sandbox_benchmark_runs():
+    result = run_module("benchmarks.sandbox", "--starts", "5", "--sessions", "4", "--rounds", "2", "--crowd", "12",
+                        timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "sandbox.json").read_text())
+    assert figures["sandboxed"]["errors"] == figures["unsandboxed"]["errors"] == 0
+    assert figures["sandboxed"]["crowd"]["errors"] == 0 and figures["sandboxed"]["crowd"]["programs"] == 12
+    assert figures["sandboxed"]["left_after_the_crowd"] == {"processes": 0, "control_groups": 0, "files": 0}
+
+
 def test_groups_benchmark_runs():
     result = run_module("benchmarks.groups", "--sessions", "16", "--episodes", "64", "--rounds", "1",
                         "--group-size", "4", timeout=120)

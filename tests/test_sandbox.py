@@ -194,3 +194,44 @@ def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_p
         assert outputs[0].endswith("done\n") and (tmp_path / "written").read_text() == "unconfined\n"
     finally:
         server.stop()
+
+
+def test_what_it_must_read_is_shown_again_inside_hidden_homes(tmp_path, monkeypatch):
+    """A user's venvs live in their home (~/.openenv_gym/venvs), which the sandbox hides: the env's own is shown again,
+    readable by the episode's uid through every folder above it, and nothing else of the home is."""
+    from openenv_gym.sandbox import Sandbox, SandboxPolicy, enter
+
+    home = tmp_path / "home"
+    venv = home / ".openenv_gym" / "venvs" / "abc123"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "module.py").write_text("shown")
+    (home / ".openenv_gym" / "venvs" / "other").mkdir()
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("private")
+    for folder in (tmp_path, home, home / ".openenv_gym", home / ".openenv_gym" / "venvs", venv, venv / "lib"):
+        folder.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENENV_GYM_VENVS", str(home / ".openenv_gym" / "venvs"))
+
+    async def main() -> str:
+        sandbox = await Sandbox.open(SandboxPolicy(readable=(str(venv),)))
+        try:
+            read, write = os.pipe()
+            child = os.fork()
+            if child == 0:  # (a forked child: it never returns into the tests)
+                try:
+                    enter(sandbox.entry)
+                    seen = [(venv / "lib" / "module.py").read_text()]
+                    for path in (home / ".ssh" / "id_rsa", home / ".openenv_gym" / "venvs" / "other"):
+                        seen.append("visible" if path.exists() else "hidden")
+                    os.write(write, " ".join(seen).encode())
+                except BaseException as exc:
+                    os.write(write, repr(exc).encode())
+                finally:
+                    os._exit(0)
+            os.close(write)
+            os.waitpid(child, 0)
+            return os.read(read, 1000).decode()
+        finally:
+            await sandbox.close()
+    assert asyncio.run(main()) == "shown hidden hidden"

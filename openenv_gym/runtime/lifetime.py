@@ -5,13 +5,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import signal
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library, found once (finding it runs ldconfig: milliseconds, in every program started otherwise)."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Get `sig` when the parent process dies (killed outright, say); no-op where prctl is not there."""
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, sig)
+        libc().prctl(PR_SET_PDEATHSIG, sig)

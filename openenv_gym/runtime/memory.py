@@ -8,18 +8,17 @@ at the top of every heap. Elsewhere (musl, macOS) it does nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 from collections.abc import Callable
+
+from openenv_gym.runtime.lifetime import libc
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return libc().malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 

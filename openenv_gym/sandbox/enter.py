@@ -7,17 +7,16 @@ program; the parent stays outside to wait for it and exit as it exits.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 from dataclasses import dataclass
 
-from openenv_gym.runtime.lifetime import die_with_parent
+from openenv_gym.runtime.lifetime import die_with_parent, libc
 from openenv_gym.sandbox.cgroups import Cgroup
 
 CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Entry:
 
 
 def setns(fd: int, kind: str) -> None:
-    if _libc.setns(fd, CLONE_NEW[kind]) != 0:
+    if libc().setns(fd, CLONE_NEW[kind]) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"cannot enter the sandbox's {kind} namespace: {os.strerror(error)}")
 
@@ -55,7 +54,8 @@ def enter(entry: Entry) -> None:
         die_with_parent(signal.SIGKILL)
         return
     _, status = os.waitpid(child, 0)
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    if os.WIFSIGNALED(status):  # ended the same way, so that whoever waits for this process learns the signal
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL's and SIGSTOP's handlers cannot be set)
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))

@@ -37,17 +37,18 @@ def _under(path: Path, folders: list[Path]) -> bool:
 def bwrap_arguments(policy: SandboxPolicy) -> list[str]:
     """bubblewrap's mount arguments for `policy`; the namespaces and the command are the caller's."""
     hidden = hidden_paths()
+    mounted = [folder for folder in hidden if not _under(folder.parent, hidden)]  # (those in others are hidden already)
     arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
-    for folder in hidden:
-        if folder != Path("/tmp") and not _under(folder.parent, [h for h in hidden if h != folder]):
+    for folder in mounted:
+        if folder != Path("/tmp"):
             arguments += ["--tmpfs", str(folder)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
     wanted = {path for path in wanted if _under(path, hidden)}  # (the rest is in view already)
     shown = {path for path in wanted if not any(parent in wanted for parent in path.parents)}
-    made: set[Path] = set(hidden)
+    made: set[Path] = set(mounted)
     for path in sorted(shown):
-        for parent in reversed(path.parents):  # the folders up to it, in the empty file system: traversable
+        for parent in reversed(path.parents):  # the folders up to it, in an empty file system: traversable
             if parent not in made and _under(parent, hidden):
                 arguments += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)

@@ -1,0 +1,113 @@
+"""What a sandbox costs an agent program's episode, against the same episodes unsandboxed (--no-sandbox), in one run
+with the same resources on both sides (one server worker each), and what a crowd of sandboxed sessions leaves.
+
+1. Start: `starts` episodes one after the other, each a reset (a sandbox made, the program forked into it, its first
+   model request answered as the observation); the p50 and p90 of a reset, sandboxed and not, and the difference.
+2. Throughput: `sessions` concurrent players, each playing `rounds` episodes of a program that asks the model
+   twice; episodes/s sandboxed over unsandboxed.
+3. Crowd: `crowd` sandboxed sessions at once (a program each, waiting on its first request), played to their end
+   and closed: errors, memory per session (proportional set size of the server and every process it started), and
+   then the processes, control groups and files left.
+
+    python -m benchmarks.sandbox [--starts 200] [--sessions 64] [--rounds 4] [--crowd 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.agent_sessions import agent_env, many_programs, tree
+from benchmarks.episodes import run_players
+from benchmarks.measures import save_result
+from openenv_gym.client.local import LocalServer
+
+GROUPS = (Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym"),
+          Path("/sys/fs/cgroup/openenv-gym"))
+
+
+async def start_latencies(url: str, starts: int) -> list[float]:
+    """Seconds each of `starts` resets took, one after the other, each episode played to its end after."""
+    import openenv_gym
+
+    latencies = []
+    async with openenv_gym.connect(url) as conn:
+        session = conn.session()
+        for _ in range(starts):
+            began = time.perf_counter()
+            await session.reset(seed=0)
+            latencies.append(time.perf_counter() - began)
+            while not (await session.step("ok"))[2]:
+                pass
+        await session.close()
+    return latencies
+
+
+def percentiles(seconds: list[float]) -> dict:
+    ordered = sorted(seconds)
+    return {"p50_ms": 1000 * statistics.median(ordered), "p90_ms": 1000 * ordered[int(0.9 * (len(ordered) - 1))]}
+
+
+def left_behind(server: LocalServer, baseline: dict) -> dict:
+    """What the server holds beyond `baseline` (its idle self): processes, its episodes' control groups, files in the
+    host's temporary folder."""
+    workers = set(tree(server.process.pid))
+    groups = sum(1 for folder in GROUPS if folder.is_dir() for group in folder.glob("*-*")
+                 if int(group.name.split("-")[0]) in workers)
+    found = {"processes": len(workers), "control_groups": groups,
+             "files": sum(1 for _ in Path(tempfile.gettempdir()).rglob("*"))}
+    return {key: value - baseline.get(key, 0) for key, value in found.items()}
+
+
+def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
+    extra = () if sandboxed else ("--no-sandbox",)
+    with LocalServer(str(folder), 1, max(args.sessions, args.crowd) + 10, *extra) as server:
+        start = asyncio.run(start_latencies(server.url, args.starts))
+        players = asyncio.run(run_players(server.url, args.sessions, args.rounds, lambda obs: "ok"))
+        figures = {"start": percentiles(start), "episodes_per_s": players["steps_per_s"] / 2,
+                   "errors": players["errors"]}
+        if sandboxed:
+            baseline = left_behind(server, {})
+            figures["crowd"] = asyncio.run(many_programs(server, args.crowd))
+            deadline = time.monotonic() + 30
+            while (left := left_behind(server, baseline)) != {"processes": 0, "control_groups": 0, "files": 0} \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+            figures["left_after_the_crowd"] = left
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--starts", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--crowd", type=int, default=1000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = agent_env(Path(scratch) / "two_turns", 2)
+        unsandboxed = measure(folder, False, args)
+        sandboxed = measure(folder, True, args)
+    result = {"sandboxed": sandboxed, "unsandboxed": unsandboxed,
+              "added_start_p50_ms": sandboxed["start"]["p50_ms"] - unsandboxed["start"]["p50_ms"],
+              "episodes_ratio": sandboxed["episodes_per_s"] / unsandboxed["episodes_per_s"]}
+    print("An agent program's episode, sandboxed and not (one server worker each):")
+    for label, row in (("sandboxed", sandboxed), ("unsandboxed", unsandboxed)):
+        print(f"  {label + ':':<13} reset p50 {row['start']['p50_ms']:.1f} ms (p90 {row['start']['p90_ms']:.1f}), "
+              f"{row['episodes_per_s']:,.0f} episodes/s with {args.sessions} players, {row['errors']} errors")
+    print(f"  the sandbox adds {result['added_start_p50_ms']:.1f} ms to a reset (p50); episodes/s sandboxed / "
+          f"unsandboxed: {result['episodes_ratio']:.2f}x")
+    crowd = sandboxed["crowd"]
+    print(f"{crowd['programs']:,} sandboxed sessions at once: {crowd['errors']} errors, "
+          f"{crowd['memory_per_session_mib']:.1f} MiB per session; left after they closed: "
+          f"{sandboxed['left_after_the_crowd']}")
+    save_result("sandbox", result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
