@@ -5,6 +5,7 @@ a size-bounded tmpfs that ends with the sandbox."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -34,8 +35,10 @@ def _under(path: Path, folders: list[Path]) -> bool:
     return any(path == folder or folder in path.parents for folder in folders)
 
 
-def bwrap_arguments(policy: SandboxPolicy) -> list[str]:
-    """bubblewrap's mount arguments for `policy`; the namespaces and the command are the caller's."""
+@functools.lru_cache(maxsize=64)
+def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
+    """bubblewrap's mount arguments for `policy` (made once per policy in a process: the homes and paths they name
+    stay); the namespaces and the command are the caller's."""
     hidden = hidden_paths()
     mounted = [folder for folder in hidden if not _under(folder.parent, hidden)]  # (those in others are hidden already)
     arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
@@ -54,4 +57,4 @@ def bwrap_arguments(policy: SandboxPolicy) -> list[str]:
                 made.add(parent)
         arguments += ["--ro-bind", str(path), str(path)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
-    return arguments
+    return tuple(arguments)

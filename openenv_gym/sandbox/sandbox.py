@@ -14,6 +14,7 @@ namespace with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import json
@@ -63,19 +64,20 @@ class Sandbox:
         finally:
             os.close(info_writer)
         try:
-            described = await asyncio.to_thread(_read_all, info)
             if await process.stdout.readline() != b"ready\n":  # type: ignore[union-attr]
                 said = (await process.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
                 raise EnvError(f"the episode's sandbox did not start: bubblewrap said {said or 'nothing'}")
-            pid = json.loads(described)["child-pid"]
+            pid = json.loads(_read_all(info))["child-pid"]  # (written and closed before its command ran: no wait)
             uid = _episode_uid()
             os.chown(f"/proc/{pid}/root{WORKDIR}", uid, uid)
-            cgroup = await asyncio.to_thread(cgroups.create, f"{os.getpid()}-{uid}", policy.processes,
-                                             policy.memory_bytes)
+            cgroup = cgroups.create(f"{os.getpid()}-{uid}", policy.processes, policy.memory_bytes)  # (a few writes)
         except BaseException:
             process.kill()
             await process.wait()
             raise
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(info)
         return cls(process, pid, uid, cgroup, policy)
 
     def host_path(self, inside: str) -> Path:
@@ -104,6 +106,8 @@ def _first_in_this_process() -> None:
 
 
 def _read_all(fd: int) -> bytes:
-    with os.fdopen(fd, "rb") as pipe:
-        return pipe.read()
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
