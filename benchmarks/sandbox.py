@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -25,6 +26,7 @@ from benchmarks.agent_sessions import agent_env, many_programs, tree
 from benchmarks.episodes import run_players
 from benchmarks.measures import save_result
 from openenv_gym.client.local import LocalServer
+from openenv_gym.sandbox.pool import IDLE_SECONDS
 
 GROUPS = (Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym"),
           Path("/sys/fs/cgroup/openenv-gym"))
@@ -59,7 +61,7 @@ def left_behind(server: LocalServer, baseline: dict) -> dict:
     groups = sum(1 for folder in GROUPS if folder.is_dir() for group in folder.glob("*-*")
                  if int(group.name.split("-")[0]) in workers)
     found = {"processes": len(workers), "control_groups": groups,
-             "files": sum(1 for _ in Path(tempfile.gettempdir()).rglob("*"))}
+             "files": sum(len(folders) + len(files) for _, folders, files in os.walk(tempfile.gettempdir()))}
     return {key: value - baseline.get(key, 0) for key, value in found.items()}
 
 
@@ -71,6 +73,7 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
         figures = {"start": percentiles(start), "episodes_per_s": players["steps_per_s"] / 2,
                    "errors": players["errors"]}
         if sandboxed:
+            time.sleep(3 * IDLE_SECONDS)  # (the sandboxes kept for the players' next episodes, closed)
             baseline = left_behind(server, {})
             figures["crowd"] = asyncio.run(many_programs(server, args.crowd))
             deadline = time.monotonic() + 30

@@ -12,15 +12,17 @@ on first use.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 from openenv_gym.errors import *  # noqa: F403  (the typed errors are part of the public API)
 from openenv_gym.errors import __all__ as _error_names  # type: ignore[attr-defined]
-from openenv_gym.registry import register_all
+from openenv_gym.runtime.lifetime import FORK_SERVER
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "register_all": "openenv_gym.registry",
     "connect": "openenv_gym.client.native.handshake",
     "Connection": "openenv_gym.client.native.connection",
     "Session": "openenv_gym.client.native.session",
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from openenv_gym.env import RemoteEnv
     from openenv_gym.episode.groups import FinishedEpisode
     from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+    from openenv_gym.registry import register_all
     from openenv_gym.rollout.groups import Group
     from openenv_gym.rollout.openai import OpenAIPolicy
     from openenv_gym.rollout.records import Episode
@@ -78,4 +81,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-register_all()
+if FORK_SERVER not in os.environ:  # (the fork server needs no gym ids: gymnasium and numpy would double every fork)
+    from openenv_gym.registry import register_all
+
+    register_all()

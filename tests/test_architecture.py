@@ -12,18 +12,19 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
 GYM_FACE = {"env", "vector", "registry", "spaces", "targets", "groups"}
-EVERY_ROOM = {"errors", "runtime", "sandbox", "episode", "protocol", "manifests", "adapters", "web", "server", "client",
-              "gym", "rollout", "integrations", "ray", "importers", "cli", "package"}
+EVERY_ROOM = {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "adapters", "web",
+              "server", "client", "gym", "rollout", "integrations", "ray", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
     "runtime": set(),
     "sandbox": {"errors", "runtime"},
+    "programs": {"errors", "runtime", "sandbox"},
     "episode": {"errors", "runtime"},
     "protocol": {"errors", "episode"},
     "manifests": {"errors", "protocol", "sandbox"},
-    "adapters": {"errors", "runtime", "sandbox", "episode", "protocol", "manifests"},
+    "adapters": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests"},
     "web": {"errors"},
-    "server": {"errors", "runtime", "sandbox", "episode", "protocol", "manifests", "adapters", "web"},
+    "server": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "adapters", "web"},
     "client": {"errors", "runtime", "episode", "protocol"},
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},

@@ -19,6 +19,9 @@ from conftest import ROOT, descendants
 import openenv_gym
 from openenv_gym.client.local import LocalServer
 from openenv_gym.sandbox import unavailable
+from openenv_gym.sandbox.netns import in_namespace
+from openenv_gym.sandbox.pool import IDLE_SECONDS
+from openenv_gym.sandbox.sandbox import UID_BASE
 
 SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
 
@@ -169,14 +172,66 @@ def test_an_episode_leaves_no_process_and_no_file_behind(shell_url):
         return len(processes), sum(1 for folder in groups if folder.is_dir() for group in folder.glob("*-*")
                                    if int(group.name.split("-")[0]) in workers)
     shell(shell_url.url, "echo warm")  # the fork server up
+    time.sleep(2 * IDLE_SECONDS)  # (the sandbox kept for the next episode, closed)
     before = count()
     for _ in range(5):
         shell(shell_url.url, "sleep 600 >/dev/null 2>&1 & (setsid sleep 700 >/dev/null 2>&1 &); "
                              "dd if=/dev/zero of=big bs=1M count=4 2>&1 | tail -1")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 3 * IDLE_SECONDS + 5
     while count() != before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert count() == before
+
+
+def _episode_processes(server: LocalServer) -> dict[int, int]:
+    """The server's processes that run as an episode's uid: pid -> uid (read from the host's /proc)."""
+    found = {}
+    for pid in descendants(server.process.pid):
+        try:
+            uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+        except (OSError, IndexError):
+            continue
+        if uid >= UID_BASE:
+            found[pid] = uid
+    return found
+
+
+def test_the_next_episode_finds_nothing_of_the_one_before_in_its_renewed_sandbox(shell_url):
+    """A session's next episode starts in the sandbox of its last one, renewed: every process of the last killed, its
+    files in the working directory, /tmp and /dev/shm removed, its System V objects gone, and a uid of its own. Seen
+    from the host: the sandbox's file systems through /proc, the processes' uids and IPC namespaces' tables."""
+    sysv = f"{sys.executable} -c 'import ctypes; ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1600)'; sleep 600"
+    markers = "touch mark-workdir /tmp/mark-tmp /dev/shm/mark-shm; mkdir -p deep/er; touch deep/er/mark-deep"
+
+    def segments(pids) -> list[int]:  # the System V shared memory keys each process's IPC namespace holds
+        return [int(line.split()[0]) for pid in pids for line in in_namespace(
+            pid, "ipc", lambda: Path("/proc/sysvipc/shm").read_text().splitlines()[1:])]
+
+    def marks(holders) -> list[Path]:
+        return [path for pid in holders for place in ("tmp", "dev/shm")
+                for path in Path(f"/proc/{pid}/root/{place}").rglob("mark-*")]
+
+    async def main():
+        async with openenv_gym.connect(shell_url.url) as conn:
+            session = conn.session()
+            await session.reset(options={"index": 0})
+            await session.step(f"{markers}; (sleep 600 >/dev/null 2>&1 &); ({sysv} >/dev/null 2>&1 &); sleep 0.5")
+            first = _episode_processes(shell_url)
+            holders = [pid for pid in descendants(shell_url.process.pid)
+                       if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0infinity")]
+            during = marks(holders), segments(first)
+            await session.step("exit")
+            await session.reset(options={"index": 0})  # the same sandbox, renewed
+            second = _episode_processes(shell_url)
+            after = marks(holders), segments(second)
+            await session.close()
+            return first, second, during, after
+    first, second, during, after = asyncio.run(main())
+    assert len(during[0]) == 4 and 0x5eed in during[1]  # (what the checks look for is there to be seen)
+    assert len(set(first.values())) == 1 and len(set(second.values())) == 1
+    assert not set(first) & set(second)  # none of the episode's processes lived on
+    assert set(first.values()) != set(second.values())  # a new uid
+    assert after == ([], [])
 
 
 def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_path, monkeypatch):

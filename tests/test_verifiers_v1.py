@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.schema import ManifestError
 from openenv_gym.manifests.venvs import ensure_venv
+from openenv_gym.sandbox.pool import IDLE_SECONDS
 
 HERE = Path(__file__).parent
 V1_ENVS = HERE / "verifiers_v1_envs"
@@ -261,6 +263,9 @@ def test_a_taskset_wide_tool_server_serves_every_episode_and_stops_with_the_serv
         first, looked_up, final = ours(server.url, 0, [call, "Alice has 120."])
         assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["book_balance"]
         assert looked_up[0] == "120" and final[1] == 1.0
+        deadline = time.monotonic() + 3 * IDLE_SECONDS  # (the episode's sandbox is kept that long for the next)
+        while len(sandboxes()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(sandboxes()) == 1  # the book server's, up for the worker's episodes (theirs are closed)
         up = sandboxes()
     finally:

@@ -6,7 +6,8 @@ runs them its own way.
     lease = await endpoint.open(ask, model, place.listener())
     spec = ProgramSpec(workdir=place.workdir, sandbox=place.entry, environ=place.environ(environ), ...)
     program = await Program.start(spec, place.host_workdir)
-    await place.close()                                # its processes killed, its files gone
+    await place.close()                                # its processes killed, its files gone (the
+                                                       # sandbox renewed for another episode: pool.py)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from openenv_gym.sandbox import WORKDIR, Entry, Sandbox, SandboxPolicy
+from openenv_gym.sandbox import WORKDIR, Entry, Sandbox, SandboxPolicy, pool
 
 HOME = WORKDIR  # a sandboxed program's home: its working directory (the server's own is hidden from it)
 
@@ -32,7 +33,7 @@ class Workplace:
         if not sandboxed:
             folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
             return cls(str(folder), folder, None)
-        sandbox = await Sandbox.open(policy)
+        sandbox = await pool.take(policy)
         return cls(sandbox.workdir, sandbox.host_path(sandbox.workdir), sandbox)
 
     def listener(self) -> socket.socket | None:
@@ -53,6 +54,6 @@ class Workplace:
 
     async def close(self) -> None:
         if self.sandbox is not None:
-            await self.sandbox.close()
+            await pool.give_back(self.sandbox)  # renewed for the next episode, or closed
         else:  # a few small files: inline (a thread per close would outlive a stopping server)
             shutil.rmtree(self.host_workdir, True)

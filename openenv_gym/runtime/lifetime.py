@@ -9,6 +9,7 @@ import functools
 import signal
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
+FORK_SERVER = "OPENENV_GYM_FORK_SERVER"  # in the environment of the programs' fork server (programs/program.py)
 
 
 @functools.cache

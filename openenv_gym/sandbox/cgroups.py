@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +34,31 @@ class Cgroup:
             with open(procs, "w") as file:
                 file.write(str(os.getpid()))
 
-    def out_of_memory(self) -> bool:
-        """Whether the memory bound killed one of its processes."""
+    def oom_kills(self) -> int:
+        """How many of its processes the memory bound killed, since the group was made."""
         for folder in self.folders:
-            for name, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+            for name in ("memory.events", "memory.oom_control"):
                 with contextlib.suppress(OSError):
                     fields = dict(line.split() for line in Path(folder, name).read_text().splitlines())
-                    if int(fields.get(key, 0)) > 0:
-                        return True
-        return False
+                    return int(fields.get("oom_kill", 0))
+        return 0
+
+    def pids(self) -> list[int]:
+        with open(self.procs[0]) as file:
+            return [int(line) for line in file]
+
+    async def kill_all(self, within: float = REMOVE_WAIT) -> bool:
+        """Kill every process in the group (a fork bomb's too: its bound stops it growing while it is killed);
+        whether the group was empty within `within` seconds."""
+        deadline = time.monotonic() + within
+        while pids := self.pids():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.001)
+        return True
 
     async def remove(self) -> None:
         """Remove its folders once its processes are gone (they were killed: they may take a moment to be reaped).

@@ -1,8 +1,9 @@
 """Entering an episode's sandbox from a process forked warm (the program's, from the fork server): no interpreter
 starts again. The process joins its control group, then the namespaces bubblewrap made (setns(2)): the mount view,
-the network, IPC and UTS, and the PID namespace its children are born in. It drops every privilege (no groups, the
-episode's own uid and gid, no capabilities left) and forks: the child, the sandbox's process, goes on to run the
-program; the parent stays outside to wait for it and exit as it exits.
+the network, UTS, and the PID namespace its children are born in; and an IPC namespace of its own (unshare(2)), so
+that the System V objects it makes end with its processes rather than outlive them in a sandbox that is renewed.
+It drops every privilege (no groups, the episode's own uid and gid, no capabilities left) and forks: the child, the
+sandbox's process, goes on to run the program; the parent stays outside to wait for it and exit as it exits.
 """
 
 from __future__ import annotations
@@ -34,19 +35,27 @@ def setns(fd: int, kind: str) -> None:
         raise OSError(error, f"cannot enter the sandbox's {kind} namespace: {os.strerror(error)}")
 
 
+def unshare(kind: str) -> None:
+    if libc().unshare(CLONE_NEW[kind]) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"cannot make a {kind} namespace in the sandbox: {os.strerror(error)}")
+
+
 def enter(entry: Entry) -> None:
     """Move this process into the sandbox, unprivileged; return in the child that runs the program. The parent
     never returns: it exits with the child's exit code, or by the signal that ended it."""
     if entry.cgroup is not None:
         entry.cgroup.join()
     os.setgroups([])
-    namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in CLONE_NEW}
-    try:  # (the mount namespace last but one: after it, /proc is the sandbox's)
-        for kind in ("net", "ipc", "uts", "mnt", "pid"):
+    joined = ("net", "uts", "mnt", "pid")  # (the mount namespace last but one: after it, /proc is the sandbox's)
+    namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in joined}
+    try:
+        for kind in joined:
             setns(namespaces[kind], kind)
     finally:
         for fd in namespaces.values():
             os.close(fd)
+    unshare("ipc")
     os.setresgid(entry.uid, entry.uid, entry.uid)
     os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
     child = os.fork()  # born in the sandbox's PID namespace

@@ -41,13 +41,16 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
     stay); the namespaces and the command are the caller's."""
     hidden = hidden_paths()
     mounted = [folder for folder in hidden if not _under(folder.parent, hidden)]  # (those in others are hidden already)
-    arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                 "--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]  # (POSIX semaphores)
     for folder in mounted:
         if folder != Path("/tmp"):
             arguments += ["--tmpfs", str(folder)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
-    wanted = {path for path in wanted if _under(path, hidden)}  # (the rest is in view already)
+    # (the rest is in view already; a hidden folder itself, or one holding it, a script's folder in sys.path
+    # being /tmp say, is never shown whole)
+    wanted = {path for path in wanted if _under(path, hidden) and not any(_under(folder, [path]) for folder in hidden)}
     shown = {path for path in wanted if not any(parent in wanted for parent in path.parents)}
     made: set[Path] = set(mounted)
     for path in sorted(shown):

@@ -17,5 +17,5 @@ class SandboxPolicy:
     cpu_seconds: int = 600  # per process
     open_files: int = 1024  # per process
     file_bytes: int = 16 << 20  # the largest file it may write, its stdout and stderr included
-    disk_bytes: int = 512 << 20  # its working directory, and its /tmp apart
+    disk_bytes: int = 512 << 20  # its working directory, its /tmp and its /dev/shm, each
     readable: tuple[str, ...] = field(default_factory=tuple)  # host paths it reads (the env's folder, its venv)

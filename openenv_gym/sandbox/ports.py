@@ -10,7 +10,7 @@ import socket
 from collections.abc import Callable
 from functools import partial
 
-from openenv_gym.sandbox.netns import connected, in_netns, listening_socket
+from openenv_gym.sandbox.netns import connected, in_namespace, listening_socket
 
 CHUNK = 64 * 1024
 
@@ -24,7 +24,7 @@ def into_sandbox(pid: int, port: int) -> asyncio.Task:
 
 async def out_of_sandbox(pid: int, port: int) -> asyncio.Server:
     """A new port of the host's loopback that forwards into the sandbox's 127.0.0.1:`port` (a service it runs)."""
-    return await asyncio.start_server(partial(_forward, partial(in_netns, pid, partial(connected, port))),
+    return await asyncio.start_server(partial(_forward, partial(in_namespace, pid, "net", partial(connected, port))),
                                       "127.0.0.1", 0)
 
 

@@ -4,11 +4,14 @@
     spec.sandbox = sandbox.entry          # a program forked warm enters it (enter.py)
     listener = sandbox.listening_socket() # the model endpoint's address inside (network "model")
     sandbox.host_path("/work/out.txt")    # its files, read from outside while it lives
-    await sandbox.close()                 # every process killed, every file gone
+    if not await sandbox.renew():         # as new for another episode (pool.py keeps it), or else
+        await sandbox.close()             # every process killed, every file gone
 
 The holder is bubblewrap with a shell that says it is ready (the mount view is made by then) and sleeps: the
 namespaces live as long as it does, and when it is killed, the kernel kills every process of the sandbox's PID
-namespace with it.
+namespace with it. Renewing one kills its episode's processes (all in its control group), empties its file systems
+and gives it a uid never used by a live episode: what is left of the episode before is only what the kernel keeps
+of a namespace that no process of the episode can change (its hostname, its routes), as in a new one.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import socket
 from pathlib import Path
 
 from openenv_gym.errors import EnvError, SandboxUnavailableError
-from openenv_gym.sandbox import cgroups
+from openenv_gym.sandbox import cgroups, wipe
 from openenv_gym.sandbox.enter import Entry
 from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments
 from openenv_gym.sandbox.netns import listening_socket
@@ -34,18 +37,31 @@ HOLDER = ["sh", "-c", "echo ready && exec sleep infinity"]
 ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bubblewrap's: no secrets
 UID_BASE = 1 << 20  # episodes' uids: above every user's, a block of 65,536 per worker process
 _numbers = itertools.count()
+_uids_in_use: set[int] = set()
+WRITABLE = ("/tmp", WORKDIR, "/dev/shm")  # its own file systems (mounts.py), emptied when it is renewed
 
 
 def _episode_uid() -> int:
-    return UID_BASE + ((os.getpid() % 4096) << 16) + (next(_numbers) & 0xFFFF)
+    """A uid of this worker's block that no live episode has (the block is reused as the counter wraps)."""
+    while (uid := UID_BASE + ((os.getpid() % 4096) << 16) + (next(_numbers) & 0xFFFF)) in _uids_in_use:
+        pass
+    _uids_in_use.add(uid)
+    return uid
 
 
 class Sandbox:
     def __init__(self, process: asyncio.subprocess.Process, pid: int, uid: int, cgroup: cgroups.Cgroup | None,
                  policy: SandboxPolicy) -> None:
-        self.process, self.pid, self.uid, self.cgroup, self.policy = process, pid, uid, cgroup, policy
-        self.entry = Entry(pid, uid, cgroup)
+        self.process, self.pid, self.cgroup, self.policy = process, pid, cgroup, policy
         self.workdir = WORKDIR
+        self._listener: socket.socket | None = None
+        self._give_uid(uid)
+
+    def _give_uid(self, uid: int) -> None:
+        """The episode's own uid: its working directory is its, its processes enter as it."""
+        os.chown(self.host_path(WORKDIR), uid, uid)
+        self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup)
+        self.oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
 
     @classmethod
     async def open(cls, policy: SandboxPolicy) -> Sandbox:
@@ -69,8 +85,8 @@ class Sandbox:
                 raise EnvError(f"the episode's sandbox did not start: bubblewrap said {said or 'nothing'}")
             pid = json.loads(_read_all(info))["child-pid"]  # (written and closed before its command ran: no wait)
             uid = _episode_uid()
-            os.chown(f"/proc/{pid}/root{WORKDIR}", uid, uid)
             cgroup = cgroups.create(f"{os.getpid()}-{uid}", policy.processes, policy.memory_bytes)  # (a few writes)
+            return cls(process, pid, uid, cgroup, policy)
         except BaseException:
             process.kill()
             await process.wait()
@@ -78,24 +94,51 @@ class Sandbox:
         finally:
             with contextlib.suppress(OSError):
                 os.close(info)
-        return cls(process, pid, uid, cgroup, policy)
 
     def host_path(self, inside: str) -> Path:
         """A path of the sandbox's as the server reaches it (while the sandbox lives)."""
         return Path(f"/proc/{self.pid}/root{inside}")
 
     def listening_socket(self) -> socket.socket:
-        """The model endpoint's listening socket, on the sandbox's own loopback."""
-        return listening_socket(self.pid)
+        """The model endpoint's listening socket, on the sandbox's own loopback: a copy of the one socket made for
+        the sandbox's life (a thread makes it, in its network namespace), for the episode to serve and close."""
+        if self._listener is None:
+            self._listener = listening_socket(self.pid)
+        return self._listener.dup()
+
+    def _refuse_waiting_connections(self) -> None:
+        """Close the connections the episode before made to the model endpoint and nobody accepted."""
+        if self._listener is not None:
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    self._listener.accept()[0].close()
 
     def out_of_memory(self) -> bool:
-        return self.cgroup is not None and self.cgroup.out_of_memory()
+        """Whether the memory bound killed one of this episode's processes."""
+        return self.cgroup is not None and self.cgroup.oom_kills() > self.oom_kills
+
+    async def renew(self) -> bool:
+        """Make it as new for another episode; False if it cannot be cheaply (no control group to find every
+        process by, a process that would not die, more files than wipe.WIPE_BUDGET): then only close() leaves
+        nothing. (Its System V IPC objects ended with its processes: each program has an IPC namespace of its own.)"""
+        if self.process.returncode is not None or self.cgroup is None or not await self.cgroup.kill_all():
+            return False
+        if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp") for folder in WRITABLE):
+            return False
+        os.chmod(self.host_path(WORKDIR), 0o700)
+        self._refuse_waiting_connections()
+        _uids_in_use.discard(self.uid)
+        self._give_uid(_episode_uid())
+        return True
 
     async def close(self) -> None:
         """Kill everything in it, and leave nothing: its files were in its own file systems, gone with it."""
         if self.process.returncode is None:
             self.process.kill()  # the holder's init dies with it (die-with-parent), and its PID namespace with that
         await self.process.wait()
+        if self._listener is not None:
+            self._listener.close()
+        _uids_in_use.discard(self.uid)
         if self.cgroup is not None:
             await self.cgroup.remove()
 

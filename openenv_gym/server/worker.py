@@ -21,6 +21,7 @@ from openenv_gym.manifests.schema import ImportedManifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.runtime.memory import release_free_memory
+from openenv_gym.sandbox import pool as sandbox_pool
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
@@ -197,4 +198,5 @@ class Worker:
         closing = getattr(self.factory, "aclose", None)  # what a factory holds open for the worker's sessions
         if closing is not None:
             await closing()  # (with the threads still there: Verifiers' serving resources end in one)
+        await sandbox_pool.drain()  # the sandboxes kept for the next episodes
         self.core.stop_threads()

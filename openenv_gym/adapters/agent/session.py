@@ -27,8 +27,6 @@ from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
-from openenv_gym.adapters.program_child import STDIN, ProgramSpec
-from openenv_gym.adapters.programs import Program, warm_up
 from openenv_gym.adapters.python import import_entry
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.episode.assistant import assistant_message
@@ -37,6 +35,7 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action,
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError
+from openenv_gym.programs import STDIN, Program, ProgramSpec, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, refusal
 
@@ -112,7 +111,7 @@ class AgentFactory:
                       processes=limits.processes if place.entry is not None else None)
         prompt = prompt_of(task)
         if manifest.command is None:
-            return ProgramSpec(**common, folder=str(manifest.folder), call={
+            return ProgramSpec(**common, folder=str(manifest.folder), name=manifest.name, entry=manifest.entry, call={
                 "prompt": prompt, "task": visible(task), "base_url": lease.base_url, "api_key": lease.api_key,
                 "model": lease.model})
         # it runs in its working directory: the files it names are the env folder's

@@ -18,10 +18,9 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from openenv_gym.adapters.program_child import ProgramSpec
-from openenv_gym.adapters.programs import Program
 from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
+from openenv_gym.programs import Program, ProgramSpec
 from openenv_gym.sandbox import SandboxPolicy
 from openenv_gym.sandbox.ports import into_sandbox, out_of_sandbox
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from openenv_gym.adapters.programs import warm_up
+from openenv_gym.programs import warm_up
 
 log = logging.getLogger(__name__)
 

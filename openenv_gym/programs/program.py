@@ -13,21 +13,45 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
+from multiprocessing import forkserver
 from pathlib import Path
 
-from openenv_gym.adapters.program_child import ProgramSpec, run
+from openenv_gym.programs.child import ProgramSpec, run
+from openenv_gym.runtime.lifetime import FORK_SERVER
 
 TAIL_BYTES = 64 * 1024  # of stdout and of stderr, read back when a program ends
 _CONTEXT = multiprocessing.get_context("forkserver")
 _preloaded: list[str] | None = None
+_starting = threading.Lock()
 
 
 def warm_up(preload: list[str]) -> None:
     """Name the modules the fork server imports once (before it starts: the first program starts it)."""
     global _preloaded
     if _preloaded is None:
-        _preloaded = ["openenv_gym.adapters.program_child", *preload]
+        _preloaded = ["openenv_gym.programs.child", *preload]
         _CONTEXT.set_forkserver_preload(_preloaded)
+
+
+def _start_fork_server() -> None:
+    """Start the fork server, with FORK_SERVER in the environment it inherits: there `import openenv_gym` stays
+    light (every program is a copy of the fork server). multiprocessing gives it this process's environment, so the
+    name is set only while it starts; the programs' own environment is their spec's."""
+    with _starting:
+        if forkserver._forkserver._forkserver_pid is not None:  # (running: ensure_running checks it is alive)
+            forkserver.ensure_running()
+            return
+        os.environ[FORK_SERVER] = "1"
+        try:
+            forkserver.ensure_running()
+        finally:
+            del os.environ[FORK_SERVER]
+
+
+def _started(process: multiprocessing.process.BaseProcess) -> None:
+    _start_fork_server()
+    process.start()
 
 
 class Program:
@@ -44,7 +68,7 @@ class Program:
         """Start `spec`; `host_workdir` is where the server reads its working directory (a sandbox's differs)."""
         warm_up([])
         process = _CONTEXT.Process(target=run, args=(spec,), daemon=False)
-        await asyncio.to_thread(process.start)  # a round trip to the fork server: keep it off the event loop
+        await asyncio.to_thread(_started, process)  # a round trip to the fork server: keep it off the event loop
         return cls(process, spec, host_workdir or Path(spec.workdir))
 
     def _on_exit(self) -> None:

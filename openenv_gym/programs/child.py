@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openenv_gym.runtime.entries import import_from_folder
 from openenv_gym.runtime.lifetime import die_with_parent
 from openenv_gym.sandbox import Entry, enter
 
@@ -38,7 +39,9 @@ class ProgramSpec:
     open_files: int
     command: list[str] | None = None  # exec'd, or else, when `script` is set, that Python script run in the fork
     script: bool = False  # command is [python, script.py | -m module, args...]: run it here, warm, no exec
-    folder: str = ""  # the agent environment's folder, whose manifest names the entry
+    folder: str = ""  # or, without a command, the entry "module:function" in the folder of environment `name`
+    name: str = ""
+    entry: str = ""
     call: dict[str, Any] = field(default_factory=dict)  # the entry's keyword arguments
     output_prefix: str = ""  # its output goes to <prefix>.stdout and <prefix>.stderr in the working directory
     log: str = ""  # or, when set, both to this file
@@ -97,10 +100,7 @@ def _run(spec: ProgramSpec) -> None:
         except OSError as exc:
             os.write(2, f"cannot run {spec.command[0]!r}: {exc}\n".encode())
             os._exit(127)
-    from openenv_gym.adapters.python import import_entry
-    from openenv_gym.manifests.schema import load_manifest
-
-    function = import_entry(load_manifest(spec.folder))
+    function = import_from_folder(spec.name, spec.folder, spec.entry)
     result = function(**_accepted(function, spec.call))
     if inspect.isawaitable(result):
         result = asyncio.run(_awaited(result))
