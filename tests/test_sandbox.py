@@ -5,6 +5,7 @@ sandbox, by its effects on the host, never by what the episode says of itself.
 Real parts: bubblewrap's namespaces, the kernel's control groups, a real server and its programs on loopback."""
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -232,6 +233,55 @@ def test_the_next_episode_finds_nothing_of_the_one_before_in_its_renewed_sandbox
     assert not set(first) & set(second)  # none of the episode's processes lived on
     assert set(first.values()) != set(second.values())  # a new uid
     assert after == ([], [])
+
+
+def test_the_server_reads_and_writes_a_sandboxs_files_inside_it_whatever_links_its_programs_made(shell_url, tmp_path):
+    """The server runs as root and reads an episode's output files (and Verifiers' runtimes read and write its
+    files): a link the episode put in their place leads to the sandbox's own view, never to the host's files."""
+    from openenv_gym.sandbox import Sandbox, SandboxPolicy
+    from openenv_gym.sandbox.paths import read_inside, write_inside
+
+    secret = Path(os.environ["OPENENV_GYM_HOME"]) / "link-secret.txt"  # hidden in every sandbox
+    secret.write_text("link-secret-7777")
+    target = tmp_path / "overwritten-through-a-link"
+    target.write_text("intact")
+
+    async def program_output() -> dict:
+        async with openenv_gym.connect(shell_url.url) as conn:
+            session = conn.session()
+            await session.reset(options={"index": 0})
+            info = (await session.step(f"rm -f .stderr; ln -s {secret} .stderr; kill -9 $PPID"))[4]
+            await session.close()
+            return info
+
+    async def runtime_files() -> tuple[list[str], str]:
+        sandbox = await Sandbox.open(SandboxPolicy())
+        try:
+            work = sandbox.host_path("/tmp/work")
+            os.symlink(str(secret), work / "read-me")
+            os.symlink(str(target), work / "write-me")
+            os.symlink(str(tmp_path), work / "folder")
+            outcomes = []
+            for attempt in (lambda: read_inside(sandbox.pid, "/tmp/work/read-me"),
+                            lambda: write_inside(sandbox.pid, "/tmp/work/write-me", b"pwned", sandbox.uid),
+                            lambda: write_inside(sandbox.pid, "/tmp/work/folder/new.txt", b"pwned", sandbox.uid)):
+                try:
+                    outcomes.append(repr(attempt()))
+                except OSError as exc:
+                    outcomes.append(type(exc).__name__)
+            write_inside(sandbox.pid, "/tmp/work/made/deep/file.txt", b"mine", sandbox.uid)
+            made = work / "made" / "deep" / "file.txt"
+            return outcomes, f"{made.read_text()} {made.stat().st_uid == sandbox.uid}"
+        finally:
+            await sandbox.close()
+
+    info = asyncio.run(program_output())
+    assert "killed" in info["error"]["message"] or "-9" in info["error"]["message"]
+    assert "link-secret-7777" not in json.dumps(info)
+    outcomes, made = asyncio.run(runtime_files())
+    assert "link-secret-7777" not in "".join(outcomes) and len(outcomes) == 3
+    assert target.read_text() == "intact" and not (tmp_path / "new.txt").exists()
+    assert made == "mine True"  # (what the server writes in it is the episode's to change)
 
 
 def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_path, monkeypatch):

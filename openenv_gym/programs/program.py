@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import stat
 import threading
 from multiprocessing import forkserver
 from pathlib import Path
@@ -100,8 +101,12 @@ class Program:
 
 
 def _tail(path: Path) -> str:
+    """The end of an output file the program wrote in its working directory. Never through a link it put in its
+    place (the server reads as root), nor from a FIFO (it would wait)."""
     try:
-        with path.open("rb") as file:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return ""
             file.seek(max(0, file.seek(0, os.SEEK_END) - TAIL_BYTES))
             return file.read().decode("utf-8", "replace")
     except OSError:

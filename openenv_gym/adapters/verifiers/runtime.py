@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.programs import Program, ProgramSpec
-from openenv_gym.sandbox import SandboxPolicy
+from openenv_gym.sandbox import WORKDIR, SandboxPolicy
+from openenv_gym.sandbox.paths import read_inside, write_inside
 from openenv_gym.sandbox.ports import into_sandbox, out_of_sandbox
 
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -74,11 +75,6 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
     def place_of(runtime: Any) -> Workplace | None:
         return getattr(runtime, "openenv_place", None)
 
-    def host(runtime: Any, path: str) -> str:
-        """A path of the runtime's as the server reaches it: an absolute one is the sandbox's, not the host's."""
-        place = place_of(runtime)
-        return str(place.sandbox.host_path(path)) if place and place.sandbox and os.path.isabs(path) else path
-
     async def prepare_uv_script(self: Any, script: str | bytes, env: dict[str, str] | None = None, *,
                                 activate: bool = True) -> list[str]:
         argv = await scripts.prepare(self, script.decode() if isinstance(script, bytes) else script)
@@ -114,10 +110,24 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
         return await own["open_process"](self, argv, env)
 
     async def _read(self: Any, path: str, max_bytes: int | None = None) -> bytes:
-        return await own["_read"](self, host(self, path), max_bytes)
+        """A file of the sandbox's, its path resolved inside it (paths.py: no link leads to the host's files)."""
+        place = place_of(self)
+        if place is None or place.sandbox is None:
+            return await own["_read"](self, path, max_bytes)
+        try:
+            return await asyncio.to_thread(read_inside, place.sandbox.pid, os.path.join(WORKDIR, path), max_bytes)
+        except OSError as exc:
+            raise SandboxError(f"read {path!r}: {exc}") from exc
 
     async def write(self: Any, path: str, data: bytes) -> None:
-        return await own["write"](self, host(self, path), data)
+        place = place_of(self)
+        if place is None or place.sandbox is None:
+            return await own["write"](self, path, data)
+        try:
+            await asyncio.to_thread(write_inside, place.sandbox.pid, os.path.join(WORKDIR, path), data,
+                                    place.sandbox.uid)
+        except OSError as exc:
+            raise SandboxError(f"write {path!r}: {exc}") from exc
 
     def host_url(self: Any, url: str) -> str:
         """A service of the server's, as a program in the sandbox reaches it: the same URL, whose port is forwarded
