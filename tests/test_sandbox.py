@@ -7,6 +7,8 @@ Real parts: bubblewrap's namespaces, the kernel's control groups, a real server 
 import asyncio
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +21,8 @@ from conftest import ROOT, descendants
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.schema import ManifestError
 from openenv_gym.sandbox import unavailable
 from openenv_gym.sandbox.netns import in_namespace
 from openenv_gym.sandbox.pool import IDLE_SECONDS
@@ -134,15 +138,51 @@ def test_sessions_see_none_of_each_others_files_or_processes(shell_url):
 def test_no_network_but_the_model_endpoint(shell_url):
     listener = Listener()
     try:
-        outputs = shell(shell_url.url,
-                        f"python -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
-                        "python -c \"import socket; socket.create_connection(('10.0.0.1', 80), 3)\"",
-                        "python -c \"import socket; socket.create_connection(('pypi.org', 443), 3)\"")
+        connect = (f"{sys.executable} -c \"import socket, sys\ntry: socket.create_connection(('{{}}', {{}}), 3)\n"
+                   "except OSError as exc: sys.exit(type(exc).__name__)\"")
+        outputs = shell(shell_url.url, connect.format("127.0.0.1", listener.port), connect.format("10.0.0.1", 80),
+                        connect.format("pypi.org", 443))
         time.sleep(0.3)
         assert listener.accepted == 0  # the host's listener heard from nobody
-        assert all("exit 1" in output for output in outputs)
+        assert [output.split("\n")[:2] for output in outputs] == [
+            ["exit 1", "ConnectionRefusedError"], ["exit 1", "OSError"], ["exit 1", "gaierror"]]
     finally:
         listener.close()
+
+
+def test_an_allow_list_reaches_its_hosts_ports_and_nothing_else(tmp_path):
+    """network = {allow = [...]}: a loopback service of the host's by its address, another by its name (resolved in
+    the sandbox by its own /etc/hosts, forwarded by the server), and no other port; counted by the host's listeners."""
+    allowed, named, other = Listener(), Listener(), Listener()
+    folder = tmp_path / "shell"
+    shutil.copytree(SHELL, folder)
+    (folder / "openenv.toml").write_text(f'network = {{ allow = ["127.0.0.1:{allowed.port}", "localhost:{named.port}"] '
+                                         f'}}\n{(SHELL / "openenv.toml").read_text()}')  # (before its [limits])
+    server = LocalServer(str(folder), 1, 10)
+    try:
+        connect = f"{sys.executable} -c \"import socket; socket.create_connection(('{{}}', {{}}), 3)\" && echo reached"
+        outputs = shell(server.url, connect.format("127.0.0.1", allowed.port), connect.format("localhost", named.port),
+                        connect.format("127.0.0.1", other.port), connect.format("localhost", other.port),
+                        "getent hosts localhost")
+        time.sleep(0.3)
+        assert (allowed.accepted, named.accepted, other.accepted) == (1, 1, 0), outputs
+        assert [output.endswith("reached\n") for output in outputs[:4]] == [True, True, False, False]
+        assert outputs[4].split()[2] == "127.0.1.1"  # (the name, at its address inside)
+    finally:
+        server.stop()
+        for listener in (allowed, named, other):
+            listener.close()
+
+
+def test_an_allow_list_entry_that_cannot_be_honoured_is_refused_with_the_reason(tmp_path):
+    folder = tmp_path / "shell"
+    shutil.copytree(SHELL, folder)
+    for entry, reason in (("pypi.org", "an allowed address is \"host:port\""), ("10.0.0.1:443", "name the host"),
+                          ("127.0.0.1:80", "model endpoint")):
+        (folder / "openenv.toml").write_text(f'network = {{ allow = ["{entry}"] }}\n' +
+                                             (SHELL / "openenv.toml").read_text())
+        with pytest.raises(ManifestError, match=re.escape(reason)):
+            load_manifest(folder)
 
 
 def test_signals_reach_only_the_episodes_own_processes(shell_url):

@@ -15,11 +15,11 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError, field_validator
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.protocol.ors import DEFAULT_MAX_STEPS
-from openenv_gym.sandbox.policy import Network
+from openenv_gym.sandbox.policy import Network, allowed_address
 
 MANIFEST_FILE = "openenv.toml"
 VENDOR_DIR = "vendor"  # where an import puts the source's own code
@@ -80,6 +80,28 @@ class OrsManifest(ImportedManifest):
     max_steps: PositiveInt = DEFAULT_MAX_STEPS
 
 
+class NetworkAllow(BaseModel):
+    """`network = {allow = ["pypi.org:443", ...]}`: the session's model endpoint, and these hosts' ports (Harbor's
+    allowlist), reached through the server; nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    allow: list[str] = Field(min_length=1)
+
+    @field_validator("allow")
+    @classmethod
+    def _addresses(cls, allow: list[str]) -> list[str]:
+        for entry in allow:
+            allowed_address(entry)  # (its ValueError says what is wrong)
+        return allow
+
+
+def sandbox_network(network: Network | NetworkAllow) -> dict[str, Any]:
+    """A manifest's `network` as SandboxPolicy's arguments."""
+    if isinstance(network, NetworkAllow):
+        return {"network": "model", "allow": tuple(network.allow)}
+    return {"network": network}
+
+
 class VerifiersManifest(ImportedManifest):
     """A Verifiers environment: classic (entry: module:load_environment) or v1 (entry: package:TasksetClass)."""
 
@@ -90,7 +112,7 @@ class VerifiersManifest(ImportedManifest):
     # v1: the harness of agents that name none, where the taskset ships none (Verifiers' own default is bash)
     harness: str = "null"
     max_tasks: PositiveInt = 1_000  # v1: the tasks offered by a taskset that never ends (a seed chooses among them)
-    network: Network = "model"  # v1: its runtimes' sandboxes' (what their programs reach: see AgentManifest)
+    network: Network | NetworkAllow = "model"  # v1: its runtimes' sandboxes' (what their programs reach: see agent)
 
 
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"
@@ -177,7 +199,8 @@ class AgentManifest(BaseManifest):
     model: str = "policy"  # the model name the program must ask for (given to it as OPENAI_MODEL)
     preload: list[str] = []  # modules the warm process imports once, so that an entry's episodes start at once
     limits: AgentLimits = AgentLimits()
-    network: Network = "model"  # its sandbox's: none, its session's model endpoint only, or the host's (public)
+    # its sandbox's: none, its session's model endpoint only, the host's (public), or {allow = ["host:port", ...]}
+    network: Network | NetworkAllow = "model"
 
     def model_post_init(self, _: Any) -> None:
         if (self.entry is None) == (self.command is None):

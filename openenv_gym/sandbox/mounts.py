@@ -61,3 +61,13 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
         arguments += ["--ro-bind", str(path), str(path)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
     return tuple(arguments)
+
+
+def hosts_file(policy: SandboxPolicy) -> bytes:
+    """The sandbox's /etc/hosts where it is allowed hosts by name: each name at its address inside, where the server
+    forwards it (ports.into_sandbox); its own names after."""
+    names = {host: inside for host, _, inside in policy.allowed() if host != inside}
+    lines = [f"{inside}\t{host}" for host, inside in names.items()]
+    for address, own in (("127.0.0.1", "localhost sandbox"), ("::1", "localhost ip6-localhost ip6-loopback")):
+        lines.append(f"{address}\t{' '.join(name for name in own.split() if name not in names)}")
+    return ("\n".join(lines) + "\n").encode()

@@ -41,22 +41,22 @@ def in_namespace(pid: int, kind: str, make: Callable[[], T]) -> T:
     return made[0]  # type: ignore[return-value]
 
 
-def _listening(port: int) -> socket.socket:
+def _listening(port: int, host: str) -> socket.socket:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
+    listener.bind((host, port))
     listener.listen(64)
     listener.setblocking(False)
     return listener
 
 
-def connected(port: int) -> socket.socket:
-    """A non-blocking connection to 127.0.0.1:`port` (of the namespace this runs in)."""
-    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+def connected(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A non-blocking connection to `host`:`port` (from the network namespace this runs in)."""
+    connection = socket.create_connection((host, port), timeout=10)
     connection.setblocking(False)
     return connection
 
 
-def listening_socket(pid: int, port: int = MODEL_PORT) -> socket.socket:
-    """A socket listening on 127.0.0.1:`port` in the network namespace of process `pid`."""
-    return in_namespace(pid, "net", partial(_listening, port))
+def listening_socket(pid: int, port: int = MODEL_PORT, host: str = "127.0.0.1") -> socket.socket:
+    """A socket listening on `host`:`port` (a loopback address) in the network namespace of process `pid`."""
+    return in_namespace(pid, "net", partial(_listening, port, host))

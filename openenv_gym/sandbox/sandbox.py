@@ -28,9 +28,10 @@ from pathlib import Path
 from openenv_gym.errors import EnvError, SandboxUnavailableError
 from openenv_gym.sandbox import cgroups, wipe
 from openenv_gym.sandbox.enter import Entry
-from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments
+from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments, hosts_file
 from openenv_gym.sandbox.netns import listening_socket
 from openenv_gym.sandbox.policy import SandboxPolicy
+from openenv_gym.sandbox.ports import close_port, into_sandbox
 from openenv_gym.sandbox.support import BWRAP, unavailable
 
 HOLDER = ["sh", "-c", "echo ready && exec sleep infinity"]
@@ -55,6 +56,7 @@ class Sandbox:
         self.process, self.pid, self.cgroup, self.policy = process, pid, cgroup, policy
         self.workdir = WORKDIR
         self._listener: socket.socket | None = None
+        self.ports: list[asyncio.Task] = []  # forwarding the hosts it is allowed (policy.allow)
         self._give_uid(uid)
 
     def _give_uid(self, uid: int) -> None:
@@ -72,13 +74,21 @@ class Sandbox:
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname",
                       "sandbox"] + ([] if policy.network == "public" else ["--unshare-net"])
         info, info_writer = os.pipe()
+        given = [info_writer]
+        if policy.allow:  # its /etc/hosts, names of the allowed hosts in it
+            hosts, hosts_writer = os.pipe()
+            os.write(hosts_writer, hosts_file(policy))
+            os.close(hosts_writer)
+            given.append(hosts)
+            namespaces += ["--perms", "0644", "--ro-bind-data", str(hosts), "/etc/hosts"]
         try:
             process = await asyncio.create_subprocess_exec(
                 BWRAP, *bwrap_arguments(policy), *namespaces, "--die-with-parent", "--info-fd", str(info_writer),
-                "--", *HOLDER, pass_fds=(info_writer,), stdin=asyncio.subprocess.DEVNULL,
+                "--", *HOLDER, pass_fds=given, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=ENVIRONMENT)
         finally:
-            os.close(info_writer)
+            for fd in given:
+                os.close(fd)
         try:
             if await process.stdout.readline() != b"ready\n":  # type: ignore[union-attr]
                 said = (await process.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
@@ -86,7 +96,9 @@ class Sandbox:
             pid = json.loads(_read_all(info))["child-pid"]  # (written and closed before its command ran: no wait)
             uid = _episode_uid()
             cgroup = cgroups.create(f"{os.getpid()}-{uid}", policy.processes, policy.memory_bytes)  # (a few writes)
-            return cls(process, pid, uid, cgroup, policy)
+            sandbox = cls(process, pid, uid, cgroup, policy)
+            sandbox.ports = [into_sandbox(pid, port, host, inside) for host, port, inside in policy.allowed()]
+            return sandbox
         except BaseException:
             process.kill()
             await process.wait()
@@ -136,6 +148,8 @@ class Sandbox:
         if self.process.returncode is None:
             self.process.kill()  # the holder's init dies with it (die-with-parent), and its PID namespace with that
         await self.process.wait()
+        for port in self.ports:
+            close_port(port)
         if self._listener is not None:
             self._listener.close()
         _uids_in_use.discard(self.uid)

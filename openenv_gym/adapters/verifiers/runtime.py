@@ -23,7 +23,7 @@ from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.programs import Program, ProgramSpec
 from openenv_gym.sandbox import WORKDIR, SandboxPolicy
 from openenv_gym.sandbox.paths import read_inside, write_inside
-from openenv_gym.sandbox.ports import into_sandbox, out_of_sandbox
+from openenv_gym.sandbox.ports import close_port, into_sandbox, out_of_sandbox
 
 LOOPBACK = ("127.0.0.1", "localhost")
 REPLACED = ("prepare_uv_script", "start", "run", "run_program", "run_background", "open_process", "_read", "write",
@@ -167,7 +167,7 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
             program.program.kill()
         self._background = []
         for port in self.openenv_ports:
-            _close(port)
+            close_port(port)
         self.openenv_ports = []
 
     replacements = {"prepare_uv_script": prepare_uv_script, "start": start, "run": run, "run_program": run_program,
@@ -176,16 +176,6 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
     for name, method in replacements.items():
         setattr(SubprocessRuntime, name, method)
     SubprocessRuntime._openenv_gym = True
-
-
-def _close(port: Any) -> None:
-    """A port's server closed (or the task that starts one, cancelled or its server closed)."""
-    if not isinstance(port, asyncio.Task):
-        port.close()  # (a server: asyncio's or uvloop's)
-    elif not port.done():
-        port.cancel()
-    elif not port.cancelled() and port.exception() is None:
-        port.result().close()
 
 
 class Background:

@@ -44,7 +44,7 @@ from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import EnvError, SandboxUnavailableError
-from openenv_gym.manifests.schema import ManifestError, VerifiersManifest
+from openenv_gym.manifests.schema import ManifestError, VerifiersManifest, sandbox_network
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, refusal
 
@@ -259,7 +259,7 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     task_class = type(tasks.read[0])  # a task with tools overrides toolsets(): its servers start per rollout
     scripts = Path(SubprocessRuntime.scripts_dir)
     scripts.mkdir(parents=True, exist_ok=True)  # (shown to its sandboxes: it must be there when they are made)
-    policy = SandboxPolicy(manifest.network, cpu_seconds=3600, file_bytes=256 << 20, open_files=4096,
+    policy = SandboxPolicy(**sandbox_network(manifest.network), cpu_seconds=3600, file_bytes=256 << 20, open_files=4096,
                            readable=(str(manifest.folder), str(scripts),
                                      *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))))
     install_runtime(task_class.toolsets.__func__ is not vf.Task.toolsets.__func__, policy, sandboxed)
