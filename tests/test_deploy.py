@@ -51,6 +51,43 @@ def test_the_service_is_headless_over_the_deployments_ready_pods():
     assert probe["path"] == "/healthz" and probe["port"] in (port["name"], port["containerPort"])
 
 
+# What a pod needs for the episodes' sandboxes (bubblewrap run as root, then programs joining its namespaces and
+# dropping to a uid of their own): with only these, a sandbox opens, runs, is renewed and closes; without any one, it
+# fails (tried on the test machine by shrinking the capability bounding set)
+SANDBOX_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "SYS_CHROOT", "SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER",
+                        "KILL", "NET_BIND_SERVICE"}
+
+
+def test_the_pod_gets_what_the_sandbox_needs_and_nothing_more():
+    spec = _documents()["Deployment"]["spec"]["template"]["spec"]
+    context = _container(_documents()["Deployment"])["securityContext"]
+    # a user namespace of the pod's own, so that its root and its capabilities are not the node's
+    assert spec.get("hostUsers") is False
+    assert not any(spec.get(field) for field in ("hostPID", "hostNetwork", "hostIPC"))  # (none with hostUsers false)
+    assert "volumes" not in spec and spec["automountServiceAccountToken"] is False
+    assert not context.get("privileged", False) and not spec.get("securityContext", {}).get("privileged", False)
+    # root inside it: the server refuses to sandbox otherwise (it hands each episode a uid of its own)
+    assert context["runAsUser"] == 0 and not context.get("runAsNonRoot", False)
+    # every capability dropped but those the sandbox uses, named as Kubernetes names them
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert set(context["capabilities"]["add"]) == SANDBOX_CAPABILITIES
+    assert len(context["capabilities"]["add"]) == len(SANDBOX_CAPABILITIES)
+    # a new /proc per sandbox needs the container's /proc unmasked; pivot_root and mount need the profiles' leave
+    assert context["procMount"] == "Unmasked"
+    assert context["seccompProfile"]["type"] in ("Unconfined", "Localhost")
+    assert context["appArmorProfile"]["type"] in ("Unconfined", "Localhost")
+    # Kubernetes refuses allowPrivilegeEscalation false beside SYS_ADMIN (a rule its schemas do not carry)
+    assert context.get("allowPrivilegeEscalation", True) is True
+
+
+def test_the_image_has_bubblewrap_and_runs_as_root():
+    final = DOCKERFILE.read_text().rsplit("\nFROM ", 1)[1]  # the stage that is the image
+    assert re.search(r"^RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap\b", final,
+                     re.MULTILINE)
+    users = re.findall(r"^USER (\S+)", final, re.MULTILINE)
+    assert users and users[-1] in ("0", "root")
+
+
 def _expand(text: str, variables: dict[str, str]) -> str:
     return re.sub(r"\$\((\w+)\)", lambda match: variables[match.group(1)], text)
 
