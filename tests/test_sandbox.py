@@ -185,6 +185,20 @@ def test_an_allow_list_entry_that_cannot_be_honoured_is_refused_with_the_reason(
             load_manifest(folder)
 
 
+def test_a_program_inherits_none_of_the_servers_secrets(monkeypatch):
+    """The server's environment reaches its programs without its token, keys, passwords or own settings."""
+    secrets = {"OPENENV_GYM_TOKEN": "server-token-1111", "AWS_SECRET_ACCESS_KEY": "aws-2222",
+               "DB_PASSWORD": "db-3333", "HF_TOKEN": "hf-4444", "ANTHROPIC_API_KEY": "anthropic-5555"}
+    for name, value in {**secrets, "PLAIN_SETTING": "kept-6666"}.items():
+        monkeypatch.setenv(name, value)
+    server = LocalServer(str(SHELL), 1, 10)
+    try:
+        seen = shell(server.url, "env")[0]
+    finally:
+        server.stop()
+    assert [value for value in secrets.values() if value in seen] == [] and "PLAIN_SETTING=kept-6666" in seen
+
+
 def test_signals_reach_only_the_episodes_own_processes(shell_url):
     bystander = subprocess.Popen(["sleep", "300"])
     try:
@@ -380,3 +394,14 @@ def test_what_it_must_read_is_shown_again_inside_hidden_homes(tmp_path, monkeypa
         finally:
             await sandbox.close()
     assert asyncio.run(main()) == "shown hidden hidden"
+
+
+def test_episodes_uids_are_among_those_the_user_namespace_maps():
+    """The host maps every uid; a pod with a user namespace of its own (hostUsers: false) maps 65,536, where a uid
+    above them could not own the working directory nor be switched to."""
+    from openenv_gym.sandbox.sandbox import uid_range
+
+    assert uid_range("         0          0 4294967295\n") == (UID_BASE, 4096, 1 << 16)
+    first, blocks, size = uid_range("         0    1000000      65536\n")
+    assert (first, blocks * size) == (32768, 32768)  # its upper half, in blocks for the workers
+    assert uid_range("0 1000 1\n1 200000 65535\n")[0] + 16 * uid_range("0 1000 1\n1 200000 65535\n")[2] <= 65536

@@ -2,6 +2,7 @@
 the program's side). Light on purpose: the fork server imports child.py, and every program is a copy of it."""
 
 from openenv_gym.programs.child import STDIN, ProgramSpec
+from openenv_gym.programs.environ import inherited_environ
 from openenv_gym.programs.program import Program, warm_up
 
-__all__ = ["STDIN", "Program", "ProgramSpec", "warm_up"]
+__all__ = ["STDIN", "Program", "ProgramSpec", "inherited_environ", "warm_up"]

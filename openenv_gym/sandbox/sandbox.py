@@ -42,9 +42,27 @@ _uids_in_use: set[int] = set()
 WRITABLE = ("/tmp", WORKDIR, "/dev/shm")  # its own file systems (mounts.py), emptied when it is renewed
 
 
+def uid_range(uid_map: str) -> tuple[int, int, int]:
+    """(the first of the episodes' uids, how many blocks of them, uids per block: one block per worker process),
+    among the uids a user namespace maps (`uid_map`: /proc/self/uid_map). The host's maps them all: UID_BASE and
+    up. A container's own user namespace (a Kubernetes pod with hostUsers: false) maps 65,536: its upper half."""
+    ranges = [tuple(map(int, line.split()))[::2] for line in uid_map.splitlines() if line.strip()]
+    if any(inside <= UID_BASE and inside + count >= UID_BASE + (4096 << 16) for inside, count in ranges):
+        return UID_BASE, 4096, 1 << 16
+    inside, count = max(ranges, key=lambda mapped: mapped[1])
+    return inside + count // 2, 16, count // 2 // 16
+
+
+@functools.cache
+def _uids() -> tuple[int, int, int]:
+    with open("/proc/self/uid_map") as file:
+        return uid_range(file.read())
+
+
 def _episode_uid() -> int:
     """A uid of this worker's block that no live episode has (the block is reused as the counter wraps)."""
-    while (uid := UID_BASE + ((os.getpid() % 4096) << 16) + (next(_numbers) & 0xFFFF)) in _uids_in_use:
+    first, blocks, size = _uids()
+    while (uid := first + (os.getpid() % blocks) * size + next(_numbers) % size) in _uids_in_use:
         pass
     _uids_in_use.add(uid)
     return uid

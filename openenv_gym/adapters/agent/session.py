@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,7 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action,
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_network
-from openenv_gym.programs import STDIN, Program, ProgramSpec, warm_up
+from openenv_gym.programs import STDIN, Program, ProgramSpec, inherited_environ, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, refusal
 
@@ -102,7 +101,7 @@ class AgentFactory:
 
     def spec(self, place: Workplace, lease: EndpointLease, task: dict[str, Any]) -> ProgramSpec:
         manifest, limits = self.manifest, self.manifest.limits
-        environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
+        environ = inherited_environ()
         environ.update(OPENAI_BASE_URL=lease.base_url, OPENAI_API_KEY=lease.api_key, OPENAI_MODEL=lease.model,
                        OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
                        OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))

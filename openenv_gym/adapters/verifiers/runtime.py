@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
-from openenv_gym.programs import Program, ProgramSpec
+from openenv_gym.programs import Program, ProgramSpec, inherited_environ
 from openenv_gym.sandbox import WORKDIR, SandboxPolicy
 from openenv_gym.sandbox.paths import read_inside, write_inside
 from openenv_gym.sandbox.ports import close_port, into_sandbox, out_of_sandbox
@@ -46,7 +46,7 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
     def spec(runtime: Any, argv: list[str], env: dict[str, str], **output: str) -> ProgramSpec:
         """How a program runs: in the runtime's place, with the environment the runtime gives its programs."""
         place: Workplace | None = getattr(runtime, "openenv_place", None)
-        environ = {key: value for key, value in os.environ.items() if "API_KEY" not in key.upper()}
+        environ = inherited_environ()
         environ.update(runtime.process_env(env))
         inside = place is not None and place.entry is not None
         return ProgramSpec(
