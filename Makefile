@@ -61,6 +61,7 @@ bench: $(VENV)/.installed $(BWRAP)
 	$(PY) -m benchmarks.verifiers_v1_compare
 	$(PY) -m benchmarks.agent_sessions
 	$(PY) -m benchmarks.sandbox
+	$(PY) -m benchmarks.sandbox_abuse
 	$(PY) -m benchmarks.groups
 	$(PY) -m benchmarks.stream
 	$(PY) -m benchmarks.openenv_compare

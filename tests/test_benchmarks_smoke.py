@@ -106,6 +106,17 @@ def test_sandbox_benchmark_runs():
     assert figures["sandboxed"]["left_after_the_crowd"] == {"processes": 0, "control_groups": 0, "files": 0}
 
 
+def test_sandbox_abuse_benchmark_runs():
+    result = run_module("benchmarks.sandbox_abuse", "--seconds", "0.5", "--attacks", "fork_bomb,kill_all",
+                        timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "sandbox_abuse.json").read_text())
+    assert figures["quiet"]["steps"] > 0 and figures["quiet"]["errors"] == 0
+    assert set(figures["attacks"]) == {"fork_bomb", "kill_all"}
+    assert all(row["server_alive"] and row["errors"] == 0 and row["steps"] > 0 and row["attack_episodes"] > 0
+               for row in figures["attacks"].values())
+
+
 def test_groups_benchmark_runs():
     result = run_module("benchmarks.groups", "--sessions", "16", "--episodes", "64", "--rounds", "1",
                         "--group-size", "4", timeout=120)
