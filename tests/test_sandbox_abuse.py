@@ -37,7 +37,6 @@ from conftest import ROOT, descendants
 import openenv_gym
 from openenv_gym.client.local import LocalServer
 from openenv_gym.sandbox import unavailable
-from openenv_gym.sandbox.sandbox import UID_BASE
 
 SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
 LIMITS = tomllib.loads((SHELL / "openenv.toml").read_text())["limits"]
@@ -68,11 +67,12 @@ def uid_of(pid: int) -> int | None:
 
 
 def episodes(server: LocalServer) -> dict[int, list[int]]:
-    """The server's episode processes by uid (an episode's uid is its own, above every user's)."""
+    """The server's episode processes by uid (an episode's uid is its own: not the server's)."""
     found: dict[int, list[int]] = {}
+    server_uid = uid_of(server.process.pid)
     for pid in descendants(server.process.pid):
         uid = uid_of(pid)
-        if uid is not None and uid >= UID_BASE:
+        if uid is not None and uid != server_uid:
             found.setdefault(uid, []).append(pid)
     return found
 
