@@ -37,7 +37,7 @@ class RemoteEnv(gym.Env[str, Action]):
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
-                 target: Target | None = None) -> None:
+                 sandbox: bool = True, target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server.
@@ -50,13 +50,17 @@ class RemoteEnv(gym.Env[str, Action]):
             server is built with them; a running server must have been started with them.
         reset_retry_window: seconds a reset that failed for its server (lost, full) is tried again, on the next
             server when there are several (0: never).
+        sandbox: False starts the local server with --no-sandbox: environments that run programs (agent,
+            Verifiers v1) then run them unconfined (they see the server's files, network and processes), for
+            machines that cannot make sandboxes (no bubblewrap, not root). Only without base_url (ValueError
+            otherwise): a running server sandboxes or not as it was started.
         target: all of the above at once (targets.resolve's), instead of them.
         """
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
         self.target = target or Target.of(env, base_url, transport=transport, token=token, options=options,
                                           env_args=env_args, request_timeout=request_timeout,
-                                          reset_retry_window=reset_retry_window)
+                                          reset_retry_window=reset_retry_window, sandbox=sandbox)
         self.render_mode = render_mode
         self.default_options = self.target.options
         self._last_obs = ""

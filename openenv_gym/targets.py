@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from openenv_gym.client.retries import DEFAULT_RESET_RETRY_WINDOW
-from openenv_gym.client.servers import Servers, ServerSource, server_source
+from openenv_gym.client.servers import FixedServers, Servers, ServerSource, server_source
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.client.transports import transport_class
 from openenv_gym.client.vector import AsyncVectorClient
@@ -27,7 +27,13 @@ from openenv_gym.registry import check_served
 
 # The keyword arguments of gym.make / gym.make_vec for openenv ids that a Target keeps.
 TARGET_KWARGS = ("env", "base_url", "token", "options", "transport", "env_args", "request_timeout",
-                 "reset_retry_window")
+                 "reset_retry_window", "sandbox")
+
+
+@dataclass(frozen=True)
+class LocalServers(FixedServers):
+    """The local server gym.make's embedded default started (with its flags, sandbox=False's --no-sandbox among
+    them): a Target rebuilt from settings() in another process reaches it again, keeping `sandbox`."""
 
 
 @dataclass(frozen=True)
@@ -43,28 +49,35 @@ class Target:
     env_args: dict[str, Any] | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW
+    sandbox: bool = True  # False: the local server was started --no-sandbox
 
     @classmethod
     def of(cls, env: str | None = None, base_url: Servers | None = None, *, workers: int = 1,
            env_id: str | None = None, transport: str = "native", token: str | None = None,
            options: dict[str, Any] | None = None, env_args: dict[str, Any] | None = None,
            request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
-           reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW) -> Target:
+           reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW, sandbox: bool = True) -> Target:
         """The target of gym.make's arguments. Without base_url, the local server of `env` is started (or the one
-        this process started is reused) with `workers` processes."""
+        this process started is reused) with `workers` processes; sandbox=False starts it with --no-sandbox."""
         if base_url is None:
             if env is None:
                 raise ValueError(f"{env_id or 'this environment'} needs env= (to start a local server) or base_url= "
                                  "(to use a running one)")
-            base_url = transport_class(transport).local_url(env, workers=workers, env_args=env_args)
+            extra = {} if sandbox else {"sandbox": False}  # (ors.py's and probe.py's local_url, which always
+            # refuse, do not take it yet)
+            base_url = LocalServers((transport_class(transport).local_url(env, workers=workers, env_args=env_args,
+                                                                          **extra),))
+        elif not sandbox and not isinstance(base_url, LocalServers):
+            raise ValueError("sandbox=False is for gym.make's local server (without base_url): a running server "
+                             "sandboxes episodes or not as it was started (openenv-gym serve ... --no-sandbox)")
         return cls(env_id, server_source(base_url), transport, env, token, dict(options or {}), env_args,
-                   request_timeout, reset_retry_window)
+                   request_timeout, reset_retry_window, sandbox)
 
     def settings(self) -> dict[str, Any]:
         """What gym.make takes to resolve this target again (in another process: a pickled recipe)."""
         return {"base_url": self.source, "transport": self.transport, "env": self.env, "token": self.token,
                 "options": self.options, "env_args": self.env_args, "request_timeout": self.request_timeout,
-                "reset_retry_window": self.reset_retry_window}
+                "reset_retry_window": self.reset_retry_window, "sandbox": self.sandbox}
 
     @property
     def urls(self) -> tuple[str, ...]:

@@ -105,7 +105,7 @@ class RemoteVectorEnv(VectorEnv):
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
-                 group_size: int | None = None, target: Target | None = None) -> None:
+                 group_size: int | None = None, sandbox: bool = True, target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -125,8 +125,10 @@ class RemoteVectorEnv(VectorEnv):
             Where the environment scores groups (score_group, on the server), the step at which a group's last
             member ends has, in that env's info, "group_rewards" and "group_infos": one entry per member, in env
             order (None for a member that failed), or "group_error" if the scoring failed.
-        target: env, base_url, token, options, transport, env_args, request_timeout and reset_retry_window at
-            once (targets.resolve's), instead of them.
+        sandbox: False starts the local server with --no-sandbox, its programs unconfined (see RemoteEnv); only
+            without base_url.
+        target: env, base_url, token, options, transport, env_args, request_timeout, reset_retry_window and
+            sandbox at once (targets.resolve's), instead of them.
         """
         if group_size is not None and (group_size < 1 or num_envs % group_size):
             raise ValueError(f"group_size must be at least 1 and divide num_envs ({num_envs}), got {group_size}")
@@ -134,7 +136,8 @@ class RemoteVectorEnv(VectorEnv):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
         self.target = target or Target.of(env, base_url, workers=os.cpu_count() or 1, transport=transport,
                                           token=token, options=options, env_args=env_args,
-                                          request_timeout=request_timeout, reset_retry_window=reset_retry_window)
+                                          request_timeout=request_timeout, reset_retry_window=reset_retry_window,
+                                          sandbox=sandbox)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode

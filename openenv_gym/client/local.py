@@ -1,6 +1,6 @@
 """The embedded default: `gym.make(id)` without a base_url starts a local server for that env.
 
-One server process per environment (and env_args), shared by every env made in this process, stopped at
+One server process per environment (and env_args, and sandbox), shared by every env made in this process, stopped at
 exit. The server holds our end of a pipe as its stdin and stops when it closes, so it also goes away if this
 process is killed. It reports its URL on a pipe of its own (protocol/ready.py); what it prints goes to our
 stderr.
@@ -100,9 +100,11 @@ class LocalServer:
 
 
 def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000,
-                     env_args: dict[str, Any] | None = None) -> str:
-    """The URL of this process's local server for `env` (built with `env_args`), started on first use."""
-    extra = ("--env-args", json.dumps(env_args, sort_keys=True)) if env_args else ()
+                     env_args: dict[str, Any] | None = None, sandbox: bool = True) -> str:
+    """The URL of this process's local server for `env` (built with `env_args`; sandbox=False: served
+    --no-sandbox, its programs unconfined), started on first use."""
+    extra = (("--env-args", json.dumps(env_args, sort_keys=True)) if env_args else ()) + (
+        () if sandbox else ("--no-sandbox",))
     key = " ".join((env, *extra))
     with _lock:
         server = _servers.get(key)

@@ -114,8 +114,10 @@ class Transport(ABC):
     server_gone: Callable[[], Awaitable[bool]] | None = None
 
     @classmethod
-    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
-        """The URL of a local server for `env` (the embedded default), for transports that can start one."""
+    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None,
+                  sandbox: bool = True) -> str:
+        """The URL of a local server for `env` (the embedded default), for transports that can start one
+        (sandbox=False: started with --no-sandbox)."""
         raise ValueError(f"{cls.__name__} cannot start a local server for {env!r}: pass base_url=")
 
     @abstractmethod

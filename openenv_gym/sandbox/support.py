@@ -38,4 +38,5 @@ def refusal(what: str) -> str | None:
         return None
     return (f"{what} runs programs, and every episode's program runs in a sandbox of its own, which this machine "
             f"cannot make: {reason}. To run it unconfined anyway (its programs then see the server's files, network "
-            f"and processes), serve it with {NO_SANDBOX}")
+            f"and processes), serve it with {NO_SANDBOX} (gym.make's local server, without base_url: "
+            f"gym.make(..., sandbox=False))")

@@ -49,9 +49,10 @@ class NativeTransport(Transport):
         self._grouped: tuple[Sequence[Any], list[Group]] | None = None
 
     @classmethod
-    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
+    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None,
+                  sandbox: bool = True) -> str:
         """The embedded default: a local server for `env`, started on first use and stopped at exit."""
-        return local_server_url(env, workers=workers, env_args=env_args)
+        return local_server_url(env, workers=workers, env_args=env_args, sandbox=sandbox)
 
     async def _connect(self) -> tuple[Connection, dict]:
         conn = await connect(self.url, token=self.token, open_timeout=self.open_timeout,
