@@ -186,17 +186,20 @@ def test_an_allow_list_entry_that_cannot_be_honoured_is_refused_with_the_reason(
 
 
 def test_a_program_inherits_none_of_the_servers_secrets(monkeypatch):
-    """The server's environment reaches its programs without its token, keys, passwords or own settings."""
+    """The server's environment reaches its programs without its token, keys, passwords or own settings: only what
+    they need to run, as the server's own programs would."""
     secrets = {"OPENENV_GYM_TOKEN": "server-token-1111", "AWS_SECRET_ACCESS_KEY": "aws-2222",
-               "DB_PASSWORD": "db-3333", "HF_TOKEN": "hf-4444", "ANTHROPIC_API_KEY": "anthropic-5555"}
-    for name, value in {**secrets, "PLAIN_SETTING": "kept-6666"}.items():
+               "DB_PASSWORD": "db-3333", "HF_TOKEN": "hf-4444", "ANTHROPIC_API_KEY": "anthropic-5555",
+               "PIP_EXTRA_INDEX_URL": "https://deploy:pip-7777@index.example/simple", "MY_SERVICE": "mine-8888"}
+    for name, value in {**secrets, "PIP_INDEX_URL": "https://index.example/simple"}.items():
         monkeypatch.setenv(name, value)
     server = LocalServer(str(SHELL), 1, 10)
     try:
         seen = shell(server.url, "env")[0]
     finally:
         server.stop()
-    assert [value for value in secrets.values() if value in seen] == [] and "PLAIN_SETTING=kept-6666" in seen
+    assert [value for value in secrets.values() if value in seen] == []
+    assert "PIP_INDEX_URL=https://index.example/simple" in seen  # (what programs need to run is passed)
 
 
 def test_signals_reach_only_the_episodes_own_processes(shell_url):

@@ -477,7 +477,7 @@ def test_kill_9_minus_1_ends_only_its_own_episode(served):
         a = abuse(served, attack)
         assert host_process.poll() is None  # the host's processes live on (the server's: abuse() checked)
         assert a.ended is not None and a.ended["exit_code"] == -9
-        assert "exited with code -9" in a.ended["error"]["message"]  # (-9: killed by SIGKILL)
+        assert "was killed by SIGKILL (exit code -9)" in a.ended["error"]["message"]
     finally:
         host_process.kill()
         host_process.wait()

@@ -1,16 +1,23 @@
-"""The environment an episode's program inherits from the server: the server's own, less what is secret or the
-server's alone (a model provider's key, the server's bearer token, a cloud's credentials, openenv-gym's settings),
-so that a program, and whatever a policy makes it print, never holds them."""
+"""The environment an episode's program inherits from the server: only what a program needs to run as the server's
+programs would (its PATH, locale, Python's and the package tools' settings, certificate bundles, thread counts),
+never what is secret or the server's alone: a name that says secret (a model provider's key, a token), a value that
+holds a password (`https://user:password@index/`), openenv-gym's own settings. Whatever a program holds, a policy
+can make it print."""
 
 from __future__ import annotations
 
 import os
 import re
 
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE)
-SERVERS_OWN = ("OPENENV_GYM_",)  # its home, venvs, token, settings: the server's, never an episode's
+PASSED = re.compile(
+    r"PATH|LANG|LANGUAGE|LC_\w+|TZ|TERM|COLORTERM|NO_COLOR|FORCE_COLOR|COLUMNS|LINES|PYTHON\w*|VIRTUAL_ENV|"
+    r"CONDA_PREFIX|SSL_CERT_FILE|SSL_CERT_DIR|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|NODE_EXTRA_CA_CERTS|NODE_OPTIONS|"
+    r"UV_\w+|PIP_\w+|HF_\w+|TRANSFORMERS_\w+|TOKENIZERS_PARALLELISM|OMP_NUM_THREADS|MKL_NUM_THREADS|"
+    r"OPENBLAS_NUM_THREADS|CUDA_VISIBLE_DEVICES")
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE)
+SECRET_VALUE = re.compile(r"://[^/@\s]*:[^/@\s]*@")  # a URL's user:password
 
 
 def inherited_environ() -> dict[str, str]:
     return {name: value for name, value in os.environ.items()
-            if not SECRET.search(name) and not name.startswith(SERVERS_OWN)}
+            if PASSED.fullmatch(name) and not SECRET_NAME.search(name) and not SECRET_VALUE.search(value)}

@@ -23,6 +23,8 @@ def empty(folder: Path, keep_roots: bool) -> bool:
             status = entry.stat(follow_symlinks=False)
             if status.st_dev == device and not (keep_roots and status.st_uid == 0):
                 doomed.append(entry)
+                if len(doomed) > WIPE_BUDGET:  # (counted as it is read: a folder of a million files is not read)
+                    return False
     count = len(doomed)
     for entry in doomed:
         if entry.is_dir(follow_symlinks=False):

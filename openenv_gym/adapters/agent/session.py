@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -213,8 +214,8 @@ class AgentSession(Environment):
                              f"{self.factory.manifest.limits.turn_timeout:g} s and was killed"}
         elif ended.exit_code != 0:
             bound = " (the memory bound of its sandbox killed it)" if self.place and self.place.out_of_memory() else ""
-            info["error"] = {"code": "env_error", "message": f"the program exited with code {ended.exit_code}"
-                             f"{bound}{_said(ended)}"}
+            info["error"] = {"code": "env_error",
+                             "message": f"the program {_ending(ended.exit_code)}{bound}{_said(ended)}"}
         if self.lease is not None and self.lease.errors:
             info["endpoint_errors"] = list(self.lease.errors)
         value, metrics = await self._reward(result, info)
@@ -254,6 +255,16 @@ class AgentSession(Environment):
         place, self.place = self.place, None
         if place is not None:
             await place.close()
+
+
+def _ending(code: int) -> str:
+    """How a program ended, in words: its exit code, or the signal that killed it (exit code -N)."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name} (exit code {code})"
+    except ValueError:
+        return f"was killed by signal {-code} (exit code {code})"
 
 
 def _said(ended: Ended) -> str:
