@@ -63,10 +63,8 @@ class Target:
             if env is None:
                 raise ValueError(f"{env_id or 'this environment'} needs env= (to start a local server) or base_url= "
                                  "(to use a running one)")
-            extra = {} if sandbox else {"sandbox": False}  # (ors.py's and probe.py's local_url, which always
-            # refuse, do not take it yet)
             base_url = LocalServers((transport_class(transport).local_url(env, workers=workers, env_args=env_args,
-                                                                          **extra),))
+                                                                          sandbox=sandbox),))
         elif not sandbox and not isinstance(base_url, LocalServers):
             raise ValueError("sandbox=False is for gym.make's local server (without base_url): a running server "
                              "sandboxes episodes or not as it was started (openenv-gym serve ... --no-sandbox)")

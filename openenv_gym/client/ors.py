@@ -110,7 +110,8 @@ class OrsTransport(Transport):
         self.catalog = _TaskSource(self)  # kept: the names of its tasks are read once
 
     @classmethod
-    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
+    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None,
+                  sandbox: bool = True) -> str:
         raise ValueError('gym.make("openenv/ors") drives a running ORS server: pass base_url="http://host:port" '
                          'and env="<env name>"')
 

@@ -58,7 +58,8 @@ class ProbedTransport(Transport):
         self.description: dict[str, Any] = {}
 
     @classmethod
-    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None) -> str:
+    def local_url(cls, env: str, workers: int = 1, env_args: dict[str, Any] | None = None,
+                  sandbox: bool = True) -> str:
         raise ValueError('gym.make("openenv/remote") drives a running server: pass base_url="http://host:port"')
 
     async def open(self) -> ProbedTransport:
