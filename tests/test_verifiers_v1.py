@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import descendants, in_parallel, play_episode
+from conftest import ROOT, descendants, in_parallel, play_episode
 
 import openenv_gym
 from openenv_gym.adapters.verifiers.v1_config import split_env_args
@@ -296,3 +296,50 @@ def test_the_bash_harness_runs_the_models_commands_in_the_episodes_sandbox(tmp_p
     finally:
         server.stop()
         secret.unlink()
+
+
+OPEN_PROCESS = '''
+import asyncio, json, os
+from openenv_gym.adapters.verifiers.runtime import install
+from openenv_gym.sandbox import SandboxPolicy
+from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+async def main():
+    install(False, SandboxPolicy(), True)
+    runtime = SubprocessRuntime(SubprocessConfig())
+    await runtime.start()
+    process = await runtime.open_process(["sh", "-c", "read line; echo got $line; pwd; exec sleep 600"], {})
+    outer, holder = process._process.pid, runtime.openenv_place.sandbox.pid
+    await asyncio.sleep(0.3)
+    [inner] = [int(pid) for pid in open(f"/proc/{outer}/task/{outer}/children").read().split()]
+    seen = {"same_pid_namespace": os.readlink(f"/proc/{inner}/ns/pid") == os.readlink(f"/proc/{holder}/ns/pid"),
+            "uid": int(open(f"/proc/{inner}/status").read().split("Uid:")[1].split()[0])}
+    await process.write(b"hello\\n")
+    said = b""
+    async for chunk in process.stdout:
+        said += chunk
+        if said.endswith(b"/tmp/work\\n"):
+            break
+    seen["said"] = said.decode()
+    await runtime.teardown()  # (the sleep still runs: teardown kills it)
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{inner}"):
+            break
+        await asyncio.sleep(0.1)
+    seen["left"] = os.path.exists(f"/proc/{inner}")
+    print(json.dumps(seen))
+asyncio.run(main())
+'''
+
+
+def test_a_live_process_with_pipes_runs_in_the_runtimes_sandbox(served):
+    """An ACP harness talks to its agent through a live process's pipes (Runtime.open_process): exec'd rather than
+    forked warm, it still runs in the runtime's sandbox, as its uid; seen from outside it (the process's namespace
+    and uid in /proc), and gone with the runtime's teardown."""
+    python = served["word_echo"][1]
+    done = subprocess.run([python, "-c", OPEN_PROCESS], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["same_pid_namespace"] and seen["uid"] not in (0, os.getuid())
+    assert seen["said"] == "got hello\n/tmp/work\n" and not seen["left"]

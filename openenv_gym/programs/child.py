@@ -70,9 +70,9 @@ def run(spec: ProgramSpec) -> None:
         os._exit(1)
 
 
-def _run(spec: ProgramSpec) -> None:
-    os.setsid()
-    die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
+def confine(spec: ProgramSpec) -> None:
+    """Move this process into the program's sandbox (if it has one), under its limits, in its working directory.
+    (Also what a live process with pipes runs between its fork and its exec: Verifiers' open_process.)"""
     if spec.sandbox is not None:
         enter(spec.sandbox)
     limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
@@ -82,6 +82,12 @@ def _run(spec: ProgramSpec) -> None:
     for limit, value in limits:
         resource.setrlimit(limit, (value, value))
     os.chdir(spec.workdir)
+
+
+def _run(spec: ProgramSpec) -> None:
+    os.setsid()
+    die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
+    confine(spec)
     os.environ.clear()
     os.environ.update(spec.environ)
     stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from openenv_gym.runtime.lifetime import die_with_parent, libc
 from openenv_gym.sandbox.cgroups import Cgroup
 
+MAX_FDS = 1 << 20  # (os.closerange closes them with one close_range(2))
 CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
 
 
@@ -62,7 +63,8 @@ def enter(entry: Entry) -> None:
     if child == 0:
         die_with_parent(signal.SIGKILL)
         return
-    _, status = os.waitpid(child, 0)
+    os.closerange(0, MAX_FDS)  # (holding nothing: a pipe the child shares ends when the child ends, as its caller
+    _, status = os.waitpid(child, 0)  # expects, subprocess's exec-error pipe among them)
     if os.WIFSIGNALED(status):  # ended the same way, so that whoever waits for this process learns the signal
         with contextlib.suppress(OSError, ValueError):  # (SIGKILL's and SIGSTOP's handlers cannot be set)
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)

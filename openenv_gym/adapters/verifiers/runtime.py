@@ -13,14 +13,17 @@ nothing else crosses. Unsandboxed, only the warm programs leave the runtime's ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
+import signal
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
-from openenv_gym.programs import Program, ProgramSpec, inherited_environ
+from openenv_gym.programs import Program, ProgramSpec, confine, inherited_environ
 from openenv_gym.sandbox import WORKDIR, SandboxPolicy
 from openenv_gym.sandbox.paths import read_inside, write_inside
 from openenv_gym.sandbox.ports import close_port, into_sandbox, out_of_sandbox
@@ -35,7 +38,7 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
     """Route the subprocess runtime's programs as said above, once per process."""
     from verifiers.v1.errors import SandboxError
     from verifiers.v1.runtimes import ProgramResult
-    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+    from verifiers.v1.runtimes.subprocess import SubprocessProcess, SubprocessRuntime
 
     if getattr(SubprocessRuntime, "_openenv_gym", False):
         return
@@ -104,10 +107,16 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
         self._background.append(Background(await started(self, argv, env, log=log)))
 
     async def open_process(self: Any, argv: list[str], env: dict[str, str]) -> Any:
-        if place_of(self):
-            raise SandboxError("a live process (an ACP harness's) does not run in openenv-gym's sandbox yet: serve "
-                               "this environment with --no-sandbox to run it unconfined")
-        return await own["open_process"](self, argv, env)
+        """A live process its caller talks to through pipes (an ACP harness's): exec'd, not forked warm (the pipes
+        are asyncio's), and moved into the sandbox between its fork and its exec (programs.confine)."""
+        if not place_of(self):
+            return await own["open_process"](self, argv, env)
+        program = spec(self, argv, env)
+        process = await asyncio.create_subprocess_exec(
+            *argv, env=program.environ, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=partial(confine, program))
+        self._background.append(process)
+        return SubprocessProcess(process)
 
     async def _read(self: Any, path: str, max_bytes: int | None = None) -> bytes:
         """A file of the sandbox's, its path resolved inside it (paths.py: no link leads to the host's files)."""
@@ -163,8 +172,12 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
         place = place_of(self)
         if place is None:
             return own["cleanup"](self)
-        for program in self._background:
-            program.program.kill()
+        for program in self._background:  # (forked warm, a Background; a live process, asyncio's)
+            if isinstance(program, Background):
+                program.program.kill()
+            elif program.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(program.pid, signal.SIGKILL)  # (its own session: the group is its pid)
         self._background = []
         for port in self.openenv_ports:
             close_port(port)
