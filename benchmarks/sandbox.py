@@ -1,15 +1,17 @@
 """What a sandbox costs an agent program's episode, against the same episodes unsandboxed (--no-sandbox), in one run
 with the same resources on both sides (one server worker each), and what a crowd of sandboxed sessions leaves.
 
-1. Start: `starts` episodes one after the other, each a reset (a sandbox made, the program forked into it, its first
-   model request answered as the observation); the p50 and p90 of a reset, sandboxed and not, and the difference.
+1. Start: `starts` episodes of one session one after the other, each a reset (its sandbox renewed, the program
+   forked into it, its first model request answered as the observation); the p50 and p90 of a reset, sandboxed and
+   not, and the difference. And the first reset of `fresh` sessions held open together, each in a new sandbox.
 2. Throughput: `sessions` concurrent players, each playing `rounds` episodes of a program that asks the model
-   twice; episodes/s sandboxed over unsandboxed.
+   twice, after a round not counted (the players' sandboxes made, the fork server up); episodes/s sandboxed over
+   unsandboxed.
 3. Crowd: `crowd` sandboxed sessions at once (a program each, waiting on its first request), played to their end
    and closed: errors, memory per session (proportional set size of the server and every process it started), and
    then the processes, control groups and files left.
 
-    python -m benchmarks.sandbox [--starts 200] [--sessions 64] [--rounds 4] [--crowd 1000]
+    python -m benchmarks.sandbox [--starts 200] [--fresh 50] [--sessions 64] [--rounds 4] [--crowd 1000]
 """
 
 from __future__ import annotations
@@ -30,6 +32,24 @@ from openenv_gym.sandbox.pool import IDLE_SECONDS
 
 GROUPS = (Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym"),
           Path("/sys/fs/cgroup/openenv-gym"))
+
+
+async def first_resets(url: str, sessions: int) -> list[float]:
+    """Seconds the first reset of each of `sessions` new sessions took, each while the ones before stay open (so
+    that no sandbox of an ended episode is there to renew: each is made)."""
+    import openenv_gym
+
+    latencies, held = [], []
+    async with openenv_gym.connect(url) as conn:
+        for _ in range(sessions):
+            session = conn.session()
+            began = time.perf_counter()
+            await session.reset(seed=0)
+            latencies.append(time.perf_counter() - began)
+            held.append(session)
+        for session in held:
+            await session.close()
+    return latencies
 
 
 async def start_latencies(url: str, starts: int) -> list[float]:
@@ -69,9 +89,14 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
     extra = () if sandboxed else ("--no-sandbox",)
     with LocalServer(str(folder), 1, max(args.sessions, args.crowd) + 10, *extra) as server:
         start = asyncio.run(start_latencies(server.url, args.starts))
-        players = asyncio.run(run_players(server.url, args.sessions, args.rounds, lambda obs: "ok"))
-        figures = {"start": percentiles(start), "episodes_per_s": players["steps_per_s"] / 2,
-                   "errors": players["errors"]}
+        fresh = asyncio.run(first_resets(server.url, args.fresh))
+
+        async def play() -> dict:
+            await run_players(server.url, args.sessions, 1, lambda obs: "ok")  # (the round not counted)
+            return await run_players(server.url, args.sessions, args.rounds, lambda obs: "ok")
+        players = asyncio.run(play())
+        figures = {"start": percentiles(start), "new_session_start": percentiles(fresh),
+                   "episodes_per_s": players["steps_per_s"] / 2, "errors": players["errors"]}
         if sandboxed:
             time.sleep(3 * IDLE_SECONDS)  # (the sandboxes kept for the players' next episodes, closed)
             baseline = left_behind(server, {})
@@ -87,6 +112,7 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=200)
+    parser.add_argument("--fresh", type=int, default=50)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--crowd", type=int, default=1000)
@@ -97,12 +123,17 @@ def main(argv: list[str] | None = None) -> dict:
         sandboxed = measure(folder, True, args)
     result = {"sandboxed": sandboxed, "unsandboxed": unsandboxed,
               "added_start_p50_ms": sandboxed["start"]["p50_ms"] - unsandboxed["start"]["p50_ms"],
+              "added_new_session_start_p50_ms": sandboxed["new_session_start"]["p50_ms"]
+              - unsandboxed["new_session_start"]["p50_ms"],
               "episodes_ratio": sandboxed["episodes_per_s"] / unsandboxed["episodes_per_s"]}
     print("An agent program's episode, sandboxed and not (one server worker each):")
     for label, row in (("sandboxed", sandboxed), ("unsandboxed", unsandboxed)):
         print(f"  {label + ':':<13} reset p50 {row['start']['p50_ms']:.1f} ms (p90 {row['start']['p90_ms']:.1f}), "
               f"{row['episodes_per_s']:,.0f} episodes/s with {args.sessions} players, {row['errors']} errors")
-    print(f"  the sandbox adds {result['added_start_p50_ms']:.1f} ms to a reset (p50); episodes/s sandboxed / "
+    print(f"  a new session's first reset (a new sandbox): p50 {sandboxed['new_session_start']['p50_ms']:.1f} ms "
+          f"sandboxed, {unsandboxed['new_session_start']['p50_ms']:.1f} ms not")
+    print(f"  the sandbox adds {result['added_start_p50_ms']:.1f} ms to a reset (p50), "
+          f"{result['added_new_session_start_p50_ms']:.1f} ms to a new session's; episodes/s sandboxed / "
           f"unsandboxed: {result['episodes_ratio']:.2f}x")
     crowd = sandboxed["crowd"]
     print(f"{crowd['programs']:,} sandboxed sessions at once: {crowd['errors']} errors, "

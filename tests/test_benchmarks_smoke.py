@@ -97,8 +97,8 @@ def test_agent_sessions_benchmark_runs():
 
 
 def test_sandbox_benchmark_runs():
-    result = run_module("benchmarks.sandbox", "--starts", "5", "--sessions", "4", "--rounds", "2", "--crowd", "12",
-                        timeout=300)
+    result = run_module("benchmarks.sandbox", "--starts", "5", "--fresh", "3", "--sessions", "4", "--rounds", "2",
+                        "--crowd", "12", timeout=300)
     assert result.returncode == 0, result.stderr
     figures = json.loads((ROOT / "benchmarks" / "results" / "sandbox.json").read_text())
     assert figures["sandboxed"]["errors"] == figures["unsandboxed"]["errors"] == 0

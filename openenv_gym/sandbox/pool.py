@@ -1,6 +1,7 @@
 """Sandboxes kept for the next episode: one that ended is renewed (sandbox.py) and kept a moment, so that a session
 that resets again, or a new one, starts in it rather than in a new one. bubblewrap's start, its mounts and a new
-network namespace are most of what a sandbox costs; renewing one is a few kills and unlinks.
+network namespace are most of what a sandbox costs; renewing one is a few kills and unlinks. When a take leaves
+none kept, sessions are coming faster than episodes end: one spare is made meanwhile, for the next.
 
     sandbox = await take(policy)   # a kept one, renewed, or a new one
     await give_back(sandbox)       # renewed and kept, or closed
@@ -25,15 +26,33 @@ class Pool:
         self.kept: dict[SandboxPolicy, list[tuple[float, Sandbox]]] = {}
         self.expiry: asyncio.Task | None = None
         self.drained = False  # (episodes that end after the drain close their sandboxes)
+        self.making: dict[SandboxPolicy, asyncio.Task] = {}  # a spare, made while sessions are coming
 
     async def take(self, policy: SandboxPolicy) -> Sandbox:
-        kept = self.kept.get(policy)
-        while kept:
-            _, sandbox = kept.pop()
-            if sandbox.process.returncode is None:
-                return sandbox
+        kept = self.kept.setdefault(policy, [])
+        try:
+            while kept:
+                _, sandbox = kept.pop()
+                if sandbox.process.returncode is None:
+                    return sandbox
+                await sandbox.close()
+            return await Sandbox.open(policy)
+        finally:
+            if not kept and policy not in self.making:  # sessions are coming: the next finds one made
+                self.making[policy] = asyncio.get_running_loop().create_task(self._make_spare(policy))
+
+    async def _make_spare(self, policy: SandboxPolicy) -> None:
+        try:
+            sandbox = await Sandbox.open(policy)
+        except Exception:  # (the next take makes its own, and says why if it cannot)
+            return
+        finally:
+            del self.making[policy]
+        if self.drained:
             await sandbox.close()
-        return await Sandbox.open(policy)
+            return
+        self.kept.setdefault(policy, []).insert(0, (time.monotonic(), sandbox))  # (taken after the renewed ones)
+        self._expire_later()
 
     async def give_back(self, sandbox: Sandbox) -> None:
         kept = self.kept.setdefault(sandbox.policy, [])
@@ -41,6 +60,9 @@ class Pool:
             await sandbox.close()
             return
         kept.append((time.monotonic(), sandbox))
+        self._expire_later()
+
+    def _expire_later(self) -> None:
         if self.expiry is None or self.expiry.done():
             self.expiry = asyncio.get_running_loop().create_task(self._expire())
 
@@ -58,6 +80,8 @@ class Pool:
         self.drained = True
         if self.expiry is not None:
             self.expiry.cancel()
+        for making in list(self.making.values()):
+            await asyncio.wait([making])
         kept, self.kept = self.kept, {}
         for sandboxes in kept.values():
             for _, sandbox in sandboxes:
