@@ -202,6 +202,24 @@ def test_a_program_inherits_none_of_the_servers_secrets(monkeypatch):
     assert "PIP_INDEX_URL=https://index.example/simple" in seen  # (what programs need to run is passed)
 
 
+def test_an_episode_makes_no_user_namespace_of_its_own(shell_url):
+    """Root in a user namespace of its own would put more of the kernel in its reach: its processes carry a seccomp
+    filter (seen in the host's /proc) that refuses to make one."""
+    async def main():
+        async with openenv_gym.connect(shell_url.url) as conn:
+            session = conn.session()
+            await session.reset(options={"index": 0})
+            said = (await session.step("unshare -U -r id; echo tried; (setsid sleep 77 >/dev/null 2>&1 &)"))[0]
+            filtered = [Path(f"/proc/{pid}/status").read_text().split("Seccomp:")[1].split()[0]
+                        for pid in descendants(shell_url.process.pid)
+                        if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\0" + b"77\0"]
+            await session.close()
+            return said, filtered
+    said, filtered = asyncio.run(main())
+    assert "uid=0" not in said and "Operation not permitted" in said
+    assert filtered == ["2"]  # (2: a filter)
+
+
 def test_signals_reach_only_the_episodes_own_processes(shell_url):
     bystander = subprocess.Popen(["sleep", "300"])
     try:

@@ -2,8 +2,9 @@
 starts again. The process joins its control group, then the namespaces bubblewrap made (setns(2)): the mount view,
 the network, UTS, and the PID namespace its children are born in; and an IPC namespace of its own (unshare(2)), so
 that the System V objects it makes end with its processes rather than outlive them in a sandbox that is renewed.
-It drops every privilege (no groups, the episode's own uid and gid, no capabilities left) and forks: the child, the
-sandbox's process, goes on to run the program; the parent stays outside to wait for it and exit as it exits.
+It drops every privilege (no groups, the episode's own uid and gid, no capabilities left), may make no user
+namespace (seccomp.py), and forks: the child, the sandbox's process, goes on to run the program; the parent stays
+outside to wait for it and exit as it exits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from openenv_gym.runtime.lifetime import die_with_parent, libc
 from openenv_gym.sandbox.cgroups import Cgroup
+from openenv_gym.sandbox.seccomp import forbid_user_namespaces
 
 MAX_FDS = 1 << 20  # (os.closerange closes them with one close_range(2))
 CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
@@ -59,6 +61,7 @@ def enter(entry: Entry) -> None:
     unshare("ipc")
     os.setresgid(entry.uid, entry.uid, entry.uid)
     os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
+    forbid_user_namespaces()
     child = os.fork()  # born in the sandbox's PID namespace
     if child == 0:
         die_with_parent(signal.SIGKILL)

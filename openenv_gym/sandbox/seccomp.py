@@ -1,0 +1,63 @@
+"""A seccomp filter on an episode's processes, made by libseccomp (the system's library, through ctypes): they may
+not make user namespaces of their own. In one they would be root, with more of the kernel in reach (mounting file
+systems, making network devices): the kernel bugs a sandbox cannot stop are mostly there. Where libseccomp is
+missing, nothing is filtered (support.py says so)."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+
+CLONE_NEWUSER = 0x10000000
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+
+
+def _errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)  # SCMP_ACT_ERRNO
+
+
+class _ArgumentTest(ctypes.Structure):  # struct scmp_arg_cmp
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+@functools.cache
+def libseccomp() -> ctypes.CDLL | None:
+    try:  # (by its soname: find_library would run ldconfig, in every program)
+        library = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        return None
+    library.seccomp_init.restype = ctypes.c_void_p
+    library.seccomp_init.argtypes = [ctypes.c_uint32]
+    library.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                               ctypes.POINTER(_ArgumentTest)]
+    library.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    library.seccomp_load.argtypes = [ctypes.c_void_p]
+    library.seccomp_release.argtypes = [ctypes.c_void_p]
+    return library
+
+
+def forbid_user_namespaces() -> None:
+    """Load the filter on this process (and so on everything it starts): unshare and clone asking for a new user
+    namespace fail with EPERM; clone3, whose flags a filter cannot read, fails with ENOSYS (the C library then
+    falls back to clone). Sets no_new_privs, as any unprivileged filter must."""
+    library = libseccomp()
+    if library is None:
+        return
+    context = library.seccomp_init(SCMP_ACT_ALLOW)
+    if not context:
+        raise OSError("libseccomp could not make a filter")
+    try:
+        flags = (_ArgumentTest * 1)(_ArgumentTest(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+        rules = [("unshare", _errno(errno.EPERM), flags), ("clone", _errno(errno.EPERM), flags),
+                 ("clone3", _errno(errno.ENOSYS), None)]
+        for name, action, tests in rules:
+            number = library.seccomp_syscall_resolve_name(name.encode())
+            if library.seccomp_rule_add_array(context, action, number, len(tests or ()), tests) != 0:
+                raise OSError(f"libseccomp could not add its rule for {name}")
+        if library.seccomp_load(context) != 0:
+            raise OSError("libseccomp could not load its filter")
+    finally:
+        library.seccomp_release(context)
