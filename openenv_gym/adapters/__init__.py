@@ -38,7 +38,7 @@ def _without_env_args(load: Callable[..., EnvironmentFactory], programs: bool = 
 
 
 _LOADERS: dict[str, Loader] = {
-    "python": _without_env_args(load_python_environment),
+    "python": _without_env_args(load_python_environment, programs=True),
     "ors": _without_env_args(load_ors_environment),
     "verifiers": load_verifiers_environment,
     "openenv": _without_env_args(load_openenv_environment),
@@ -49,7 +49,8 @@ _LOADERS: dict[str, Loader] = {
 
 def runs_programs(manifest: BaseManifest) -> bool:
     """Whether the episodes of this environment run programs (each in a sandbox of its own)."""
-    return manifest.kind == "agent" or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1")
+    return manifest.kind == "agent" or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1") \
+        or (manifest.kind == "python" and getattr(manifest, "runs_code", False))
 
 
 def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,

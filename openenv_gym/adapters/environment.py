@@ -21,10 +21,23 @@ carries its rewards' sum, its last info and `record`, what `episode_record()` re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 from openenv_gym.episode.options import DESCRIBED_AS, vocabulary
 from openenv_gym.episode.results import Action, ResetResult, StepResult
+from openenv_gym.errors import EnvError
+
+
+@dataclass(frozen=True)
+class CodeRun:
+    """How a command run_code ran ended: its exit code (-N: signal N killed it), the tails of its output."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False  # killed past its timeout
+    out_of_memory: bool = False  # its episode's memory bound killed a process of it
 
 
 class Environment:
@@ -69,6 +82,15 @@ class Environment:
         """What `score_group` gets of the episode that just ended (`FinishedEpisode.record`): called when an
         episode of a group ends, before anything else happens to the instance. Keep it cheap."""
         return None
+
+    async def run_code(self, argv: list[str], *, stdin: str = "", files: dict[str, str] | None = None,
+                       timeout: float = 60.0) -> CodeRun:
+        """Run a command (code a model wrote, say) in this episode's sandbox, in its working directory, after
+        writing `files` there (name -> text) and giving it `stdin`; killed past `timeout` seconds. "python" is the
+        environment's own interpreter. Files stay for the episode's next commands; the sandbox is renewed when the
+        episode ends. Only for environments whose manifest says `runs_code = true` (adapters/code.py)."""
+        raise EnvError(f"{type(self).__name__} runs code, so its manifest must say so: add runs_code = true to its "
+                       "openenv.toml (each episode then runs its commands in a sandbox of its own)")
 
     def extras(self) -> dict[str, Any]:
         """What `state()` tells of the episode beyond its id and step count (a JSON object; empty: nothing).

@@ -3,9 +3,12 @@ as a package of its own (runtime/entries.py)."""
 
 from __future__ import annotations
 
+from openenv_gym.adapters.code import running_code
 from openenv_gym.adapters.environment import Environment
+from openenv_gym.errors import SandboxUnavailableError
 from openenv_gym.manifests.schema import ManifestError, PythonManifest
 from openenv_gym.runtime.entries import import_from_folder
+from openenv_gym.sandbox import refusal
 
 
 def import_entry(manifest: PythonManifest) -> object:
@@ -19,10 +22,17 @@ def import_entry(manifest: PythonManifest) -> object:
         raise ManifestError(f"{manifest.folder}: module {module_name!r} has no {attribute!r}") from None
 
 
-def load_python_environment(manifest: PythonManifest) -> type[Environment]:
+def load_python_environment(manifest: PythonManifest, endpoint: object = None,
+                            sandboxed: bool = True) -> type[Environment]:
+    """The environment's class; one that runs code (runs_code), its run_code sandboxed (unless --no-sandbox)."""
     cls = import_entry(manifest)
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
         raise ManifestError(
             f"{manifest.folder}: entry {manifest.entry!r} is not a subclass of openenv_gym.Environment"
         )
-    return cls
+    if not manifest.runs_code:
+        return cls
+    refused = refusal(f"{manifest.name}, an environment that runs code,") if sandboxed else None
+    if refused is not None:
+        raise SandboxUnavailableError(refused)
+    return running_code(cls, manifest, sandboxed)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, Val
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.protocol.ors import DEFAULT_MAX_STEPS
-from openenv_gym.sandbox.policy import Network, allowed_address
+from openenv_gym.sandbox.policy import Network, SandboxPolicy, allowed_address
 
 MANIFEST_FILE = "openenv.toml"
 VENDOR_DIR = "vendor"  # where an import puts the source's own code
@@ -51,10 +51,57 @@ class BaseManifest(BaseModel):
         return f"openenv/{prefix}{self.name}"
 
 
+class AgentLimits(BaseModel):
+    """What one episode's program may use; past a limit it is killed and only its episode ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    turn_timeout: float = Field(300.0, gt=0)  # seconds between an answer and its next model request (or its exit)
+    cpu_seconds: PositiveInt = 600  # per process
+    memory_mb: PositiveInt = 4096  # all its processes together (and each one's address space)
+    output_mb: PositiveInt = 16  # the largest file it may write, its stdout and stderr included
+    open_files: PositiveInt = 1024  # per process
+    processes: PositiveInt = 256  # at once, all it starts included
+    disk_mb: PositiveInt = 512  # its working directory, and its /tmp apart
+
+
+class NetworkAllow(BaseModel):
+    """`network = {allow = ["pypi.org:443", ...]}`: the session's model endpoint, and these hosts' ports (Harbor's
+    allowlist), reached through the server; nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    allow: list[str] = Field(min_length=1)
+
+    @field_validator("allow")
+    @classmethod
+    def _addresses(cls, allow: list[str]) -> list[str]:
+        for entry in allow:
+            allowed_address(entry)  # (its ValueError says what is wrong)
+        return allow
+
+
+def sandbox_network(network: Network | NetworkAllow) -> dict[str, Any]:
+    """A manifest's `network` as SandboxPolicy's arguments."""
+    if isinstance(network, NetworkAllow):
+        return {"network": "model", "allow": tuple(network.allow)}
+    return {"network": network}
+
+
+def sandbox_policy(network: Network | NetworkAllow, limits: AgentLimits, folder: Path) -> SandboxPolicy:
+    """The sandbox of an episode that runs programs or commands under these `limits`, reading its env's folder."""
+    return SandboxPolicy(**sandbox_network(network), processes=limits.processes, memory_bytes=limits.memory_mb << 20,
+                         cpu_seconds=limits.cpu_seconds, open_files=limits.open_files,
+                         file_bytes=limits.output_mb << 20, disk_bytes=limits.disk_mb << 20, readable=(str(folder),))
+
+
 class PythonManifest(BaseManifest):
-    """An environment written against openenv_gym's own interface; its modules sit in the folder."""
+    """An environment written against openenv_gym's own interface; its modules sit in the folder. One that runs
+    code (the commands a model writes, with Environment.run_code) says so: its episodes run it in a sandbox each,
+    with `network` and `limits` as an agent's (its default network: none)."""
 
     kind: Literal["python"] = "python"
+    runs_code: bool = False
+    network: Network | NetworkAllow = "none"
+    limits: AgentLimits = AgentLimits()
 
 
 class ImportedManifest(BaseManifest):
@@ -78,28 +125,6 @@ class OrsManifest(ImportedManifest):
     id_prefix: ClassVar[str] = "ors-"
     kind: Literal["ors"]
     max_steps: PositiveInt = DEFAULT_MAX_STEPS
-
-
-class NetworkAllow(BaseModel):
-    """`network = {allow = ["pypi.org:443", ...]}`: the session's model endpoint, and these hosts' ports (Harbor's
-    allowlist), reached through the server; nothing else."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    allow: list[str] = Field(min_length=1)
-
-    @field_validator("allow")
-    @classmethod
-    def _addresses(cls, allow: list[str]) -> list[str]:
-        for entry in allow:
-            allowed_address(entry)  # (its ValueError says what is wrong)
-        return allow
-
-
-def sandbox_network(network: Network | NetworkAllow) -> dict[str, Any]:
-    """A manifest's `network` as SandboxPolicy's arguments."""
-    if isinstance(network, NetworkAllow):
-        return {"network": "model", "allow": tuple(network.allow)}
-    return {"network": network}
 
 
 class VerifiersManifest(ImportedManifest):
@@ -161,19 +186,6 @@ class AwmManifest(ImportedManifest):
     rewards: AwmRewards = AwmRewards()
     max_loaded: PositiveInt = 16  # scenario apps a worker keeps loaded (the least recently used is dropped)
     verifier_timeout: float = Field(20.0, gt=0)  # seconds of wall clock (and of CPU) a verifier may take
-
-
-class AgentLimits(BaseModel):
-    """What one episode's program may use; past a limit it is killed and only its episode ends."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    turn_timeout: float = Field(300.0, gt=0)  # seconds between an answer and its next model request (or its exit)
-    cpu_seconds: PositiveInt = 600  # per process
-    memory_mb: PositiveInt = 4096  # all its processes together (and each one's address space)
-    output_mb: PositiveInt = 16  # the largest file it may write, its stdout and stderr included
-    open_files: PositiveInt = 1024  # per process
-    processes: PositiveInt = 256  # at once, all it starts included
-    disk_mb: PositiveInt = 512  # its working directory, and its /tmp apart
 
 
 class AgentManifest(BaseManifest):

@@ -3,6 +3,6 @@ the program's side). Light on purpose: the fork server imports child.py, and eve
 
 from openenv_gym.programs.child import STDIN, ProgramSpec, confine
 from openenv_gym.programs.environ import inherited_environ
-from openenv_gym.programs.program import Program, warm_up
+from openenv_gym.programs.program import Program, run_to_end, warm_up
 
-__all__ = ["STDIN", "Program", "ProgramSpec", "confine", "inherited_environ", "warm_up"]
+__all__ = ["STDIN", "Program", "ProgramSpec", "confine", "inherited_environ", "run_to_end", "warm_up"]

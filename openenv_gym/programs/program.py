@@ -17,6 +17,7 @@ import stat
 import threading
 from multiprocessing import forkserver
 from pathlib import Path
+from typing import NamedTuple
 
 from openenv_gym.programs.child import ProgramSpec, run
 from openenv_gym.runtime.lifetime import FORK_SERVER
@@ -98,6 +99,30 @@ class Program:
         """The tails of its stdout and stderr."""
         stdout, stderr = self.outputs
         return _tail(stdout), _tail(stderr)
+
+
+class Finished(NamedTuple):
+    exit_code: int  # -N: signal N ended it
+    stdout: str  # the tails of its output
+    stderr: str
+    timed_out: bool  # killed past its timeout
+
+
+async def run_to_end(spec: ProgramSpec, host_workdir: Path, timeout: float | None = None) -> Finished:
+    """Run a program to its end, killed past `timeout` seconds. Its output files are removed after."""
+    program = await Program.start(spec, host_workdir)
+    timed_out = False
+    try:
+        code = await asyncio.wait_for(program.wait(), timeout)
+    except TimeoutError:
+        program.kill()
+        code, timed_out = await program.wait(), True
+    finally:
+        program.kill()
+    stdout, stderr = program.output()
+    for path in program.outputs:  # (a link the program put there is removed, never followed)
+        path.unlink(missing_ok=True)
+    return Finished(code, stdout, stderr, timed_out)
 
 
 def _tail(path: Path) -> str:

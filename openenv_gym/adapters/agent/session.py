@@ -34,10 +34,10 @@ from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
-from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_network
+from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_policy
 from openenv_gym.programs import STDIN, Program, ProgramSpec, inherited_environ, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
-from openenv_gym.sandbox import SandboxPolicy, refusal
+from openenv_gym.sandbox import refusal
 
 ERROR_TAIL = 2000  # characters of a failed program's stderr told in info
 
@@ -64,11 +64,7 @@ class Ended:
 class AgentFactory:
     def __init__(self, manifest: AgentManifest, endpoint: ModelEndpoint | None, sandboxed: bool) -> None:
         self.manifest, self.endpoint, self.name, self.sandboxed = manifest, endpoint, manifest.name, sandboxed
-        limits = manifest.limits
-        self.policy = SandboxPolicy(**sandbox_network(manifest.network), processes=limits.processes,
-                                    memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
-                                    open_files=limits.open_files, file_bytes=limits.output_mb << 20,
-                                    disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),))
+        self.policy = sandbox_policy(manifest.network, manifest.limits, manifest.folder)
         self.catalog_files = TaskFiles(manifest)
         self.reward_function = _reward_function(manifest) if manifest.reward else None
         warm_up(manifest.preload)

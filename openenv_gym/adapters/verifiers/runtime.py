@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
-from openenv_gym.programs import Program, ProgramSpec, confine, inherited_environ
+from openenv_gym.programs import Program, ProgramSpec, confine, inherited_environ, run_to_end
 from openenv_gym.sandbox import WORKDIR, SandboxPolicy
 from openenv_gym.sandbox.paths import read_inside, write_inside
 from openenv_gym.sandbox.ports import close_port, into_sandbox, out_of_sandbox
@@ -64,16 +64,9 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
 
     async def finished(runtime: Any, argv: list[str], env: dict[str, str]) -> Any:
         """Run a program to its end: its exit code and output (from files in its working directory, then removed)."""
-        prefix = f".vf-program-{next(_outputs)}"
-        program = await started(runtime, argv, env, output_prefix=prefix)
-        try:
-            code = await program.wait()
-        finally:
-            program.kill()
-        stdout, stderr = program.output()
-        for path in program.outputs:
-            path.unlink(missing_ok=True)
-        return ProgramResult(exit_code=code, stdout=stdout, stderr=stderr)
+        done = await run_to_end(spec(runtime, argv, env, output_prefix=f".vf-program-{next(_outputs)}"),
+                                runtime.workdir)
+        return ProgramResult(exit_code=done.exit_code, stdout=done.stdout, stderr=done.stderr)
 
     def place_of(runtime: Any) -> Workplace | None:
         return getattr(runtime, "openenv_place", None)
