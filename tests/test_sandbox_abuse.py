@@ -405,6 +405,13 @@ def abuse(served: Served, attack: Attack) -> Attacker:
     return attacker
 
 
+def _episode_entries(folder: Path) -> list[str]:
+    """The names in a sandbox's folder but the root-owned ones bubblewrap made in /tmp to show what the episode reads
+    (the env's folder, when it lives under the host's /tmp)."""
+    return sorted(entry.name for entry in os.scandir(folder)
+                  if not (folder.name == "tmp" and entry.stat(follow_symlinks=False).st_uid == 0))
+
+
 async def fresh_episodes(server: LocalServer, count: int) -> list[dict[str, Any]]:
     """`count` well-behaved episodes open at once: what each answered, and the files of its sandbox when it started,
     seen from the host."""
@@ -414,7 +421,7 @@ async def fresh_episodes(server: LocalServer, count: int) -> list[dict[str, Any]
             known = set(episodes(server))
             await session.reset(options={"index": 0})
             root = root_of(server, new_uid(server, known))
-            found.append({"files": {folder: sorted(os.listdir(root / folder))
+            found.append({"files": {folder: _episode_entries(root / folder)
                                     for folder in ("tmp", "tmp/work", "dev/shm")}})
         for session, fresh in zip(sessions, found, strict=True):
             fresh["answers"] = [(await asyncio.wait_for(session.step("echo fresh"), STEP_TIMEOUT))[0]]
