@@ -99,7 +99,9 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
         figures = {"start": percentiles(start), "new_session_start": percentiles(fresh),
                    "episodes_per_s": players["steps_per_s"] / 2, "errors": players["errors"]}
         if sandboxed:
-            time.sleep(3 * IDLE_SECONDS)  # (the sandboxes kept for the players' next episodes, closed)
+            deadline = time.monotonic() + 3 * IDLE_SECONDS + 5  # (the sandboxes kept for the players' next
+            while left_behind(server, {})["control_groups"] and time.monotonic() < deadline:  # episodes, closed)
+                time.sleep(0.1)
             baseline = left_behind(server, {})
             figures["crowd"] = asyncio.run(many_programs(server, args.crowd))
             deadline = time.monotonic() + 30

@@ -18,25 +18,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from pathlib import Path
 
 from benchmarks.episodes import ROOT, comparison_arguments, imported_server, report, run_peer, run_players
+from openenv_gym.client.local import LocalServer
 
 WORD_ECHO = ROOT / "tests" / "verifiers_v1_envs" / "word_echo"
 TASKS = 6
 
 
-def ours(args: argparse.Namespace, *serve_args: str) -> tuple[dict, Path]:
-    """Our rollouts/s, and the env's venv python."""
-    with imported_server(WORD_ECHO, "bench-word-echo", args.workers, args.sessions + 100, serve_args) as served:
-        return asyncio.run(run_players(served.url, args.sessions, args.rounds, lambda obs: (obs.split() or [""])[-1],
-                                       lambda env: {"task": env % TASKS})), served.python
+def players(url: str, args: argparse.Namespace) -> dict:
+    return asyncio.run(run_players(url, args.sessions, args.rounds, lambda obs: (obs.split() or [""])[-1],
+                                   lambda env: {"task": env % TASKS}))
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = comparison_arguments(argv, __doc__, sessions=64)
-    unsandboxed, _ = ours(args, "--no-sandbox")
-    sandboxed, python = ours(args)
+    with imported_server(WORD_ECHO, "bench-word-echo", args.workers, args.sessions + 100) as served:
+        with LocalServer(str(served.folder), args.workers, args.sessions + 100, "--no-sandbox") as bare:
+            unsandboxed = players(bare.url, args)  # (the same import, served unconfined; the other server idles)
+        sandboxed, python = players(served.url, args), served.python
     theirs = run_peer(python, "benchmarks.verifiers_v1_peer", str(WORD_ECHO), WORD_ECHO.name,
                       "--sessions", str(args.sessions), "--rounds", str(args.rounds))
     theirs_row = ("verifiers_runner", "Verifiers' own runner (run_episode, subprocess runtime)", theirs)

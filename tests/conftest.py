@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))  # the benchmarks package: tests reuse its referen
 os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
 os.environ.setdefault("OPENENV_GYM_VENVS", str(ROOT / ".venv-envs"))
 # nothing comes from a model hub here: no lookups, and no telemetry thread retrying in the background
+os.environ["OPENENV_GYM_SANDBOX_KEEP_SECONDS"] = "0.5"  # (tests that count what a server leaves wait for it)
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 

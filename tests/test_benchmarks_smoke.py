@@ -10,6 +10,10 @@ from conftest import ROOT
 
 from benchmarks.episodes import ENVS
 
+# The comparisons that start the most (imports, venvs, the anchors' own runners): run by `make bench`, which runs
+# them in full too, so that `make test` stays within its 20 minutes.
+BENCH = pytest.mark.bench
+
 
 def run_module(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -32,6 +36,7 @@ def test_capacity_benchmark_runs():
     assert figures["cpu_scaling"]["ratio"] > 0
 
 
+@BENCH
 def test_scaling_benchmark_runs():
     result = run_module("benchmarks.scaling", "--rounds", "1", "--seconds", "0.3", "--cpu-sessions", "16",
                         "--sessions", "200", "--steps", "2", timeout=300)
@@ -58,6 +63,7 @@ def test_throughput_comparison_runs_without_openenv(tmp_path):
 
 
 @pytest.mark.env_venvs(ENVS / "vf_guessing")
+@BENCH
 def test_verifiers_comparison_runs(tmp_path):
     result = run_module("benchmarks.verifiers_compare", "--sessions", "20", "--rounds", "1", "--out", str(tmp_path),
                         timeout=600)
@@ -68,6 +74,7 @@ def test_verifiers_comparison_runs(tmp_path):
 
 
 @pytest.mark.env_venvs(ENVS / "vf_guessing")
+@BENCH
 def test_verifiers_groups_comparison_runs(tmp_path):
     result = run_module("benchmarks.verifiers_groups", "--sessions", "8", "--rounds", "1", "--group-size", "4",
                         "--out", str(tmp_path), timeout=600)
@@ -78,6 +85,7 @@ def test_verifiers_groups_comparison_runs(tmp_path):
 
 
 @pytest.mark.env_venvs(ROOT / "tests" / "verifiers_v1_envs" / "word_echo")
+@BENCH
 def test_verifiers_v1_comparison_runs(tmp_path):
     result = run_module("benchmarks.verifiers_v1_compare", "--sessions", "4", "--rounds", "1", "--workers", "1",
                         "--out", str(tmp_path), timeout=600)
@@ -149,6 +157,7 @@ def test_cli_bench_plot_says_what_is_missing_without_matplotlib(tmp_path):
     assert not (tmp_path / "plot.png").exists()
 
 
+@BENCH
 def test_trainer_benchmark_runs_without_openenv(tmp_path):
     pytest.importorskip("trl")
     result = run_module("benchmarks.trl_step", "--batches", "16", "--steps", "1", "--workers", "1",
@@ -161,6 +170,7 @@ def test_trainer_benchmark_runs_without_openenv(tmp_path):
 
 
 @pytest.mark.env_venvs(ENVS / "openenv_echo")
+@BENCH
 def test_openenv_comparison_runs():
     result = run_module("benchmarks.openenv_compare", "--sessions", "8", "--steps", "160", "--hold", "50",
                         "--budget", "0.3", timeout=600)

@@ -7,17 +7,20 @@ none kept, sessions are coming faster than episodes end: one spare is made meanw
     await give_back(sandbox)       # renewed and kept, or closed
     await drain()                  # at the worker's end: every kept one closed
 
-Kept ones are closed after IDLE_SECONDS unused, so a server at rest holds none (nor their processes)."""
+Kept ones are closed after IDLE_SECONDS unused (OPENENV_GYM_SANDBOX_KEEP_SECONDS in the server's environment), so a
+server at rest holds none (nor their processes)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from openenv_gym.sandbox.policy import SandboxPolicy
 from openenv_gym.sandbox.sandbox import Sandbox
 
-IDLE_SECONDS = 2.0  # a kept sandbox unused this long is closed
+KEEP_SETTING = "OPENENV_GYM_SANDBOX_KEEP_SECONDS"
+IDLE_SECONDS = float(os.environ.get(KEEP_SETTING, 2.0))  # a kept sandbox unused this long is closed
 MOST_KEPT = 256  # per policy: past a burst, the rest are closed
 
 
