@@ -31,7 +31,6 @@ from openenv_gym.client.local import LocalServer
 from openenv_gym.sandbox.pool import IDLE_SECONDS
 
 GROUPS = (Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym"),
-          Path("/sys/fs/cgroup/cpu/openenv-gym"),
           Path("/sys/fs/cgroup/openenv-gym"))
 
 

@@ -52,7 +52,6 @@ HOST_MARKER = "host-marker-2718"  # in files of the host's that no episode may c
 STEP_TIMEOUT = 60.0  # seconds any one step may take (the agent's own command timeout is 20 s)
 SETTLE = 20.0  # seconds the server has to go back to idle after an attack (a kept sandbox expires in a few)
 GROUP_ROOTS = (Path("/sys/fs/cgroup/pids/openenv-gym"), Path("/sys/fs/cgroup/memory/openenv-gym"),
-               Path("/sys/fs/cgroup/cpu/openenv-gym"),
                Path("/sys/fs/cgroup/openenv-gym"))
 
 

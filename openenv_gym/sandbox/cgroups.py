@@ -1,9 +1,7 @@
 """An episode's control group: one bound on how many processes its programs run at once and on the memory they
-hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it); and one share of the
-CPU, whatever it forks (a fork bomb's 64 busy processes weigh as much as another episode's one, and the server's
-worker as much as all the episodes together). cgroup v2 where the machine delegates its controllers, the v1 `pids`,
-`memory` (and `cpu`) hierarchies otherwise; none where neither is writable (then the rlimits of each process are
-the bounds)."""
+hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it). cgroup v2 where the
+machine delegates its controllers, the v1 `pids` and `memory` hierarchies otherwise; none where neither is
+writable (then the rlimits of each process are the bounds)."""
 
 from __future__ import annotations
 
@@ -97,14 +95,11 @@ def _v2_controllers() -> set[str]:
 
 
 def writable_hierarchies() -> list[Path]:
-    """Where this process may make episode groups: [the v2 root] or [the v1 pids and memory roots, and cpu's where
-    it may]; [] if nowhere. (The first holds what the group's processes are read from.)"""
+    """Where this process may make episode groups: [the v2 root] or [the v1 pids and memory roots]; [] if nowhere."""
     if {"pids", "memory"} <= _v2_controllers() and os.access(ROOT, os.W_OK):
         return [ROOT]
     v1 = [ROOT / "pids", ROOT / "memory"]
-    if not all(os.access(folder, os.W_OK) for folder in v1):
-        return []
-    return [*v1, ROOT / "cpu"] if os.access(ROOT / "cpu", os.W_OK) else v1
+    return v1 if all(os.access(folder, os.W_OK) for folder in v1) else []
 
 
 def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
@@ -116,9 +111,8 @@ def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
             with contextlib.suppress(FileExistsError):
                 parent.mkdir()
             if root == ROOT:  # v2: the children of our group may use the controllers
-                for controller in ("+pids +memory", "+cpu"):
-                    with contextlib.suppress(OSError):
-                        (parent / "cgroup.subtree_control").write_text(controller)
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text("+pids +memory")
         folder = parent / name
         folder.mkdir()
         folders.append(str(folder))
