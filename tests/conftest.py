@@ -6,9 +6,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import socket
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -187,3 +189,36 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+class Listener:
+    """A TCP listener of the host's that counts who connects: on its loopback, or with `everywhere` on every address
+    (IPv4 and IPv6)."""
+
+    def __init__(self, everywhere: bool = False) -> None:
+        if not everywhere:
+            self.socket = socket.create_server(("127.0.0.1", 0))
+        elif socket.has_dualstack_ipv6():
+            self.socket = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+        else:
+            self.socket = socket.create_server(("0.0.0.0", 0))
+        self.port = self.socket.getsockname()[1]
+        self.accepted = 0
+        self.socket.settimeout(0.1)
+        self.open = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.open:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.open = False
+        self.thread.join()
+        self.socket.close()

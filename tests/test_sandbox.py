@@ -9,15 +9,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, descendants
+from conftest import ROOT, Listener, descendants
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -64,32 +62,6 @@ def shell(url: str, *commands: str, may_end: bool = False) -> list[str]:
                 await session.close()
     return asyncio.run(main())
 
-
-class Listener:
-    """A TCP listener on the host's loopback that counts who connects."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.accepted = 0
-        self.socket.settimeout(0.2)
-        self.open = True
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while self.open:
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            connection.close()
-
-    def close(self) -> None:
-        self.open = False
-        self.thread.join()
-        self.socket.close()
 
 
 def test_an_episode_reads_none_of_the_servers_files_and_writes_none_of_the_hosts(shell_url, tmp_path):

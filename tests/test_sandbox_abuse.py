@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import tomllib
 from collections.abc import Awaitable, Callable
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, descendants
+from conftest import ROOT, Listener, descendants
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -182,35 +181,6 @@ def outside_addresses() -> list[str]:
             found.append(probe.getsockname()[0])
     return found
 
-
-class Listener:
-    """A TCP listener on every address of the host (IPv4 and IPv6), counting who connects."""
-
-    def __init__(self) -> None:
-        if socket.has_dualstack_ipv6():
-            self.socket = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
-        else:
-            self.socket = socket.create_server(("0.0.0.0", 0))
-        self.port = self.socket.getsockname()[1]
-        self.accepted = 0
-        self.socket.settimeout(0.1)
-        self.open = True
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while self.open:
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            connection.close()
-
-    def close(self) -> None:
-        self.open = False
-        self.thread.join()
-        self.socket.close()
 
 
 # -- the server, the bystander, the attacker --------------------------------------------------------------------
@@ -597,7 +567,7 @@ def test_a_million_files_are_wiped_with_their_sandbox(served):
 
 
 def test_no_port_of_the_host_nor_any_outside_address_is_reached(served):
-    listener = Listener()
+    listener = Listener(everywhere=True)
     targets = [("127.0.0.1", listener.port), ("::1", listener.port), ("192.0.2.1", 80), ("1.1.1.1", 443),
                ("8.8.8.8", 53), ("pypi.org", 443)] + [(address, listener.port) for address in outside_addresses()]
     scan = python("import socket\nopen_ports = []\nfor port in range(1, 65536):\n"
