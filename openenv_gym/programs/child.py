@@ -24,7 +24,7 @@ from typing import Any
 
 from openenv_gym.runtime.entries import import_from_folder
 from openenv_gym.runtime.lifetime import die_with_parent
-from openenv_gym.sandbox import Entry, enter
+from openenv_gym.sandbox import Entry, enter, warm_up
 
 STDIN = ".stdin"  # in the working directory: what a program reads, if the episode wrote it
 
@@ -51,6 +51,9 @@ class ProgramSpec:
     @property
     def output_files(self) -> tuple[str, str]:
         return (self.log, self.log) if self.log else (f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr")
+
+
+warm_up()  # in the fork server, which imports this module before it forks any program
 
 
 def run(spec: ProgramSpec) -> None:

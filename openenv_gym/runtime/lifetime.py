@@ -14,8 +14,11 @@ FORK_SERVER = "OPENENV_GYM_FORK_SERVER"  # in the environment of the programs' f
 
 @functools.cache
 def libc() -> ctypes.CDLL:
-    """The C library, found once (finding it runs ldconfig: milliseconds, in every program started otherwise)."""
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    """The C library: by glibc's soname, loaded already; found otherwise (finding it runs ldconfig: milliseconds)."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from openenv_gym.runtime.lifetime import die_with_parent, libc
 from openenv_gym.sandbox.cgroups import Cgroup
-from openenv_gym.sandbox.seccomp import forbid_user_namespaces
+from openenv_gym.sandbox.seccomp import compiled, forbid_user_namespaces
 
 MAX_FDS = 1 << 20  # (os.closerange closes them with one close_range(2))
 CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
@@ -30,6 +30,14 @@ class Entry:
     pid: int  # a process inside every namespace of the sandbox (bubblewrap's init)
     uid: int  # the episode's own, unprivileged
     cgroup: Cgroup | None
+
+
+def warm_up() -> None:
+    """Load and compile once what entering takes (the C library, the seccomp filter), so that a process forked
+    from this one does not do it again."""
+    libc()
+    with contextlib.suppress(OSError):  # (then each program meets the error, and says it)
+        compiled()
 
 
 def setns(fd: int, kind: str) -> None:
