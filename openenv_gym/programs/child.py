@@ -1,4 +1,4 @@
-"""What runs in an episode's program process, forked from the warm process (multiprocessing's fork server).
+"""What runs in an episode's program process, forked from the warm process (the programs' fork server).
 
 The child leaves its parent's process group (so that the whole tree it starts is killed with it), enters the
 episode's sandbox if it has one (sandbox/enter.py: the process that goes on is the sandbox's, unprivileged), takes
@@ -10,6 +10,7 @@ preloaded are imported already), or calls the entry function, whose return value
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -17,6 +18,7 @@ import resource
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any
 
 from openenv_gym.runtime.entries import import_from_folder
 from openenv_gym.runtime.lifetime import die_with_parent
-from openenv_gym.sandbox import Entry, enter, warm_up
+from openenv_gym.sandbox import Entry, enter
 
 STDIN = ".stdin"  # in the working directory: what a program reads, if the episode wrote it
 
@@ -53,31 +55,47 @@ class ProgramSpec:
         return (self.log, self.log) if self.log else (f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr")
 
 
-warm_up()  # in the fork server, which imports this module before it forks any program
-
-
-def run(spec: ProgramSpec) -> None:
-    """The child's whole life (the target of the multiprocessing Process). A program that raises exits with code 1
-    and its traceback on stderr, from its own code down: the frames of this launcher are not the program's."""
+def run(spec: ProgramSpec) -> int:
+    """The forked program's whole life (forkserver.py forks it); its exit code. A program that raises exits with code
+    1 and its traceback on stderr, from its own code down: the frames of this launcher are not the program's. As
+    python does, it ends when its threads that are not daemons have ended too."""
     try:
         _run(spec)
-    except SystemExit:
-        raise
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
     except BaseException as exc:
         frames = exc.__traceback__
         while frames is not None and (frames.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
                                       or frames.tb_frame.f_code.co_filename == "<frozen runpy>"):
             frames = frames.tb_next
         traceback.print_exception(type(exc), exc, frames)
-        sys.stderr.flush()
-        os._exit(1)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a program may have closed or replaced them)
+            stream.flush()
+    return code
 
 
-def confine(spec: ProgramSpec) -> None:
+def _exit_code(code: object) -> int:
+    """What python exits with after `sys.exit(code)`: None is 0, a number itself, anything else printed and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def confine(spec: ProgramSpec, born_inside: bool = False) -> None:
     """Move this process into the program's sandbox (if it has one), under its limits, in its working directory.
-    (Also what a live process with pipes runs between its fork and its exec: Verifiers' open_process.)"""
+    `born_inside`: forked in the sandbox's PID namespace already (by the fork server). (Also what a live process with
+    pipes runs between its fork and its exec: Verifiers' open_process.)"""
     if spec.sandbox is not None:
-        enter(spec.sandbox)
+        enter(spec.sandbox, born_inside)
     limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
               (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)]
     if spec.processes is not None:  # (the uid is the episode's own: this counts the episode's processes only)
@@ -90,7 +108,7 @@ def confine(spec: ProgramSpec) -> None:
 def _run(spec: ProgramSpec) -> None:
     os.setsid()
     die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
-    confine(spec)
+    confine(spec, born_inside=True)
     os.environ.clear()
     os.environ.update(spec.environ)
     stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)

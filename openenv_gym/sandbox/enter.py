@@ -1,10 +1,12 @@
 """Entering an episode's sandbox from a process forked warm (the program's, from the fork server): no interpreter
 starts again. The process joins its control group, then the namespaces bubblewrap made (setns(2)): the mount view,
-the network, UTS, and the PID namespace its children are born in; and an IPC namespace of its own (unshare(2)), so
-that the System V objects it makes end with its processes rather than outlive them in a sandbox that is renewed.
-It drops every privilege (no groups, the episode's own uid and gid, no capabilities left), may make no user
-namespace (seccomp.py), and forks: the child, the sandbox's process, goes on to run the program; the parent stays
-outside to wait for it and exit as it exits.
+the network, UTS; and an IPC namespace of its own (unshare(2)), so that the System V objects it makes end with its
+processes rather than outlive them in a sandbox that is renewed. It drops every privilege (no groups, the episode's
+own uid and gid, no capabilities left) and may make no user namespace (seccomp.py).
+
+A process can only be born in a PID namespace. The programs' fork server forks them in the sandbox's; any other
+process (a subprocess between its fork and its exec) joins the namespace for its children and forks: the child,
+the sandbox's process, goes on to run the program; the parent stays outside to wait for it and exit as it exits.
 """
 
 from __future__ import annotations
@@ -52,13 +54,15 @@ def unshare(kind: str) -> None:
         raise OSError(error, f"cannot make a {kind} namespace in the sandbox: {os.strerror(error)}")
 
 
-def enter(entry: Entry) -> None:
-    """Move this process into the sandbox, unprivileged; return in the child that runs the program. The parent
-    never returns: it exits with the child's exit code, or by the signal that ended it."""
+def enter(entry: Entry, born_inside: bool = False) -> None:
+    """Move this process into the sandbox, unprivileged. A process `born_inside` the sandbox's PID namespace (the
+    programs' fork server forks them there) returns as itself. Any other forks, and returns in the child that runs
+    the program; the parent never returns: it exits with the child's exit code, or by the signal that ended it."""
     if entry.cgroup is not None:
         entry.cgroup.join()
     os.setgroups([])
-    joined = ("net", "uts", "mnt", "pid")  # (the mount namespace last but one: after it, /proc is the sandbox's)
+    joined = ("net", "uts", "mnt") + (() if born_inside else ("pid",))  # (the mount namespace before pid's: after
+    # it, /proc is the sandbox's)
     namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in joined}
     try:
         for kind in joined:
@@ -70,6 +74,8 @@ def enter(entry: Entry) -> None:
     os.setresgid(entry.uid, entry.uid, entry.uid)
     os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
     forbid_user_namespaces()
+    if born_inside:
+        return
     child = os.fork()  # born in the sandbox's PID namespace
     if child == 0:
         die_with_parent(signal.SIGKILL)

@@ -57,8 +57,8 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], 
     stopping = threading.Event()
 
     def start(index: int) -> multiprocessing.Process:
-        # not daemonic: a worker starts processes of its own (the fork server of agent programs), which multiprocessing
-        # refuses to daemonic ones; they are stopped here, and die with this process (die_with_parent)
+        # not daemonic: they are stopped here (a worker's programs and their fork server end with it), and die with
+        # this process (die_with_parent)
         process = context.Process(target=_worker_main, name=f"openenv-worker-{index}",
                                   args=(config, port, index, slots, lock, ready, private_fds), daemon=False)
         process.start()

@@ -189,11 +189,11 @@ class Background:
     returncode, wait), so that its teardown signals and reaps it the same way."""
 
     def __init__(self, program: Program) -> None:
-        self.program, self.pid = program, program.process.pid
+        self.program, self.pid = program, program.pid
 
     @property
     def returncode(self) -> int | None:
-        return self.program.process.exitcode
+        return self.program.exitcode
 
     async def wait(self) -> int:
         return await self.program.wait()
