@@ -40,7 +40,7 @@ def says(text):
 def spec(folder: Path, workdir: Path, **fields) -> ProgramSpec:
     return ProgramSpec(workdir=str(workdir), environ={"PATH": os.environ["PATH"]}, cpu_seconds=30,
                        memory_bytes=2 << 30, output_bytes=16 << 20, open_files=256, folder=str(folder),
-                       name="program-tests", output_prefix="out", **fields)
+                       name="program-tests", **{"output_prefix": "out", **fields})
 
 
 @pytest.fixture
@@ -79,6 +79,14 @@ def test_a_program_ends_when_its_threads_have_and_a_large_spec_reaches_it_whole(
     threads, large = asyncio.run(main())
     assert (threads.exit_code, threads.stdout) == (0, "the thread finished\n")
     assert large.exit_code == 0 and large.stdout.startswith(f"{len(text)} xxxxx\n")
+
+
+def test_more_programs_at_once_than_the_fork_servers_socket_queues_all_start_and_end(entries, tmp_path):
+    """The socket to the fork server holds a few hundred requests (278 here); the rest wait for room, all of them."""
+    async def main():
+        return await asyncio.gather(*(run_to_end(spec(entries, tmp_path, command=["true"], output_prefix=f"o{i}"),
+                                                 tmp_path, timeout=120) for i in range(600)))
+    assert [done.exit_code for done in asyncio.run(main())] == [0] * 600
 
 
 def test_a_fork_server_that_died_is_replaced_and_its_programs_end_killed(entries, tmp_path):

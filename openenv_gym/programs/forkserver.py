@@ -12,7 +12,7 @@ forks and writes to the pipe the program's pid (a negative errno if it could not
 ended, its wait status; the worker reads both (program.py). The server exits when the worker's end of the socket
 closes, and its programs with it (they die with their parent).
 
-    python -m openenv_gym.programs.forkserver '{"channel": FD, "preload": [...], "sys_path": [...]}'
+    python -c "from openenv_gym.programs.forkserver import main; main()" '{"channel": FD, "preload": [...], ...}'
 """
 
 from __future__ import annotations
@@ -136,6 +136,3 @@ def main() -> None:
     sys.path[:] = settings["sys_path"]
     serve(socket.socket(fileno=settings["channel"]), settings["preload"])
 
-
-if __name__ == "__main__":
-    main()

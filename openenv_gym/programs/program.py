@@ -49,23 +49,27 @@ class _ForkServer:
         settings = {"channel": theirs.fileno(), "preload": preload, "sys_path": sys.path}
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "openenv_gym.programs.forkserver", json.dumps(settings)],
+                [sys.executable, "-c", "from openenv_gym.programs.forkserver import main; main()",
+                 json.dumps(settings)],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env={**os.environ, FORK_SERVER: "1"})
         finally:
             theirs.close()
         self.channel.setblocking(False)
+        self._writable: asyncio.Future | None = None  # (one watch of the socket for all who wait to send)
 
     def usable(self) -> bool:
         return self.owner == os.getpid() and self.process.poll() is None
 
     async def ask(self, fds: list[int]) -> None:
-        """Send a request with `fds`; wait while the socket's queue is full."""
+        """Send a request with `fds`; wait while the socket's queue is full (every waiter woken when it is not)."""
         while True:
             try:
                 socket.send_fds(self.channel, [REQUEST], fds)
                 return
             except BlockingIOError:
-                await _ready(self.channel.fileno(), writing=True)
+                if self._writable is None or self._writable.done():
+                    self._writable = asyncio.ensure_future(_ready(self.channel.fileno(), writing=True))
+                await asyncio.shield(self._writable)
 
 
 def _fork_server() -> _ForkServer:
