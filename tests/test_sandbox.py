@@ -255,9 +255,10 @@ def test_the_next_episode_finds_nothing_of_the_one_before_in_its_renewed_sandbox
         return [int(line.split()[0]) for pid in pids for line in in_namespace(
             pid, "ipc", lambda: Path("/proc/sysvipc/shm").read_text().splitlines()[1:])]
 
-    def marks(holders) -> list[Path]:
-        return [path for pid in holders for place in ("tmp", "dev/shm")
-                for path in Path(f"/proc/{pid}/root/{place}").rglob("mark-*")]
+    def marks(holders) -> list[Path]:  # (named: a walk of its /tmp would walk a checkout under the host's /tmp)
+        return [path for pid in holders for name in ("tmp/mark-tmp", "dev/shm/mark-shm", "tmp/work/mark-workdir",
+                                                     "tmp/work/deep/er/mark-deep")
+                if (path := Path(f"/proc/{pid}/root/{name}")).exists()]
 
     async def main():
         async with openenv_gym.connect(shell_url.url) as conn:
