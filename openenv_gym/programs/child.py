@@ -49,6 +49,7 @@ class ProgramSpec:
     log: str = ""  # or, when set, both to this file
     sandbox: Entry | None = None  # the episode's sandbox, entered before anything else (None: unconfined)
     processes: int | None = None  # in the sandbox: its uid's processes at once (the cgroup bounds them too)
+    no_network: bool = False  # in the sandbox: a network of its own, empty (a phase without network)
 
     @property
     def output_files(self) -> tuple[str, str]:
@@ -95,7 +96,7 @@ def confine(spec: ProgramSpec, born_inside: bool = False) -> None:
     `born_inside`: forked in the sandbox's PID namespace already (by the fork server). (Also what a live process with
     pipes runs between its fork and its exec: Verifiers' open_process.)"""
     if spec.sandbox is not None:
-        enter(spec.sandbox, born_inside)
+        enter(spec.sandbox, born_inside, spec.no_network)
     limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
               (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)]
     if spec.processes is not None:  # (the uid is the episode's own: this counts the episode's processes only)

@@ -54,10 +54,11 @@ def unshare(kind: str) -> None:
         raise OSError(error, f"cannot make a {kind} namespace in the sandbox: {os.strerror(error)}")
 
 
-def enter(entry: Entry, born_inside: bool = False) -> None:
+def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> None:
     """Move this process into the sandbox, unprivileged. A process `born_inside` the sandbox's PID namespace (the
     programs' fork server forks them there) returns as itself. Any other forks, and returns in the child that runs
-    the program; the parent never returns: it exits with the child's exit code, or by the signal that ended it."""
+    the program; the parent never returns: it exits with the child's exit code, or by the signal that ended it.
+    `no_network`: a network namespace of its own, empty, rather than the sandbox's."""
     if entry.cgroup is not None:
         entry.cgroup.join()
     os.setgroups([])
@@ -71,6 +72,8 @@ def enter(entry: Entry, born_inside: bool = False) -> None:
         for fd in namespaces.values():
             os.close(fd)
     unshare("ipc")
+    if no_network:
+        unshare("net")
     os.setresgid(entry.uid, entry.uid, entry.uid)
     os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
     forbid_user_namespaces()

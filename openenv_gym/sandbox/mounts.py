@@ -41,7 +41,7 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
     stay); the namespaces and the command are the caller's."""
     hidden = hidden_paths()
     mounted = [folder for folder in hidden if not _under(folder.parent, hidden)]  # (those in others are hidden already)
-    arguments = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+    arguments = [*root_arguments(), "--dev", "/dev", "--proc", "/proc",
                  "--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]  # (POSIX semaphores)
     for folder in mounted:
         if folder != Path("/tmp"):
@@ -59,8 +59,42 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
                 arguments += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         arguments += ["--ro-bind", str(path), str(path)]
+    for folder in policy.writable:
+        arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
+    for source, inside in policy.shown:
+        arguments += ["--ro-bind", source, inside]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
     return tuple(arguments)
+
+
+def root_arguments() -> list[str]:
+    """The host's root, read-only: each of its entries shown on bubblewrap's own root (rather than the host's root
+    bound whole), so that a folder the host has not (a Harbor task's /app) can be made beside them."""
+    arguments = []
+    with os.scandir("/") as entries:
+        for entry in sorted(entries, key=lambda entry: entry.name):
+            if entry.name in ("dev", "proc"):
+                continue
+            if entry.is_symlink():  # (/bin -> usr/bin: a link again, so that paths read as on the host)
+                arguments += ["--symlink", os.readlink(entry.path), entry.path]
+            else:
+                arguments += ["--ro-bind", entry.path, entry.path]
+    return arguments
+
+
+def own_folder(path: str) -> str | None:
+    """The folder a sandbox must have of its own (SandboxPolicy.writable) for its programs to write `path` (absolute):
+    a top-level folder the host has not (/app), or one in a folder the sandbox hides (/home/agent); "/tmp" for what
+    it writes in its /tmp already; None for a path in the host's root, which it only reads (/usr/local/bin)."""
+    parts = Path(path).parts
+    if not Path(path).is_absolute() or ".." in parts or len(parts) < 2:
+        return None
+    top = f"/{parts[1]}"
+    if top == "/tmp":
+        return "/tmp"
+    if top in ALWAYS_HIDDEN:
+        return f"{top}/{parts[2]}" if len(parts) > 2 else None
+    return top if not os.path.lexists(top) else None
 
 
 def hosts_file(policy: SandboxPolicy) -> bytes:

@@ -47,10 +47,29 @@ def read_inside(pid: int, path: str, max_bytes: int | None = None) -> bytes:
         return file.read() if max_bytes is None else file.read(max_bytes)
 
 
-def write_inside(pid: int, path: str, data: bytes, uid: int) -> None:
+def write_inside(pid: int, path: str, data: bytes, uid: int, mode: int = 0o644) -> None:
     """Write `data` to `path` (absolute, in the sandbox of process `pid`), making the folders above it; what is made
     belongs to `uid` (the episode's, so that its programs may change it). No link is followed on the way."""
     folder, name = posixpath.split(posixpath.normpath(path))
+    directory = _folder(pid, folder, uid)
+    try:
+        fd = openat2(directory, name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, mode)
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "wb") as file:
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+        file.write(data)
+
+
+def make_folder_inside(pid: int, path: str, uid: int) -> None:
+    """Make the folder `path` (absolute, in the sandbox of process `pid`) and those above it, as write_inside does."""
+    os.close(_folder(pid, posixpath.normpath(path), uid))
+
+
+def _folder(pid: int, folder: str, uid: int) -> int:
+    """An fd of `folder` in the sandbox, made (owned by `uid`) where it is not, no link followed on the way."""
     directory = _root(pid)
     try:
         for part in filter(None, folder.split("/")):
@@ -64,10 +83,7 @@ def write_inside(pid: int, path: str, data: bytes, uid: int) -> None:
                 os.fchown(inner, uid, uid)
             os.close(directory)
             directory = inner
-        fd = openat2(directory, name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 0o644)
-    finally:
+    except BaseException:
         os.close(directory)
-    with os.fdopen(fd, "wb") as file:
-        os.fchown(fd, uid, uid)
-        file.write(data)
+        raise
+    return directory

@@ -22,6 +22,11 @@ class SandboxPolicy:
     disk_bytes: int = 512 << 20  # its working directory, its /tmp and its /dev/shm, each
     readable: tuple[str, ...] = field(default_factory=tuple)  # host paths it reads (the env's folder, its venv)
     allow: tuple[str, ...] = ()  # "host:port"s it reaches besides (network "model" or "none"), through the server
+    # more folders of its own (absolute paths: a Harbor task's /app and /logs), each an empty size-bounded file system
+    # that its episode owns; top-level ones, or in a folder the sandbox hides (mounts.py)
+    writable: tuple[str, ...] = ()
+    shown: tuple[tuple[str, str], ...] = ()  # (host file, where it is inside): files it reads at the root (a task's
+    # /entrypoint.sh), read-only
 
     def allowed(self) -> list[tuple[str, int, str]]:
         """(host, port, the address it has inside) of each allowed "host:port": a loopback address is itself (the

@@ -78,8 +78,9 @@ class Sandbox:
         self._give_uid(uid)
 
     def _give_uid(self, uid: int) -> None:
-        """The episode's own uid: its working directory is its, its processes enter as it."""
-        os.chown(self.host_path(WORKDIR), uid, uid)
+        """The episode's own uid: its working directory and its other folders are its, its processes enter as it."""
+        for folder in (WORKDIR, *self.policy.writable):
+            os.chown(self.host_path(folder), uid, uid)
         self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup)
         self.oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
 
@@ -153,9 +154,12 @@ class Sandbox:
         nothing. (Its System V IPC objects ended with its processes: each program has an IPC namespace of its own.)"""
         if self.process.returncode is not None or self.cgroup is None or not await self.cgroup.kill_all():
             return False
-        if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp") for folder in WRITABLE):
+        if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp")
+                   for folder in (*WRITABLE, *self.policy.writable)):
             return False
         os.chmod(self.host_path(WORKDIR), 0o700)
+        for folder in self.policy.writable:
+            os.chmod(self.host_path(folder), 0o755)
         self._refuse_waiting_connections()
         _uids_in_use.discard(self.uid)
         self._give_uid(_episode_uid())
