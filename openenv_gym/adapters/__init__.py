@@ -14,6 +14,7 @@ from openenv_gym.adapters.agent.session import load_agent_environment
 from openenv_gym.adapters.awm.session import load_awm_environment
 from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import EnvironmentFactory
+from openenv_gym.adapters.harbor import load_harbor_environment
 from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment
 from openenv_gym.adapters.python import load_python_environment
@@ -44,12 +45,14 @@ _LOADERS: dict[str, Loader] = {
     "openenv": _without_env_args(load_openenv_environment),
     "awm": _without_env_args(load_awm_environment),
     "agent": _without_env_args(load_agent_environment, programs=True),
+    "harbor": _without_env_args(load_harbor_environment, programs=True),
 }
 
 
 def runs_programs(manifest: BaseManifest) -> bool:
     """Whether the episodes of this environment run programs (each in a sandbox of its own)."""
-    return manifest.kind == "agent" or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1") \
+    return manifest.kind in ("agent", "harbor") \
+        or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1") \
         or (manifest.kind == "python" and getattr(manifest, "runs_code", False))
 
 

@@ -18,6 +18,7 @@ import tomli_w
 
 from openenv_gym.importers.awm import AwmImporter
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions
+from openenv_gym.importers.harbor import HarborImporter
 from openenv_gym.importers.loadcheck import check_loads
 from openenv_gym.importers.openenv import OpenEnvImporter
 from openenv_gym.importers.ors import OrsImporter
@@ -27,8 +28,9 @@ from openenv_gym.importers.verifiers import VerifiersImporter
 from openenv_gym.manifests.home import record_dir
 from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, BaseManifest
 
-# Every kind of source `openenv-gym import` reads; an AWM dataset folder holds no code the others would detect.
-IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter(), AwmImporter()]
+# Every kind of source `openenv-gym import` reads; an AWM dataset folder, a Harbor task's, hold no code the others
+# would detect.
+IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter(), AwmImporter(), HarborImporter()]
 # What each option is for, said when a source of another kind is given it.
 OPTION_USES = {"data": "--data copies data files with a source's code",
                "inline_sync": "--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a thread",

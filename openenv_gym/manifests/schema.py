@@ -1,7 +1,7 @@
 """The manifest (`openenv.toml`) schema: one pydantic model per kind, read and validated in one place.
 
     name = "echo"            # gym id openenv/echo
-    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv | awm | agent
+    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv | awm | agent | harbor
     entry = "echo:EchoEnv"   # module (inside the folder) : attribute
 
 A new kind (openenv, awm) is a new model here, added to `Manifest`, and an adapter in adapters/.
@@ -188,6 +188,20 @@ class AwmManifest(ImportedManifest):
     verifier_timeout: float = Field(20.0, gt=0)  # seconds of wall clock (and of CPU) a verifier may take
 
 
+class HarborManifest(ImportedManifest):
+    """Harbor task packages (tasks/<key>/: task.toml, instruction.md, environment/, tests/, solution/; their records
+    in tasks/index.json). Each episode is one trial in a sandbox of its own, played with the tools bash and submit."""
+
+    id_prefix: ClassVar[str] = "harbor-"
+    kind: Literal["harbor"]
+    entry: str = "tasks:index"
+    source: str = "tasks"
+    max_steps: PositiveInt = 200  # tool calls an episode (a step of a multi-step task) may make; then it is verified
+    output_chars: PositiveInt = 16_384  # of a command's output, in its observation (its end kept)
+    command_timeout: float = Field(600.0, gt=0)  # seconds a bash call may take at most (its `timeout` is bounded so)
+    limits: AgentLimits = AgentLimits()
+
+
 class AgentManifest(BaseManifest):
     """Any program that calls a model, stepped one model request at a time through the model endpoint.
 
@@ -221,11 +235,11 @@ class AgentManifest(BaseManifest):
 
 
 Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest
-                     | AgentManifest,
+                     | AgentManifest | HarborManifest,
                      Field(discriminator="kind")]
 KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
                                         "verifiers": VerifiersManifest, "openenv": OpenEnvManifest,
-                                        "awm": AwmManifest, "agent": AgentManifest}
+                                        "awm": AwmManifest, "agent": AgentManifest, "harbor": HarborManifest}
 _MANIFEST = TypeAdapter(Manifest)
 
 

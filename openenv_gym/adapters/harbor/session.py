@@ -1,0 +1,229 @@
+"""Serve Harbor task packages (manifest kind "harbor"): each episode is one trial of a task in a sandbox of its own
+(trial.py), played through two tools.
+
+reset:  the task (options task = its index, id or name; or split and index; or a seeded choice), its sandbox
+        staged as Harbor's container would be. Observation: instruction.md (a multi-step task's first step's);
+        info: the tools, the task's id, its workdir. Option oracle=True plays Harbor's oracle first (solution/
+        solve.sh, as the agent: only then is /solution there), so that a submit scores the reference solution.
+step:   bash(command, timeout): its output (the end of it, bounded) and exit code; a plain string is a command.
+        submit(): the verifier scores the trial, as Harbor's does; its reward and every metric of reward.json in
+        info. The agent timeout or the step limit ends the episode the same way, truncated.
+        A multi-step task goes on to its next step while the step's reward reaches its min_reward; the episode's
+        reward is then the steps' mean (or the last one's: multi_step_reward_strategy = "final").
+close:  the trial's processes killed, its files gone (its sandbox renewed for another episode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.harbor.trial import Trial
+from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.workplace import Workplace
+from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
+from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
+from openenv_gym.episode.tasks import choose_task, splits_with_counts
+from openenv_gym.episode.toolcalls import find_tool_call
+from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
+from openenv_gym.manifests.schema import HarborManifest
+from openenv_gym.sandbox import SandboxPolicy, unavailable
+
+OPTIONS = ("oracle",)
+BASH = {"name": "bash", "description": "Run a bash command in the task's environment, from its working directory; "
+        "returns its output and exit code.",
+        "inputSchema": {"type": "object", "properties": {
+            "command": {"type": "string"},
+            "timeout": {"type": "number", "description": "seconds before it is killed (default 120)"}},
+            "required": ["command"]}}
+SUBMIT = {"name": "submit", "description": "Say the task is done: it is then verified.",
+          "inputSchema": {"type": "object", "properties": {}}}
+DEFAULT_TIMEOUT = 120.0
+
+
+class HarborFactory:
+    def __init__(self, manifest: HarborManifest, sandboxed: bool = True) -> None:
+        self.manifest, self.sandboxed = manifest, sandboxed
+        self.index: list[dict[str, Any]] = json.loads((manifest.vendored / "index.json").read_text())
+        self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
+        self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
+        self.policies = {task["key"]: _policy(manifest, task) for task in self.index}
+
+    def __call__(self) -> HarborSession:
+        return HarborSession(self)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.manifest.name, "description": self.manifest.description, "action": "tools",
+                "tools": [BASH, SUBMIT], "max_steps": None, "source": "harbor",
+                "reset_options": vocabulary(CATALOG_OPTIONS, OPTIONS)}
+
+    async def splits(self) -> list[dict[str, str]]:
+        return [{"name": split, "type": split} for split in self.splits_found]
+
+    async def num_tasks(self, split: str) -> int:
+        return len(self.by_split.get(split, []))
+
+    async def catalog(self) -> list[dict[str, Any]]:
+        return await splits_with_counts(self)
+
+    async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
+        tasks = self.by_split.get(split, [])
+        return [{"index": i, "id": tasks[i]["id"], "name": tasks[i]["name"],
+                 "steps": [step["name"] for step in tasks[i]["steps"]]} for i in window if i < len(tasks)]
+
+
+class HarborSession(Environment):
+    def __init__(self, factory: HarborFactory) -> None:
+        self.factory, self.manifest = factory, factory.manifest
+        self.trial: Trial | None = None
+        self.task: dict[str, Any] = {}
+        self.step_index = 0  # of a multi-step task's steps
+        self.step_rewards: list[float] = []
+        self.tool_calls = 0  # in this step
+        self.oracle = False
+
+    # -- reset --------------------------------------------------------------------------------------
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        options = dict(options or {})
+        self.oracle = options.pop("oracle", False)
+        if not isinstance(self.oracle, bool):
+            raise BadRequestError("option oracle is true or false")
+        if not self.factory.sandboxed:
+            raise EnvError(f"{self.manifest.name}: Harbor tasks run in a sandbox each (their /app, /logs and /tests "
+                           "are the sandbox's own): serve it without --no-sandbox")
+        chosen = await choose_task(self.factory, self.manifest.name, seed, options)
+        if "task_spec" in chosen:
+            raise BadRequestError("a Harbor environment plays its own tasks: name one with task, or split and index")
+        self.task = self.factory.by_split[chosen["split"]][chosen["index"]]
+        await self._end_trial()
+        place = await Workplace.open(self.factory.policies[self.task["key"]], True)
+        self.trial = Trial(self.manifest, self.task, place)
+        self.step_index, self.step_rewards = 0, []
+        try:
+            await self.trial.start()
+            instruction = await self._start_step()
+        except BaseException:
+            await self._end_trial()
+            raise
+        info = {"task": self.task["id"], "workdir": self.task["workdir"], "tools": [BASH, SUBMIT]}
+        if self.task["steps"]:
+            info["step"] = self.task["steps"][0]["name"]
+        return ResetResult(instruction, info)
+
+    async def _start_step(self) -> str:
+        """The current step staged (a multi-step task's workdir files, the oracle's solution when asked); its
+        instruction."""
+        assert self.trial is not None
+        self.tool_calls = 0
+        step = self._step_name()
+        folder = self.trial.folder / "steps" / step if step else self.trial.folder
+        if step:
+            await self.trial.stage_step(step)
+        if self.oracle:
+            await self.trial.solve(step, self._phase("agent"))
+        self.trial.start_agent_clock()
+        return await asyncio.to_thread((folder / "instruction.md").read_text)
+
+    def _step_name(self) -> str | None:
+        steps = self.task["steps"]
+        return steps[self.step_index]["name"] if steps else None
+
+    def _phase(self, name: str) -> dict[str, Any]:
+        steps = self.task["steps"]
+        return steps[self.step_index][name] if steps else self.task[name]
+
+    # -- steps --------------------------------------------------------------------------------------
+
+    async def step(self, action: Any) -> StepResult:
+        if self.trial is None:
+            raise EnvError("reset first: there is no trial to step")
+        call = await read_action(find_tool_call, action, ["bash", "submit"]) if not isinstance(action, str) \
+            or action.lstrip().startswith(("{", "<tool_call>")) else {"name": "bash", "arguments": {"command": action}}
+        if isinstance(call, str):
+            return invalid_action(call)
+        if call["name"] == "submit":
+            return await self._verify(truncated=False)
+        command = call["arguments"].get("command")
+        if not isinstance(command, str) or not command.strip():
+            return invalid_action("bash needs a command: {\"command\": \"ls -la\"}")
+        agent = self._phase("agent")
+        left = self.trial.agent_time_left(agent["timeout"])
+        asked = call["arguments"].get("timeout", DEFAULT_TIMEOUT)
+        if not isinstance(asked, int | float) or isinstance(asked, bool) or asked <= 0:
+            return invalid_action("bash's timeout is a number of seconds above 0")
+        timeout = min(float(asked), self.manifest.command_timeout, left if left is not None else float("inf"))
+        ran = await self.trial.run(command, max(timeout, 0.001), no_network=self.trial.offline(agent))
+        self.tool_calls += 1
+        output = ran.output[-self.manifest.output_chars:]
+        observation = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}[exit code {ran.exit_code}]"
+        if ran.timed_out:
+            observation += f" (killed after {timeout:g} s)"
+        info = {"exit_code": ran.exit_code, "timed_out": ran.timed_out}
+        left = self.trial.agent_time_left(agent["timeout"])
+        if (left is not None and left <= 0) or self.tool_calls >= self.manifest.max_steps:
+            ended = await self._verify(truncated=True)
+            ended.info.update(info)
+            return ended
+        return StepResult(observation, 0.0, info=info)
+
+    async def _verify(self, truncated: bool) -> StepResult:
+        """The step verified; the episode's end, or the next step's instruction."""
+        assert self.trial is not None
+        step = self._step_name()
+        metrics, output = await self.trial.verify(step, self._phase("verifier"))
+        reward = metrics.get("reward", next(iter(metrics.values())))
+        info: dict[str, Any] = {"reward": reward, "metrics": metrics, "verifier_output": output[-2000:]}
+        steps = self.task["steps"]
+        if not steps:
+            return StepResult(f"verified: reward {reward:g}", reward, not truncated, truncated, info)
+        self.step_rewards.append(reward)
+        info |= {"step": step, "step_rewards": list(self.step_rewards)}
+        minimum = steps[self.step_index]["min_reward"]
+        below = minimum is not None and (reward < minimum if not isinstance(minimum, dict) else
+                                         any(metrics.get(key, 0.0) < value for key, value in minimum.items()))
+        if below or truncated or self.step_index + 1 == len(steps):
+            total = self.step_rewards[-1] if self.task["multi_step_reward_strategy"] == "final" else \
+                sum(self.step_rewards) / len(steps)
+            info["aborted"] = below and self.step_index + 1 < len(steps)
+            return StepResult(f"verified: reward {total:g}", total, not truncated, truncated, info | {"reward": total})
+        self.step_index += 1
+        instruction = await self._start_step()
+        info["next_step"] = self._step_name()
+        return StepResult(instruction, 0.0, info=info)
+
+    def extras(self) -> dict[str, Any]:
+        return {"task": self.task.get("id"), "step": self._step_name()} if self.task else {}
+
+    async def _end_trial(self) -> None:
+        trial, self.trial = self.trial, None
+        if trial is not None:
+            await trial.close()
+
+    async def close(self) -> None:
+        await self._end_trial()
+
+
+def _policy(manifest: HarborManifest, task: dict[str, Any]) -> SandboxPolicy:
+    limits = manifest.limits
+    network = task["environment"]["network"]
+    mode = {"public": "public", "no-network": "none", "allowlist": "none"}[network["mode"]]
+    return SandboxPolicy(network=mode, allow=tuple(network["allow"]), processes=limits.processes,
+                         memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
+                         open_files=limits.open_files, file_bytes=limits.output_mb << 20,
+                         disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),),
+                         writable=tuple(task["writable"]),
+                         shown=tuple((str(manifest.vendored / source), inside)
+                                     for source, inside in task.get("show", [])))
+
+
+def load_harbor_environment(manifest: HarborManifest, endpoint: Any, sandboxed: bool) -> HarborFactory:
+    """The factory; refused where this machine cannot make sandboxes. Loaded unsandboxed (the import's check of its
+    files), it loads, and its resets are refused: a task's /app, /logs and /tests are its sandbox's own."""
+    reason = unavailable() if sandboxed else None
+    if reason is not None:
+        raise SandboxUnavailableError(f"{manifest.name}: Harbor tasks run in a sandbox each, which this machine "
+                                      f"cannot make: {reason}")
+    return HarborFactory(manifest, sandboxed)

@@ -1,0 +1,261 @@
+"""One Harbor trial in its sandbox: staged as Harbor's layout (the workdir with the image's files, /logs/agent,
+/logs/verifier, /logs/artifacts), the image's setup run, its entrypoint started and its healthcheck waited for;
+then commands run in it, and the verifier: tests/ staged to /tests, /tests/test.sh run from the workdir, its reward
+read from /logs/verifier/reward.json, else reward.txt (neither: an error, not 0), its exit code ignored.
+
+Every command runs as the episode's own uid, in the task's workdir, with the environment the image and task.toml
+declare, tools/ first on its PATH (stand-ins for the test-time installs a task's scripts make: apt-get, the uv
+installer, uvx), and, in a phase the task keeps off the network, a network of its own, empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openenv_gym.adapters.workplace import Workplace
+from openenv_gym.errors import EnvError
+from openenv_gym.manifests.schema import HarborManifest
+from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to_end
+from openenv_gym.programs.program import Finished
+from openenv_gym.sandbox import wipe
+from openenv_gym.sandbox.paths import make_folder_inside, read_inside, write_inside
+
+TOOLS = Path(__file__).parent / "tools"
+LOGS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+REWARD_BYTES = 1 << 20
+SETUP_TIMEOUT = 300.0
+VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+_outputs = itertools.count()  # (a program's output files: each its own, several may run at once)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command's end: its exit code (-N: signal N), its output (stdout then stderr, their ends), timed out."""
+
+    exit_code: int
+    output: str
+    timed_out: bool
+
+
+def resolved(values: dict[str, str]) -> dict[str, str]:
+    """task.toml's ${VAR} and ${VAR:-default}, from the server's environment; a variable it has not, and no default,
+    is an EnvError naming it."""
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise EnvError(f"task.toml names ${{{name}}}, which the server's environment has not: set {name} "
+                           "where the server runs")
+        return default
+    return {key: VARIABLE.sub(one, value) for key, value in values.items()}
+
+
+class Trial:
+    def __init__(self, manifest: HarborManifest, task: dict[str, Any], place: Workplace) -> None:
+        if place.sandbox is None:
+            raise EnvError("Harbor tasks run in a sandbox each: their paths (/app, /logs, /tests) are the sandbox's "
+                           "own; serve them without --no-sandbox")
+        self.manifest, self.task, self.place, self.sandbox = manifest, task, place, place.sandbox
+        self.folder = manifest.vendored / task["key"]
+        self.workdir: str = task["workdir"]
+        self.environ = {**inherited_environ(), "HOME": "/tmp/work", "TMPDIR": "/tmp",
+                        "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                        "OPENENV_GYM_PYTHON": sys.executable, **resolved(task["environment"]["env"])}
+        if task["image"]["user"] or task["agent"]["user"]:
+            self.environ["USER"] = self.environ["LOGNAME"] = task["agent"]["user"] or task["image"]["user"]
+        self.service: Program | None = None
+        self.started = time.monotonic()
+
+    # -- the sandbox's files, from the server (resolved inside it: paths.py) ----------------------
+
+    def _write(self, inside: str, data: bytes, mode: int = 0o644) -> None:
+        write_inside(self.sandbox.pid, inside, data, self.sandbox.uid, mode)
+
+    def _folder(self, inside: str) -> None:
+        make_folder_inside(self.sandbox.pid, inside, self.sandbox.uid)
+
+    def _read(self, inside: str) -> bytes | None:
+        try:
+            return read_inside(self.sandbox.pid, inside, REWARD_BYTES)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def _empty(self, inside: str) -> None:
+        """Remove what is in a folder of the trial's (the agent may have put files in /tests, say)."""
+        host = self.sandbox.host_path(inside)
+        if host.is_dir() and not wipe.empty(host, keep_roots=False):
+            raise EnvError(f"{inside} holds more than {wipe.WIPE_BUDGET} files: it cannot be emptied for the "
+                           "verifier")
+
+    def _copy_tree(self, source: Path, inside: str) -> None:
+        for path in sorted(source.rglob("*")) if source.is_dir() else ():
+            if path.is_file():
+                self._write(f"{inside}/{path.relative_to(source).as_posix()}", path.read_bytes(),
+                            path.stat().st_mode & 0o777 | 0o600)
+
+    # -- starting ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """The trial as a fresh container would be: Harbor's folders, the image's files and setup, its service."""
+        image = self.task["image"]
+        for folder in (*LOGS, self.workdir):
+            await asyncio.to_thread(self._folder, folder)
+        for source, inside in image["copies"]:
+            path = self.folder / "environment" / source
+            mode = _mode(image["modes"].get(inside), path.stat().st_mode)
+            await asyncio.to_thread(self._write, inside, path.read_bytes(), mode)
+        if image["setup"]:
+            ran = await self.run(" && ".join(f"({command})" for command in image["setup"]), SETUP_TIMEOUT)
+            if ran.exit_code != 0:
+                raise EnvError(f"the task's image setup (its Dockerfile's RUN lines) failed with exit code "
+                               f"{ran.exit_code}: {ran.output[-2000:]}")
+        if image["entrypoint"]:
+            self.service = await Program.start(self._spec(image["entrypoint"]), self.sandbox.host_path("/tmp"))
+        healthcheck = self.task["environment"]["healthcheck"]
+        if healthcheck:
+            await self.wait_healthy(healthcheck)
+
+    async def wait_healthy(self, check: dict[str, Any]) -> None:
+        """Docker's healthcheck: tries every start_interval during the start period (failures do not count), then
+        every interval; healthy at the first success, unhealthy after `retries` failures."""
+        began, failures, last = time.monotonic(), 0, None
+        while True:
+            in_start = time.monotonic() - began < check["start_period_sec"]
+            last = await self.run(check["command"], check["timeout_sec"])
+            if last.exit_code == 0:
+                return
+            if not in_start:
+                failures += 1
+                if failures >= check["retries"]:
+                    raise EnvError(f"the task's healthcheck ({check['command']}) failed {failures} times: "
+                                   f"{last.output[-1000:]}")
+            await asyncio.sleep(check["start_interval_sec"] if in_start else check["interval_sec"])
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def _spec(self, command: str | list[str], environ: dict[str, str] | None = None,
+              no_network: bool = False) -> ProgramSpec:
+        """A command of the trial's: `bash -c command` from the workdir, or an argv; its output files in the
+        sandbox's /tmp (the program's working directory: cd'd to the task's workdir by bash, so that the task's
+        own folder holds nothing of ours)."""
+        limits = self.manifest.limits
+        argv = ["bash", "-c", f"cd {shlex.quote(self.workdir)} && {command}"] if isinstance(command, str) else \
+            ["sh", "-c", f'cd {shlex.quote(self.workdir)} && exec "$@" > /logs/agent/entrypoint.log 2>&1',
+             "entrypoint", *command]
+        return ProgramSpec(
+            workdir="/tmp", environ={**self.environ, **(environ or {})}, cpu_seconds=limits.cpu_seconds,
+            memory_bytes=limits.memory_mb << 20, output_bytes=limits.output_mb << 20, open_files=limits.open_files,
+            command=argv, sandbox=self.place.entry, processes=limits.processes, no_network=no_network,
+            output_prefix=f".harbor-{next(_outputs)}")
+
+    async def run(self, command: str, timeout: float, environ: dict[str, str] | None = None,
+                  no_network: bool = False) -> Ran:
+        """`bash -c command` in the trial, from its workdir, killed past `timeout` seconds."""
+        done: Finished = await run_to_end(self._spec(command, environ, no_network), self.sandbox.host_path("/tmp"),
+                                          timeout)
+        return Ran(done.exit_code, done.stdout + done.stderr, done.timed_out)
+
+    # -- phases -----------------------------------------------------------------------------------
+
+    async def solve(self, step: str | None, agent: dict[str, Any]) -> Ran:
+        """Harbor's oracle: solution/ (the step's) to /solution, solve.sh run as the agent, its output in
+        /logs/agent/oracle.txt."""
+        source = self.folder / "steps" / step / "solution" if step else self.folder / "solution"
+        if not (source / "solve.sh").is_file():
+            raise EnvError(f"{'step ' + step if step else 'the task'} has no solution/solve.sh to play the oracle")
+        await asyncio.to_thread(self._empty, "/solution")
+        await asyncio.to_thread(self._copy_tree, source, "/solution")
+        environ = {"DEBIAN_FRONTEND": "noninteractive", **resolved(self.task["solution"]["env"])}
+        return await self.run("chmod +x /solution/solve.sh && /solution/solve.sh > /logs/agent/oracle.txt 2>&1",
+                              agent["timeout"] or SETUP_TIMEOUT, environ, self.offline(agent))
+
+    async def stage_step(self, step: str) -> None:
+        """A multi-step task's step: its workdir/ files into the workdir, then its setup.sh (which removes itself)."""
+        files = self.folder / "steps" / step / "workdir"
+        if files.is_dir():
+            await asyncio.to_thread(self._copy_tree, files, self.workdir)
+            if (files / "setup.sh").is_file():
+                ran = await self.run(f"bash {self.workdir}/setup.sh", SETUP_TIMEOUT)
+                if ran.exit_code != 0:
+                    raise EnvError(f"step {step}'s setup.sh failed with exit code {ran.exit_code}: "
+                                   f"{ran.output[-2000:]}")
+
+    async def verify(self, step: str | None, verifier: dict[str, Any]) -> tuple[dict[str, float], str]:
+        """({metric: value} with "reward" among them, test.sh's output): tests/ (and the step's) in /tests,
+        /logs/verifier emptied, test.sh run as Harbor runs it."""
+        for folder in ("/tests", "/logs/verifier"):
+            await asyncio.to_thread(self._empty, folder)
+        await asyncio.to_thread(self._copy_tree, self.folder / "tests", "/tests")
+        if step and (self.folder / "steps" / step / "tests").is_dir():
+            await asyncio.to_thread(self._copy_tree, self.folder / "steps" / step / "tests", "/tests")
+        environ = resolved(verifier.get("env", {}))
+        ran = await self.run("chmod +x /tests/test.sh && /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1",
+                             verifier["timeout"] or 600.0, environ, self.offline(verifier))
+        output = (await asyncio.to_thread(self._read, "/logs/verifier/test-stdout.txt") or b"").decode(
+            "utf-8", "replace")[-4000:]
+        if ran.timed_out:
+            raise EnvError(f"the verifier (tests/test.sh) ran past its {verifier['timeout']} s timeout; its "
+                           f"output: {output[-1000:]}")
+        return await asyncio.to_thread(self._rewards, output), output
+
+    def _rewards(self, output: str) -> dict[str, float]:
+        """reward.json (an object of numbers) before reward.txt (a number), as Harbor reads them."""
+        as_json = self._read("/logs/verifier/reward.json")
+        if as_json is not None:
+            try:
+                values = json.loads(as_json)
+            except ValueError:
+                raise EnvError(f"/logs/verifier/reward.json is not JSON: {as_json[:200]!r}") from None
+            if not isinstance(values, dict) or not values or not all(_number(v) for v in values.values()):
+                raise EnvError(f"/logs/verifier/reward.json must be an object of numbers, not {as_json[:200]!r}")
+            return {str(key): float(value) for key, value in values.items()}
+        as_text = self._read("/logs/verifier/reward.txt")
+        if as_text is None:
+            raise EnvError("the verifier wrote no reward (neither /logs/verifier/reward.json nor reward.txt): a "
+                           f"missing reward is an error, not 0. tests/test.sh's output: {output[-1500:]}")
+        try:
+            return {"reward": float(as_text.decode().strip())}
+        except (UnicodeDecodeError, ValueError):
+            raise EnvError(f"/logs/verifier/reward.txt is not a number: {as_text[:200]!r}") from None
+
+    def offline(self, phase: dict[str, Any]) -> bool:
+        """Whether a phase's commands leave the sandbox's network for an empty one (the phase goes without network,
+        the environment has one)."""
+        return phase["network"]["mode"] == "no-network" and self.task["environment"]["network"]["mode"] != \
+            "no-network"
+
+    def start_agent_clock(self) -> None:
+        """The agent phase (of the step) begins now: its timeout counts from here."""
+        self.started = time.monotonic()
+
+    def agent_time_left(self, timeout: float | None) -> float | None:
+        return None if timeout is None else timeout - (time.monotonic() - self.started)
+
+    async def close(self) -> None:
+        if self.service is not None:
+            self.service.kill()
+        await self.place.close()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _mode(mode: str | None, current: int) -> int:
+    if mode is None:
+        return current & 0o777
+    if mode.isdigit():
+        return int(mode, 8)
+    return current & 0o777 | (0o111 if "x" in mode else 0)

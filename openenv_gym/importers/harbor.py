@@ -1,0 +1,122 @@
+"""Import Harbor task packages: a task's folder (task.toml in it), or a folder of them, becomes one environment,
+openenv/harbor-NAME, whose catalog is its tasks (harbor_task.py reads each one). Subfolders named as splits (train,
+test, ...) that hold tasks are the catalog's splits; otherwise every task is in "train".
+
+A task that cannot run here is refused with the key and why: alone, the import fails; in a folder, it is left out
+and said, and the rest import. Written under the environment folder: tasks/<key>/ (each task's files, as given)
+and tasks/index.json (each task's record, what the adapter plays).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.harbor_task import TaskRefusedError, read_task
+from openenv_gym.importers.vendor import VendorReport, vendor
+
+TASKS_DIR = "tasks"
+SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
+MAX_DEPTH = 4  # folders searched below the source for task.toml files
+# What the verifiers' test-time tools run on (uvx --with pytest==... --with pytest-json-ctrf==...: tools/uvx)
+VERIFIER_TOOLS = ["pytest", "pytest-json-ctrf"]
+
+
+def task_folders(source: Path) -> list[Path]:
+    """Every task package at or below `source` (not inside another task's folder)."""
+    if (source / "task.toml").is_file():
+        return [source]
+    found: list[Path] = []
+    for root, folders, files in os.walk(source):
+        depth = len(Path(root).relative_to(source).parts)
+        if "task.toml" in files and depth:
+            found.append(Path(root))
+            folders.clear()
+        elif depth >= MAX_DEPTH:
+            folders.clear()
+        folders[:] = sorted(folder for folder in folders if not folder.startswith("."))
+    return found
+
+
+def split_of(source: Path, folder: Path) -> str:
+    parts = folder.relative_to(source).parts
+    return parts[0] if len(parts) > 1 and parts[0] in SPLIT_NAMES else "train"
+
+
+class HarborImporter:
+    kind = "harbor"
+    looks_for = "a Harbor task package (a folder with task.toml), or a folder of them"
+    takes: frozenset[str] = frozenset()
+
+    def detect(self, source: Path) -> list[Detected]:
+        if source.is_dir() and task_folders(source):
+            return [Detected(self.kind, TASKS_DIR, "index", source / "task.toml")]
+        return []
+
+    def dependencies(self, source: Path, detected: Detected) -> list[str]:
+        packages = dict.fromkeys(VERIFIER_TOOLS)
+        for folder in task_folders(source):
+            try:
+                packages.update(dict.fromkeys(read_task(folder)["packages"]))
+            except TaskRefusedError:
+                continue
+        return list(packages)
+
+    def near_miss(self, source: Path) -> str | None:
+        if source.is_dir() and ((source / "task.yaml").is_file() or any(source.glob("*/task.yaml"))):
+            return ("this is Terminal-Bench 1's format (task.yaml, run-tests.sh), not Harbor's: convert it with "
+                    "Harbor's mapper (harbor tasks migrate) and import the result")
+        return None
+
+    def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
+        single = (source / "task.toml").is_file()
+        index, notes, report = [], [], VendorReport()
+        keys: set[str] = set()
+        for task_folder in task_folders(source):
+            where = task_folder.relative_to(source).as_posix() if not single else task_folder.name
+            try:
+                record = read_task(task_folder)
+            except TaskRefusedError as exc:
+                if single:
+                    raise ImportFailedError(f"{source}: {exc}") from None
+                notes.append(f"{where}: left out: {exc}")
+                continue
+            key = _unique(task_folder.name, keys)
+            copied = vendor(task_folder, folder / TASKS_DIR / key)
+            report.copied += [Path(TASKS_DIR, key, path) for path in copied.copied]
+            report.left_out += copied.left_out
+            report.total_bytes += copied.total_bytes
+            for source_file, inside in record.pop("shown"):
+                mode = record["image"]["modes"].get(inside)
+                shown = folder / TASKS_DIR / key / "environment" / source_file
+                if mode is not None:
+                    shown.chmod(_mode(mode, shown.stat().st_mode))
+                record.setdefault("show", []).append([f"{key}/environment/{source_file}", inside])
+            notes += [f"{where}: {note}" for note in record.pop("notes")]
+            index.append({"key": key, "id": where if not single else record["name"], "split": split_of(source,
+                                                                                                    task_folder),
+                          **record})
+        if not index:
+            raise ImportFailedError(f"no task of {source} can run here: " + "; ".join(notes[:10]))
+        (folder / TASKS_DIR).mkdir(parents=True, exist_ok=True)
+        (folder / TASKS_DIR / "index.json").write_text(json.dumps(index, indent=1))
+        count = f"{len(index)} Harbor task{'s' if len(index) > 1 else ''}"
+        return Written(TASKS_DIR, {"description": f"Harbor: {count}"}, report, [count, *notes])
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    key, number = name, 1
+    while key in taken:
+        number += 1
+        key = f"{name}-{number}"
+    taken.add(key)
+    return key
+
+
+def _mode(mode: str, current: int) -> int:
+    """A chmod mode ("755", "+x", "u+x") applied to `current`."""
+    if mode.isdigit():
+        return int(mode, 8)
+    return current | (0o111 if "x" in mode else 0) | (0o444 if "r" in mode else 0)

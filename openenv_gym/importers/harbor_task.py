@@ -1,0 +1,237 @@
+"""A Harbor task package (`task.toml`, schema 1.0 to 1.4) read into the record our adapter plays (adapters/harbor/),
+or refused with the key and why: what cannot be honoured here is refused at import, never at an episode's step.
+
+    task.toml           [task] [metadata] [environment] [agent] [verifier] [solution] [[steps]]
+    instruction.md      the prompt (single-step; a multi-step task's are steps/<name>/instruction.md)
+    environment/        its Dockerfile (emulated: image.py) and the files it copies
+    tests/test.sh       the verifier: writes /logs/verifier/reward.json or reward.txt
+    solution/solve.sh   the oracle
+
+Unknown keys are ignored, as Harbor ignores them; the old spellings load (`version` for `schema_version`,
+`allow_internet` for `network_mode`, `memory = "2G"`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from openenv_gym.importers.harbor_image import Image, ImageRefusedError, read_image
+from openenv_gym.sandbox.mounts import own_folder
+
+NetworkMode = Literal["public", "no-network", "allowlist"]
+HARBOR_FOLDERS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")  # Harbor's trial layout, inside
+ALLOWED_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")  # a named host (no wildcard, no CIDR)
+PORTS = (443, 80)  # what an allowed host is reached on (Harbor's allowlists name hosts only)
+
+
+class TaskRefusedError(ValueError):
+    """The task needs what cannot be had here; the message names the key and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Network(_Section):
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] | None = None
+
+
+class Healthcheck(_Section):
+    command: str
+    interval_sec: float = 5.0
+    timeout_sec: float = 30.0
+    start_period_sec: float = 0.0
+    start_interval_sec: float = 5.0
+    retries: int = 3
+
+
+class Agent(Network):
+    timeout_sec: float | None = None
+    user: str | int | None = None
+
+
+class Verifier(Network):
+    timeout_sec: float = 600.0
+    env: dict[str, str] = {}
+    user: str | int | None = None
+    environment_mode: Literal["shared", "separate"] | None = None
+    environment: dict[str, Any] | None = None
+    collect: list[dict[str, Any]] = []
+
+
+class Environment(Network):
+    docker_image: str | None = None
+    os: str = "linux"
+    gpus: int | None = None
+    gpu_types: list[str] | None = None
+    tpu: dict[str, Any] | None = None
+    allow_internet: bool | None = None
+    env: dict[str, str] = {}
+    mcp_servers: list[dict[str, Any]] = []
+    healthcheck: Healthcheck | None = None
+    workdir: str | None = None
+
+
+class Step(_Section):
+    name: str = Field(pattern=r"^[\w.-]+$")
+    agent: Agent = Agent()
+    verifier: Verifier = Verifier()
+    min_reward: float | dict[str, float] | None = None
+    healthcheck: Healthcheck | None = None
+
+
+class TaskConfig(_Section):
+    schema_version: str = "1.4"
+    task: dict[str, Any] = {}
+    agent: Agent = Agent()
+    verifier: Verifier = Verifier()
+    solution: dict[str, Any] = {}
+    environment: Environment = Environment()
+    steps: list[Step] = []
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "version" in data and "schema_version" not in data:
+            data = {**data, "schema_version": str(data["version"])}
+        return data
+
+
+def read_task(folder: Path) -> dict[str, Any]:
+    """The record of the task package in `folder`; TaskRefusedError with the key and why where it cannot run here."""
+    path = folder / "task.toml"
+    try:
+        config = TaskConfig.model_validate(tomllib.loads(path.read_text()))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskRefusedError(f"task.toml is not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise TaskRefusedError(f"task.toml key {'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
+    _refuse_what_cannot_run(config, folder)
+    try:
+        image = read_image(folder / "environment", config.environment.docker_image)
+    except ImageRefusedError as exc:
+        raise TaskRefusedError(str(exc)) from None
+    workdir = config.environment.workdir or image.workdir
+    if workdir in (None, "/"):  # (Harbor's scripts refuse to run in /: a task without a WORKDIR gets Harbor's usual)
+        workdir = "/app"
+    baseline = _network(config.environment, "[environment]")
+    image.copies = [(source, inside or workdir + "/" + source) for source, inside in image.copies]  # (seed files)
+    writable, shown = _writable(workdir, image)
+    image.copies = [(source, inside) for source, inside in image.copies if [source, inside] not in shown]
+    steps = [{"name": step.name, "min_reward": step.min_reward,
+              "agent": _phase(step.agent, config.agent, baseline, f"[[steps]] {step.name}: agent"),
+              "verifier": _phase(step.verifier, config.verifier, baseline, f"[[steps]] {step.name}: verifier"),
+              "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None}
+             for step in config.steps]
+    if not steps and not (folder / "instruction.md").is_file():
+        raise TaskRefusedError("instruction.md is missing: a single-step task's prompt is its instruction.md")
+    for step in steps:
+        if not (folder / "steps" / step["name"] / "instruction.md").is_file():
+            raise TaskRefusedError(f"steps/{step['name']}/instruction.md is missing: each step's prompt is there")
+    if not steps and not (folder / "tests" / "test.sh").is_file():
+        raise TaskRefusedError("tests/test.sh is missing: it is the task's verifier")
+    return {
+        "name": str(config.task.get("name") or folder.name), "schema_version": config.schema_version,
+        "workdir": workdir, "writable": writable, "shown": shown,
+        "environment": {"env": {**image.env, **config.environment.env}, "network": baseline,
+                        "healthcheck": config.environment.healthcheck.model_dump()
+                        if config.environment.healthcheck else None},
+        "image": image.record(), "packages": image.packages, "notes": image.notes,
+        "agent": _phase(config.agent, Agent(), baseline, "[agent]"),
+        "verifier": _phase(config.verifier, Verifier(), baseline, "[verifier]"),
+        "solution": {"env": {str(k): str(v) for k, v in dict(config.solution.get("env") or {}).items()}},
+        "has_solution": (folder / "solution" / "solve.sh").is_file() or any(
+            (folder / "steps" / step["name"] / "solution" / "solve.sh").is_file() for step in steps),
+        "steps": steps,
+        "multi_step_reward_strategy": config.multi_step_reward_strategy or "mean",
+    }
+
+
+def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
+    environment = config.environment
+    if environment.os.lower() != "linux":
+        raise TaskRefusedError(f"[environment].os = {environment.os!r}: only Linux tasks run here")
+    if environment.gpus or environment.gpu_types or environment.tpu:
+        raise TaskRefusedError("[environment].gpus: this machine has no GPU (nor TPU) to give the task")
+    if environment.mcp_servers:
+        raise TaskRefusedError("[environment].mcp_servers: the task's MCP servers are services of a container "
+                               "engine, which this machine has not")
+    for compose in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml"):
+        if (folder / "environment" / compose).exists():
+            raise TaskRefusedError(f"environment/{compose}: its services run in containers, which this machine "
+                                   "cannot run (no container engine)")
+    verifiers = [("[verifier]", config.verifier)] + [(f"[[steps]] {s.name}: verifier", s.verifier)
+                                                     for s in config.steps]
+    for where, verifier in verifiers:
+        if verifier.environment_mode == "separate" or verifier.environment is not None:
+            raise TaskRefusedError(f"{where} environment_mode = separate: a verifier in an environment of its own "
+                                   "is not supported yet; only the shared one")
+        if verifier.collect:
+            raise TaskRefusedError(f"{where} collect: commands in a service container, which this machine cannot "
+                                   "run")
+
+
+def _network(section: Network, where: str) -> dict[str, Any]:
+    """A network policy as the sandbox takes it: {"mode", "allow": ["host:port", ...]}."""
+    mode = section.network_mode
+    if mode is None and isinstance(section, Environment) and section.allow_internet is not None:
+        mode = "public" if section.allow_internet else "no-network"
+    mode = mode or "public"
+    if section.allowed_hosts and mode != "allowlist":
+        raise TaskRefusedError(f"{where} allowed_hosts is given with network_mode = {mode!r}: Harbor refuses it too")
+    allow = []
+    for host in section.allowed_hosts or []:
+        if not ALLOWED_HOST.match(host):
+            raise TaskRefusedError(f"{where} allowed_hosts entry {host!r}: the sandbox allows named hosts and "
+                                   "addresses, not wildcards or address ranges")
+        allow += [f"{host}:{port}" for port in PORTS]
+    return {"mode": mode, "allow": allow}
+
+
+STRICTNESS = {"no-network": 0, "allowlist": 1, "public": 2}
+
+
+def _phase(section: Agent | Verifier, fallback: Agent | Verifier, baseline: dict[str, Any], where: str) \
+        -> dict[str, Any]:
+    """A phase's settings (a step's own, else the task's), its network the baseline's unless it overrides it. An
+    override can only narrow the network here: a program may leave its sandbox's network for an empty one, never
+    reach more than the sandbox does (Harbor refuses such tasks too on providers without dynamic policies)."""
+    chosen = section if section.model_fields_set else fallback
+    network = baseline
+    if chosen.network_mode is not None and chosen.network_mode != baseline["mode"]:
+        network = _network(chosen, where)
+        if network["mode"] != "no-network":
+            raise TaskRefusedError(f"{where} network_mode = {network['mode']!r} over the environment's "
+                                   f"{baseline['mode']!r}: a phase may only go without network here")
+    fields = {"timeout": chosen.timeout_sec, "user": None if chosen.user is None else str(chosen.user),
+              "network": network}
+    if isinstance(chosen, Verifier):
+        fields["env"] = dict(chosen.env)
+    return fields
+
+
+def _writable(workdir: str, image: Image) -> tuple[list[str], list[list[str]]]:
+    """(the folders of its own a task's sandbox needs: Harbor's /logs, /tests and /solution, its workdir, where the
+    image copies files; the files the image puts at the root, shown read-only: [source, inside])"""
+    shown = [[source, inside] for source, inside in image.copies if len(PurePosixPath(inside).parts) == 2
+             and not os.path.lexists(inside)]
+    wanted = ["/logs", "/tests", "/solution", workdir,
+              *(inside for _, inside in image.copies if [_, inside] not in shown)]
+    found: list[str] = []
+    for path in wanted:
+        folder = own_folder(path)
+        if folder is None:
+            raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
+                                   "reads; it needs a container engine")
+        if folder != "/tmp" and folder not in found:
+            found.append(folder)
+    return found, shown

@@ -1,0 +1,2 @@
+#!/bin/bash
+tr a-z A-Z < seed.txt > "$GREETING_FILE"

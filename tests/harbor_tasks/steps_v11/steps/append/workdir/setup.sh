@@ -1,0 +1,2 @@
+echo "staged by the step" > from-setup.txt
+rm -- "$0"
