@@ -162,6 +162,10 @@ def test_a_missing_reward_is_an_error_not_zero(tmp_path):
      "a phase may only go without network here"),
     ({"task.toml": '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["*.example.com"]\n'},
      "not wildcards"),
+    ({"task.toml": '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["1.1.1.1"]\n'},  # (as published)
+     "'1.1.1.1:443': name the host"),
+    ({"task.toml": '[environment.env]\nJUDGE_KEY = "${OPENENV_GYM_NOT_SET_ANYWHERE}"\n'},  # (a judge's key, say)
+     r"names \$\{OPENENV_GYM_NOT_SET_ANYWHERE\}, which is not set here"),
 ])
 def test_what_cannot_run_here_is_refused_at_import_with_the_key_and_why(tmp_path, files, refusal):
     task = write_files(tmp_path / "task", {"task.toml": "", "instruction.md": "x\n", "tests/test.sh": "", **files})

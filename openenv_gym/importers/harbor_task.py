@@ -23,11 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from openenv_gym.importers.harbor_image import Image, ImageRefusedError, read_image
 from openenv_gym.sandbox.mounts import own_folder
+from openenv_gym.sandbox.policy import allowed_address
 
 NetworkMode = Literal["public", "no-network", "allowlist"]
 HARBOR_FOLDERS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")  # Harbor's trial layout, inside
 ALLOWED_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")  # a named host (no wildcard, no CIDR)
 PORTS = (443, 80)  # what an allowed host is reached on (Harbor's allowlists name hosts only)
+VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")  # task.toml's ${VAR} and ${VAR:-default}
 
 
 class TaskRefusedError(ValueError):
@@ -139,7 +141,7 @@ def read_task(folder: Path) -> dict[str, Any]:
             raise TaskRefusedError(f"steps/{step['name']}/instruction.md is missing: each step's prompt is there")
     if not steps and not (folder / "tests" / "test.sh").is_file():
         raise TaskRefusedError("tests/test.sh is missing: it is the task's verifier")
-    return {
+    record = {
         "name": str(config.task.get("name") or folder.name), "schema_version": config.schema_version,
         "workdir": workdir, "writable": writable, "shown": shown,
         "environment": {"env": {**image.env, **config.environment.env}, "network": baseline,
@@ -154,6 +156,35 @@ def read_task(folder: Path) -> dict[str, Any]:
         "steps": steps,
         "multi_step_reward_strategy": config.multi_step_reward_strategy or "mean",
     }
+    missing = variables_missing(record)
+    if missing is not None:
+        raise TaskRefusedError(missing)
+    return record
+
+
+def resolved(values: dict[str, str]) -> dict[str, str]:
+    """task.toml's ${VAR} and ${VAR:-default} filled in from this process's environment (the server's, as Harbor
+    fills them from the host's); a variable it has not, and no default, is a TaskRefusedError naming it."""
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise TaskRefusedError(f"task.toml names ${{{name}}}, which is not set here: set {name} where the "
+                                   "environment is imported and served")
+        return default
+    return {key: VARIABLE.sub(one, value) for key, value in values.items()}
+
+
+def variables_missing(task: dict[str, Any]) -> str | None:
+    """Why a task's record cannot be played with this process's environment (a ${VAR} unset); None if it can."""
+    phases = [task["verifier"], *(step["verifier"] for step in task["steps"])]
+    try:
+        for values in (task["environment"]["env"], task["solution"]["env"], *(phase["env"] for phase in phases)):
+            resolved(values)
+    except TaskRefusedError as exc:
+        return str(exc)
+    return None
 
 
 def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
@@ -191,9 +222,14 @@ def _network(section: Network, where: str) -> dict[str, Any]:
     allow = []
     for host in section.allowed_hosts or []:
         if not ALLOWED_HOST.match(host):
-            raise TaskRefusedError(f"{where} allowed_hosts entry {host!r}: the sandbox allows named hosts and "
-                                   "addresses, not wildcards or address ranges")
+            raise TaskRefusedError(f"{where} allowed_hosts entry {host!r}: the sandbox allows named hosts, not "
+                                   "wildcards or address ranges")
         allow += [f"{host}:{port}" for port in PORTS]
+    for entry in allow:
+        try:
+            allowed_address(entry)
+        except ValueError as exc:
+            raise TaskRefusedError(f"{where} allowed_hosts: {exc}") from None
     return {"mode": mode, "allow": allow}
 
 

@@ -28,7 +28,8 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
-from openenv_gym.manifests.schema import HarborManifest
+from openenv_gym.importers.harbor_task import variables_missing
+from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.sandbox import SandboxPolicy, unavailable
 
 OPTIONS = ("oracle",)
@@ -50,6 +51,10 @@ class HarborFactory:
         self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
         self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
         self.policies = {task["key"]: _policy(manifest, task) for task in self.index}
+        for task in self.index:
+            missing = variables_missing(task)
+            if missing is not None:
+                raise ManifestError(f"{manifest.name}, task {task['id']}: {missing}")
 
     def __call__(self) -> HarborSession:
         return HarborSession(self)

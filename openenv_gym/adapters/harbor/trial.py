@@ -15,7 +15,6 @@ import itertools
 import json
 import math
 import os
-import re
 import shlex
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.errors import EnvError
+from openenv_gym.importers.harbor_task import resolved
 from openenv_gym.manifests.schema import HarborManifest
 from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to_end
 from openenv_gym.programs.program import Finished
@@ -35,7 +35,6 @@ TOOLS = Path(__file__).parent / "tools"
 LOGS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 REWARD_BYTES = 1 << 20
 SETUP_TIMEOUT = 300.0
-VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 _outputs = itertools.count()  # (a program's output files: each its own, several may run at once)
 
 
@@ -46,20 +45,6 @@ class Ran:
     exit_code: int
     output: str
     timed_out: bool
-
-
-def resolved(values: dict[str, str]) -> dict[str, str]:
-    """task.toml's ${VAR} and ${VAR:-default}, from the server's environment; a variable it has not, and no default,
-    is an EnvError naming it."""
-    def one(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is None:
-            raise EnvError(f"task.toml names ${{{name}}}, which the server's environment has not: set {name} "
-                           "where the server runs")
-        return default
-    return {key: VARIABLE.sub(one, value) for key, value in values.items()}
 
 
 class Trial:

@@ -1,2 +1,2 @@
 #!/bin/bash
-tr a-z A-Z < seed.txt > "$GREETING_FILE"
+tr a-z A-Z < "$SEED_NAME" > "$GREETING_FILE"
