@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
-from openenv_gym.importers.harbor_task import TaskRefusedError, read_task
+from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.importers.vendor import VendorReport, vendor
+from openenv_gym.manifests.harbor import TaskRefusedError
 
 TASKS_DIR = "tasks"
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")

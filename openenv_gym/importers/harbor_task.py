@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from openenv_gym.importers.harbor_image import Image, ImageRefusedError, read_image
+from openenv_gym.manifests.harbor import TaskRefusedError, variables_missing
 from openenv_gym.sandbox.mounts import own_folder
 from openenv_gym.sandbox.policy import allowed_address
 
@@ -29,11 +30,8 @@ NetworkMode = Literal["public", "no-network", "allowlist"]
 HARBOR_FOLDERS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")  # Harbor's trial layout, inside
 ALLOWED_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")  # a named host (no wildcard, no CIDR)
 PORTS = (443, 80)  # what an allowed host is reached on (Harbor's allowlists name hosts only)
-VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")  # task.toml's ${VAR} and ${VAR:-default}
 
 
-class TaskRefusedError(ValueError):
-    """The task needs what cannot be had here; the message names the key and why."""
 
 
 class _Section(BaseModel):
@@ -160,31 +158,6 @@ def read_task(folder: Path) -> dict[str, Any]:
     if missing is not None:
         raise TaskRefusedError(missing)
     return record
-
-
-def resolved(values: dict[str, str]) -> dict[str, str]:
-    """task.toml's ${VAR} and ${VAR:-default} filled in from this process's environment (the server's, as Harbor
-    fills them from the host's); a variable it has not, and no default, is a TaskRefusedError naming it."""
-    def one(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is None:
-            raise TaskRefusedError(f"task.toml names ${{{name}}}, which is not set here: set {name} where the "
-                                   "environment is imported and served")
-        return default
-    return {key: VARIABLE.sub(one, value) for key, value in values.items()}
-
-
-def variables_missing(task: dict[str, Any]) -> str | None:
-    """Why a task's record cannot be played with this process's environment (a ${VAR} unset); None if it can."""
-    phases = [task["verifier"], *(step["verifier"] for step in task["steps"])]
-    try:
-        for values in (task["environment"]["env"], task["solution"]["env"], *(phase["env"] for phase in phases)):
-            resolved(values)
-    except TaskRefusedError as exc:
-        return str(exc)
-    return None
 
 
 def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:

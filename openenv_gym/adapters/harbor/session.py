@@ -28,7 +28,7 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
-from openenv_gym.importers.harbor_task import variables_missing
+from openenv_gym.manifests.harbor import variables_missing
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.sandbox import SandboxPolicy, unavailable
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.errors import EnvError
-from openenv_gym.importers.harbor_task import resolved
+from openenv_gym.manifests.harbor import resolved
 from openenv_gym.manifests.schema import HarborManifest
 from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to_end
 from openenv_gym.programs.program import Finished
