@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
     from openenv_gym.cli.rescore import add_rescore
     from openenv_gym.cli.rollout import add_rollout
+    from openenv_gym.cli.validate import add_validate
     from openenv_gym.cli.venvs import add_venvs
     from openenv_gym.cli.view import add_view
 
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_rescore(commands)
     add_venvs(commands)
     add_view(commands)
+    add_validate(commands)
     return parser
 
 
