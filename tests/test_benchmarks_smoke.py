@@ -114,6 +114,15 @@ def test_sandbox_benchmark_runs():
     assert figures["sandboxed"]["left_after_the_crowd"] == {"processes": 0, "control_groups": 0, "files": 0}
 
 
+@pytest.mark.env_venvs.with_args(ROOT / "tests" / "harbor_tasks")
+def test_harbor_benchmark_runs():
+    result = run_module("benchmarks.harbor", "--sessions", "6", "--rounds", "1", "--parts", "2", timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "harbor.json").read_text())
+    assert figures["crowd"]["errors"] == 0 and figures["crowd"]["top_reward"] == figures["crowd"]["trials"] == 6
+    assert set(figures["parts_p50_ms"]) == {"reset", "reset_with_oracle", "bash_step", "submit"}
+
+
 def test_sandbox_abuse_benchmark_runs():
     result = run_module("benchmarks.sandbox_abuse", "--seconds", "0.5", "--attacks", "fork_bomb,kill_all",
                         timeout=300)
