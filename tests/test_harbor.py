@@ -179,3 +179,20 @@ def test_a_folder_leaves_out_what_cannot_run_and_says_why(tmp_path):
                                     "bad/task.toml": "[environment]\ngpus = 2\n", "bad/instruction.md": "x\n"})
     [result] = import_environment(tmp_path / "many", "many", tmp_path / "out", check=False)
     assert result.notes[0] == "1 Harbor task" and "bad: left out: [environment].gpus" in result.notes[1]
+
+
+def test_the_built_in_agent_program_plays_a_task_inside_its_trial_each_model_request_a_step(harbor):
+    """harness "bash": the agent program runs in the trial's sandbox; the client answers its model requests (here
+    a scripted policy: a tool call, then submit), the program runs the commands, and the trial is verified."""
+    _, server = harbor
+    call = {"content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "bash", "arguments": '{"command": "tr a-z A-Z < seed.txt > greeting.txt; cat greeting.txt"}'}}]}
+    submit = {"content": "", "tool_calls": [{"id": "c2", "type": "function", "function": {
+        "name": "submit", "arguments": "{}"}}]}
+    obs, info, steps = play(server, {"task": "hello_v14", "harness": "bash"}, call, submit)
+    assert obs.startswith("Read seed.txt")
+    assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
+    assert steps[0][0] == "HELLO, HARBOR\n[exit code 0]"  # the tool's answer, as the program sends it to the model
+    assert steps[1][1] == 1.0 and steps[1][2] and "exit code 0" in steps[1][4]["program"]
+    _, _, nothing = play(server, {"task": "steps_v11", "harness": "bash"}, submit, submit)
+    assert nothing[-1][2] and nothing[-1][4]["aborted"]  # a multi-step task: below min_reward, it stops

@@ -199,6 +199,10 @@ class HarborManifest(ImportedManifest):
     max_steps: PositiveInt = 200  # tool calls an episode (a step of a multi-step task) may make; then it is verified
     output_chars: PositiveInt = 16_384  # of a command's output, in its observation (its end kept)
     command_timeout: float = Field(600.0, gt=0)  # seconds a bash call may take at most (its `timeout` is bounded so)
+    # who plays: the client, stepping bash and submit; or "bash", the built-in agent program inside the trial, each of
+    # its model requests a step (the reset option harness chooses per episode)
+    harness: Literal["client", "bash"] = "client"
+    harness_turns: PositiveInt = 50  # model requests the built-in agent program makes at most per step of a task
     limits: AgentLimits = AgentLimits()
 
 

@@ -19,10 +19,13 @@ import asyncio
 import json
 from typing import Any
 
+from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.harbor.trial import Trial
 from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.workplace import Workplace
+from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, splits_with_counts
@@ -30,9 +33,12 @@ from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.harbor import variables_missing
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
+from openenv_gym.programs import Program, warm_up
+from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, unavailable
 
-OPTIONS = ("oracle",)
+OPTIONS = ("oracle", "harness")
+HARNESSES = ("client", "bash")
 BASH = {"name": "bash", "description": "Run a bash command in the task's environment, from its working directory; "
         "returns its output and exit code.",
         "inputSchema": {"type": "object", "properties": {
@@ -42,15 +48,18 @@ BASH = {"name": "bash", "description": "Run a bash command in the task's environ
 SUBMIT = {"name": "submit", "description": "Say the task is done: it is then verified.",
           "inputSchema": {"type": "object", "properties": {}}}
 DEFAULT_TIMEOUT = 120.0
+HARNESS_ENTRY = "harness:run"  # the built-in agent program (harness.py, in this folder)
 
 
 class HarborFactory:
-    def __init__(self, manifest: HarborManifest, sandboxed: bool = True) -> None:
-        self.manifest, self.sandboxed = manifest, sandboxed
+    def __init__(self, manifest: HarborManifest, endpoint: ModelEndpoint | None = None, sandboxed: bool = True) -> None:
+        self.manifest, self.endpoint, self.sandboxed = manifest, endpoint, sandboxed
         self.index: list[dict[str, Any]] = json.loads((manifest.vendored / "index.json").read_text())
         self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
         self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
-        self.policies = {task["key"]: _policy(manifest, task) for task in self.index}
+        self.policies = {(task["key"], harness): _policy(manifest, task, harness != "client")
+                         for task in self.index for harness in HARNESSES}
+        warm_up(["http.client", "json", "subprocess", "urllib.parse"])  # (what the agent program imports)
         for task in self.index:
             missing = variables_missing(task)
             if missing is not None:
@@ -88,6 +97,11 @@ class HarborSession(Environment):
         self.step_rewards: list[float] = []
         self.tool_calls = 0  # in this step
         self.oracle = False
+        self.harness = "client"  # or the agent program inside the trial that plays it (harness.py)
+        self.turns: PolicyTurns | None = None
+        self.program: Program | None = None
+        self.tool_names: set[str] = set()  # of the agent program's waiting model request
+        self.program_turns = 0  # answered (its tool calls' ids are numbered by it)
 
     # -- reset --------------------------------------------------------------------------------------
 
@@ -96,6 +110,12 @@ class HarborSession(Environment):
         self.oracle = options.pop("oracle", False)
         if not isinstance(self.oracle, bool):
             raise BadRequestError("option oracle is true or false")
+        self.harness = options.pop("harness", self.manifest.harness)
+        if self.harness not in HARNESSES:
+            raise BadRequestError(f"option harness is one of {', '.join(HARNESSES)}: who plays the task")
+        if self.harness != "client" and self.factory.endpoint is None:
+            raise EnvError("an agent program plays Harbor tasks under `openenv-gym serve`, which gives it the model "
+                           "endpoint")
         if not self.factory.sandboxed:
             raise EnvError(f"{self.manifest.name}: Harbor tasks run in a sandbox each (their /app, /logs and /tests "
                            "are the sandbox's own): serve it without --no-sandbox")
@@ -104,19 +124,91 @@ class HarborSession(Environment):
             raise BadRequestError("a Harbor environment plays its own tasks: name one with task, or split and index")
         self.task = self.factory.by_split[chosen["split"]][chosen["index"]]
         await self._end_trial()
-        place = await Workplace.open(self.factory.policies[self.task["key"]], True)
+        place = await Workplace.open(self.factory.policies[self.task["key"], self.harness], True)
         self.trial = Trial(self.manifest, self.task, place)
         self.step_index, self.step_rewards = 0, []
         try:
             await self.trial.start()
             instruction = await self._start_step()
+            info = {"task": self.task["id"], "workdir": self.task["workdir"], "tools": [BASH, SUBMIT]}
+            if self.harness != "client":
+                turn = await self._harness_turn(instruction)
+                if turn.done:
+                    raise EnvError(f"the agent program ended before asking the model anything: {turn.output}")
+                info |= self._request_info(turn.request)
+                instruction = turn.request.last_text
         except BaseException:
             await self._end_trial()
             raise
-        info = {"task": self.task["id"], "workdir": self.task["workdir"], "tools": [BASH, SUBMIT]}
         if self.task["steps"]:
             info["step"] = self.task["steps"][0]["name"]
         return ResetResult(instruction, info)
+
+    # -- the agent program inside the trial (harness "bash") -----------------------------------------
+
+    async def _harness_turn(self, instruction: str) -> Turn:
+        """Start the agent program on `instruction` (a step's); its first model request, or its end."""
+        await self._stop_program()
+        self.turns = PolicyTurns(lambda ask: self._run_program(ask, instruction))
+        return await self._next(self.turns.next_turn())
+
+    async def _run_program(self, ask: Any, instruction: str) -> str:
+        assert self.trial is not None and self.factory.endpoint is not None
+        lease = await self.factory.endpoint.open(ask, "policy", self.trial.place.listener())
+        try:
+            spec = self.trial.program(HARNESS_ENTRY, {
+                "prompt": instruction, "base_url": lease.base_url, "api_key": lease.api_key, "model": lease.model,
+                "workdir": self.task["workdir"], "max_turns": self.manifest.harness_turns,
+                "command_timeout": self.manifest.command_timeout})
+            self.program = program = await Program.start(spec, self.trial.sandbox.host_path("/tmp"))
+            try:
+                code = await program.wait()
+            finally:
+                program.kill()
+            stdout, stderr = program.output()
+            return f"exit code {code}; {(stdout + stderr).strip()[-1000:]}" + (
+                f"; the endpoint refused: {'; '.join(lease.errors)}" if lease.errors else "")
+        finally:
+            lease.close()
+
+    async def _next(self, waiting: Any) -> Turn:
+        """The program's next turn; one silent past the turn timeout is killed (its turn is then its end)."""
+        assert self.turns is not None
+        try:
+            return await asyncio.wait_for(waiting, self.manifest.limits.turn_timeout)
+        except TimeoutError:
+            await self._stop_program()
+            return Turn(output="killed: silent past the turn timeout")
+
+    def _request_info(self, request: ChatRequest) -> dict[str, Any]:
+        self.tool_names = tool_names(request.tools)
+        return {"messages": request.messages, "tools": request.tools}
+
+    async def _program_step(self, action: Any) -> StepResult:
+        assert self.turns is not None
+        self.program_turns += 1
+        message = await read_action(assistant_message, action, self.tool_names, self.program_turns)
+        if isinstance(message, str):
+            return invalid_action(message)
+        turn = await self._next(self.turns.answer(message))
+        if not turn.done:
+            return StepResult(turn.request.last_text, info=self._request_info(turn.request))
+        ended = await self._verify(truncated=False)
+        ended.info["program"] = turn.output
+        if ended.terminated or ended.truncated:
+            return ended
+        turn = await self._harness_turn(ended.obs)  # the next step's instruction, to a new run of the program
+        if turn.done:
+            raise EnvError(f"the agent program ended before asking the model anything: {turn.output}")
+        return StepResult(turn.request.last_text, info=ended.info | self._request_info(turn.request))
+
+    async def _stop_program(self) -> None:
+        turns, self.turns = self.turns, None
+        if self.program is not None:
+            self.program.kill()
+        if turns is not None:
+            await turns.cancel()
+        self.program = None
 
     async def _start_step(self) -> str:
         """The current step staged (a multi-step task's workdir files, the oracle's solution when asked); its
@@ -145,6 +237,8 @@ class HarborSession(Environment):
     async def step(self, action: Any) -> StepResult:
         if self.trial is None:
             raise EnvError("reset first: there is no trial to step")
+        if self.harness != "client":
+            return await self._program_step(action)
         call = await read_action(find_tool_call, action, ["bash", "submit"]) if not isinstance(action, str) \
             or action.lstrip().startswith(("{", "<tool_call>")) else {"name": "bash", "arguments": {"command": action}}
         if isinstance(call, str):
@@ -203,6 +297,7 @@ class HarborSession(Environment):
         return {"task": self.task.get("id"), "step": self._step_name()} if self.task else {}
 
     async def _end_trial(self) -> None:
+        await self._stop_program()
         trial, self.trial = self.trial, None
         if trial is not None:
             await trial.close()
@@ -211,10 +306,13 @@ class HarborSession(Environment):
         await self._end_trial()
 
 
-def _policy(manifest: HarborManifest, task: dict[str, Any]) -> SandboxPolicy:
+def _policy(manifest: HarborManifest, task: dict[str, Any], program: bool) -> SandboxPolicy:
+    """A task's sandbox; with an agent `program` inside, it reaches its model endpoint too (where the task has no
+    network, or an allowlist: its session's endpoint is the one more address)."""
     limits = manifest.limits
     network = task["environment"]["network"]
-    mode = {"public": "public", "no-network": "none", "allowlist": "none"}[network["mode"]]
+    mode = {"public": "public", "no-network": "model" if program else "none",
+            "allowlist": "model" if program else "none"}[network["mode"]]
     return SandboxPolicy(network=mode, allow=tuple(network["allow"]), processes=limits.processes,
                          memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files, file_bytes=limits.output_mb << 20,
@@ -224,11 +322,12 @@ def _policy(manifest: HarborManifest, task: dict[str, Any]) -> SandboxPolicy:
                                      for source, inside in task.get("show", [])))
 
 
-def load_harbor_environment(manifest: HarborManifest, endpoint: Any, sandboxed: bool) -> HarborFactory:
+def load_harbor_environment(manifest: HarborManifest, endpoint: ModelEndpoint | None, sandboxed: bool) \
+        -> HarborFactory:
     """The factory; refused where this machine cannot make sandboxes. Loaded unsandboxed (the import's check of its
     files), it loads, and its resets are refused: a task's /app, /logs and /tests are its sandbox's own."""
     reason = unavailable() if sandboxed else None
     if reason is not None:
         raise SandboxUnavailableError(f"{manifest.name}: Harbor tasks run in a sandbox each, which this machine "
                                       f"cannot make: {reason}")
-    return HarborFactory(manifest, sandboxed)
+    return HarborFactory(manifest, endpoint, sandboxed)

@@ -145,6 +145,15 @@ class Trial:
             command=argv, sandbox=self.place.entry, processes=limits.processes, no_network=no_network,
             output_prefix=f".harbor-{next(_outputs)}")
 
+    def program(self, entry: str, call: dict[str, Any]) -> ProgramSpec:
+        """An agent program of ours (`entry` in this folder, called with `call`) run in the trial, forked warm."""
+        limits = self.manifest.limits
+        return ProgramSpec(
+            workdir="/tmp", environ=self.environ, cpu_seconds=limits.cpu_seconds,
+            memory_bytes=limits.memory_mb << 20, output_bytes=limits.output_mb << 20, open_files=limits.open_files,
+            folder=str(Path(__file__).parent), name="harbor-programs", entry=entry, call=call,
+            sandbox=self.place.entry, processes=limits.processes, output_prefix=f".harbor-{next(_outputs)}")
+
     async def run(self, command: str, timeout: float, environ: dict[str, str] | None = None,
                   no_network: bool = False) -> Ran:
         """`bash -c command` in the trial, from its workdir, killed past `timeout` seconds."""
