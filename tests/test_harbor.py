@@ -17,6 +17,7 @@ from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import EnvError
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.sandbox import unavailable
+from openenv_gym.sandbox.sandbox import UID_BASE
 
 TASKS = ROOT / "tests" / "harbor_tasks"
 SUBMIT = {"name": "submit", "arguments": {}}
@@ -91,8 +92,11 @@ def test_the_oracle_reaches_the_top_reward_and_doing_nothing_the_floor(harbor, t
 
 def test_reward_json_comes_first_with_every_metric_and_a_phase_without_network_has_none(harbor, listener):
     _, server = harbor
-    _, _, steps = play(server, {"task": "legacy_v10"}, bash("echo 42 > /app/answer.txt"), SUBMIT)
+    _, _, steps = play(server, {"task": "legacy_v10"}, bash("echo 42 > /app/answer.txt"), bash("whoami; id -u"),
+                       SUBMIT)
     assert steps[0][0] == "[exit code 0]"
+    name, uid = steps[1][0].split("\n")[:2]  # [agent].user: the episode's own uid, by that name
+    assert name == "agent" and int(uid) >= UID_BASE
     assert steps[-1][4]["metrics"] == {"reward": 1.0, "correctness": 1.0, "offline": 1.0}  # (test.sh exits 3)
     assert listener.accepted == 0  # its connection attempt to the host never arrived
 

@@ -32,6 +32,8 @@ from openenv_gym.sandbox import wipe
 from openenv_gym.sandbox.paths import make_folder_inside, read_inside, write_inside
 
 TOOLS = Path(__file__).parent / "tools"
+# Debian's libnss-wrapper, where the machine has it: what makes [agent].user a name the episode's uid answers to
+NSS_WRAPPER = next((path for path in Path("/usr/lib").glob("*/libnss_wrapper.so")), Path("/nonexistent"))
 LOGS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 REWARD_BYTES = 1 << 20
 SETUP_TIMEOUT = 300.0
@@ -58,10 +60,23 @@ class Trial:
         self.environ = {**inherited_environ(), "HOME": "/tmp/work", "TMPDIR": "/tmp",
                         "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                         "OPENENV_GYM_PYTHON": sys.executable, **resolved(task["environment"]["env"])}
-        if task["image"]["user"] or task["agent"]["user"]:
-            self.environ["USER"] = self.environ["LOGNAME"] = task["agent"]["user"] or task["image"]["user"]
+        user = task["agent"]["user"] or task["image"]["user"]
+        if user:  # (every command runs as the episode's uid; what it is called is emulated)
+            self.environ |= {"USER": user, "LOGNAME": user, **self._named(user)}
         self.service: Program | None = None
         self.started = time.monotonic()
+
+    def _named(self, user: str) -> dict[str, str]:
+        """The environment that makes the episode's uid answer to `user` (whoami, ls -l), through nss_wrapper's
+        files of users and groups in the sandbox's /tmp, where the machine has nss_wrapper; else nothing more."""
+        if not NSS_WRAPPER.exists():
+            return {}
+        uid = self.sandbox.uid
+        self._write("/tmp/.harbor-passwd", f"root:x:0:0:root:/root:/bin/bash\n{user}:x:{uid}:{uid}::/tmp/work:"
+                                           "/bin/bash\n".encode())
+        self._write("/tmp/.harbor-group", f"root:x:0:\n{user}:x:{uid}:\n".encode())
+        return {"LD_PRELOAD": str(NSS_WRAPPER), "NSS_WRAPPER_PASSWD": "/tmp/.harbor-passwd",
+                "NSS_WRAPPER_GROUP": "/tmp/.harbor-group"}
 
     # -- the sandbox's files, from the server (resolved inside it: paths.py) ----------------------
 
