@@ -69,17 +69,17 @@ def play(server: LocalServer, options: dict, *actions) -> tuple[str, dict, list[
 
 def test_a_folder_of_tasks_imports_as_one_environment_whose_catalog_is_its_tasks(harbor):
     result, server = harbor
-    assert result.gym_id == "openenv/harbor-ours" and "4 Harbor tasks" in result.notes
+    assert result.gym_id == "openenv/harbor-ours" and "5 Harbor tasks" in result.notes
     assert any("apt-get install curl: the host's packages stand in" in note for note in result.notes)
 
     async def catalog():
         async with openenv_gym.connect(server.url) as conn:
             return await conn.tasks("train", 0, 10)
     ids = [task["id"] for task in asyncio.run(catalog())]
-    assert sorted(ids) == ["hello_v14", "legacy_v10", "service_v13", "steps_v11"]
+    assert sorted(ids) == ["apart_v13", "hello_v14", "legacy_v10", "service_v13", "steps_v11"]
 
 
-@pytest.mark.parametrize("task", ["hello_v14", "legacy_v10", "steps_v11", "service_v13"])
+@pytest.mark.parametrize("task", ["hello_v14", "legacy_v10", "steps_v11", "service_v13", "apart_v13"])
 def test_the_oracle_reaches_the_top_reward_and_doing_nothing_the_floor(harbor, task):
     _, server = harbor
     obs, info, oracle = play(server, {"task": task, "oracle": True}, SUBMIT, SUBMIT, SUBMIT)
@@ -155,7 +155,10 @@ def test_a_missing_reward_is_an_error_not_zero(tmp_path):
     ({"task.toml": '[environment]\nos = "windows"\n'}, r"\[environment\].os = 'windows'"),
     ({"task.toml": "[environment]\ngpus = 1\n"}, r"\[environment\].gpus"),
     ({"environment/docker-compose.yaml": "services: {}\n"}, "environment/docker-compose.yaml"),
-    ({"task.toml": '[verifier]\nenvironment_mode = "separate"\n'}, "environment_mode = separate"),
+    ({"task.toml": '[verifier]\nenvironment_mode = "shared"\n[verifier.environment]\nos = "linux"\n'},
+     "environment_mode = shared with an environment of its own"),
+    ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN echo x > /marker.txt\n"},  # (as Harbor's examples do)
+     "RUN lines write /marker.txt, a file at the root"),
     ({"environment/Dockerfile": "FROM alpine:3.22\n"}, "line 1: alpine:3.22 is an Alpine image"),
     ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN make install\n"}, "line 2: RUN 'make install' cannot"),
     ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN apt-get install -y no-such-package-here\n"},

@@ -124,7 +124,12 @@ async def _served_checks(url: str, manifest: Any, margin: float, most_tasks: int
     async with openenv_gym.connect(url) as conn:
         splits = await conn.splits()
         count = splits[0].get("num_tasks", 0) if splits else 0
-        checks = [await _reset_step(conn), *await _seeds(conn, manifest, count)]
+        checks = [await _reset_step(conn)]
+        try:
+            checks += await _seeds(conn, manifest, count)
+        except Exception as exc:
+            checks.append(Check("runtime.seed_repeats", "fail", evidence=[f"{type(exc).__name__}: {exc}"],
+                                remediation="a reset with a seed must work for every task a seed may choose"))
         if manifest.kind == "harbor":
             checks += await _harbor(conn, manifest, margin, min(count, most_tasks))
         else:

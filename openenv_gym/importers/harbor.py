@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.harbor_task import read_task
@@ -60,9 +61,11 @@ class HarborImporter:
         packages = dict.fromkeys(VERIFIER_TOOLS)
         for folder in task_folders(source):
             try:
-                packages.update(dict.fromkeys(read_task(folder)["packages"]))
+                record = read_task(folder)
             except TaskRefusedError:
                 continue
+            for side in sides(record):
+                packages.update(dict.fromkeys(side["packages"]))
         return list(packages)
 
     def near_miss(self, source: Path) -> str | None:
@@ -89,13 +92,9 @@ class HarborImporter:
             report.copied += [Path(TASKS_DIR, key, path) for path in copied.copied]
             report.left_out += copied.left_out
             report.total_bytes += copied.total_bytes
-            for source_file, inside in record.pop("shown"):
-                mode = record["image"]["modes"].get(inside)
-                shown = folder / TASKS_DIR / key / "environment" / source_file
-                if mode is not None:
-                    shown.chmod(_mode(mode, shown.stat().st_mode))
-                record.setdefault("show", []).append([f"{key}/environment/{source_file}", inside])
-            notes += [f"{where}: {note}" for note in record.pop("notes")]
+            for side in sides(record):
+                _show(side, folder / TASKS_DIR / key, key)
+            notes += [f"{where}: {note}" for side in sides(record) for note in side.pop("notes")]
             index.append({"key": key, "id": where if not single else record["name"], "split": split_of(source,
                                                                                                     task_folder),
                           **record})
@@ -105,6 +104,23 @@ class HarborImporter:
         (folder / TASKS_DIR / "index.json").write_text(json.dumps(index, indent=1))
         count = f"{len(index)} Harbor task{'s' if len(index) > 1 else ''}"
         return Written(TASKS_DIR, {"description": f"Harbor: {count}"}, report, [count, *notes])
+
+
+def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The containers of a task's record: the task's own, and each separate verifier's."""
+    verifiers = [record["verifier"], *(step["verifier"] for step in record["steps"])]
+    return [record, *(verifier["separate"] for verifier in verifiers if "separate" in verifier)]
+
+
+def _show(side: dict[str, Any], vendored: Path, key: str) -> None:
+    """The files a container shows at its root, their modes given (chmod in the Dockerfile), as paths in the
+    environment's folder (what the sandbox binds)."""
+    for source_file, inside in side.pop("shown"):
+        mode = side["image"]["modes"].get(inside)
+        shown = vendored / side["context"] / source_file
+        if mode is not None:
+            shown.chmod(_mode(mode, shown.stat().st_mode))
+        side.setdefault("show", []).append([f"{key}/{side['context']}/{source_file}", inside])
 
 
 def _unique(name: str, taken: set[str]) -> str:

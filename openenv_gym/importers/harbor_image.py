@@ -13,6 +13,7 @@ sandbox replays over the host's root, or refused with the line and why.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -48,6 +49,7 @@ class Image:
     packages: list[str] = field(default_factory=list)  # pip requirements: the environment's venv's
     entrypoint: list[str] | None = None
     modes: dict[str, str] = field(default_factory=dict)  # chmod of a copied file (applied as it is copied)
+    writes: list[tuple[str, bool]] = field(default_factory=list)  # (path, a folder?) the setup commands make
     notes: list[str] = field(default_factory=list)
 
     def destinations(self) -> list[str]:
@@ -197,12 +199,28 @@ def _run(image: Image, argument: str, where: str) -> None:
             image.modes[target] = words[1]  # (a copied file's mode: given as it is copied)
         elif program in SETUP_COMMANDS:
             kept.append(command)
+            image.writes += _written(words, image.workdir or "/")
         else:
             raise ImageRefusedError(f"{where}: RUN {command!r} cannot be emulated without a container engine "
                                     f"(what is taken: apt-get of packages this machine has, pip install, "
                                     f"{', '.join(sorted(SETUP_COMMANDS))})")
     if kept:
         image.setup.append(" && ".join(kept))
+
+
+def _written(words: list[str], workdir: str) -> list[tuple[str, bool]]:
+    """(path, whether a folder) of what a setup command writes: its redirections' targets, mkdir's folders,
+    touch's files, the destination of cp, mv and ln."""
+    found = [(word.lstrip(">"), False) for word in words if word.startswith(">") and word.lstrip(">")]
+    found += [(after, False) for before, after in itertools.pairwise(words) if before in (">", ">>")]
+    program, arguments = Path(words[0]).name, [word for word in words[1:] if not word.startswith("-")]
+    if program == "mkdir":
+        found += [(path, True) for path in arguments]
+    elif program == "touch":
+        found += [(path, False) for path in arguments]
+    elif program in ("cp", "mv", "ln", "install") and len(arguments) > 1:
+        found.append((arguments[-1], arguments[-1].endswith("/")))
+    return [(str(PurePosixPath(workdir, path)), folder) for path, folder in found if not path.startswith("&")]
 
 
 def _apt(words: list[str], where: str, image: Image) -> None:

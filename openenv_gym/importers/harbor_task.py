@@ -85,6 +85,7 @@ class Step(_Section):
     verifier: Verifier = Verifier()
     min_reward: float | dict[str, float] | None = None
     healthcheck: Healthcheck | None = None
+    artifacts: list[str | dict[str, Any]] = []
 
 
 class TaskConfig(_Section):
@@ -96,6 +97,7 @@ class TaskConfig(_Section):
     environment: Environment = Environment()
     steps: list[Step] = []
     multi_step_reward_strategy: Literal["mean", "final"] | None = None
+    artifacts: list[str | dict[str, Any]] = []
 
     @model_validator(mode="before")
     @classmethod
@@ -116,20 +118,13 @@ def read_task(folder: Path) -> dict[str, Any]:
         problem = exc.errors()[0]
         raise TaskRefusedError(f"task.toml key {'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
     _refuse_what_cannot_run(config, folder)
-    try:
-        image = read_image(folder / "environment", config.environment.docker_image)
-    except ImageRefusedError as exc:
-        raise TaskRefusedError(str(exc)) from None
-    workdir = config.environment.workdir or image.workdir
-    if workdir in (None, "/"):  # (Harbor's scripts refuse to run in /: a task without a WORKDIR gets Harbor's usual)
-        workdir = "/app"
-    baseline = _network(config.environment, "[environment]")
-    image.copies = [(source, inside or workdir + "/" + source) for source, inside in image.copies]  # (seed files)
-    writable, shown = _writable(workdir, image)
-    image.copies = [(source, inside) for source, inside in image.copies if [source, inside] not in shown]
+    side = _side(folder / "environment", config.environment, "[environment]")
+    baseline = side["environment"]["network"]
+    verifier = _verifier(folder, config, config.verifier, config.verifier, "[verifier]", config.artifacts)
     steps = [{"name": step.name, "min_reward": step.min_reward,
               "agent": _phase(step.agent, config.agent, baseline, f"[[steps]] {step.name}: agent"),
-              "verifier": _phase(step.verifier, config.verifier, baseline, f"[[steps]] {step.name}: verifier"),
+              "verifier": _verifier(folder, config, step.verifier, config.verifier,
+                                    f"[[steps]] {step.name}: verifier", [*config.artifacts, *step.artifacts]),
               "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None}
              for step in config.steps]
     if not steps and not (folder / "instruction.md").is_file():
@@ -137,17 +132,11 @@ def read_task(folder: Path) -> dict[str, Any]:
     for step in steps:
         if not (folder / "steps" / step["name"] / "instruction.md").is_file():
             raise TaskRefusedError(f"steps/{step['name']}/instruction.md is missing: each step's prompt is there")
-    if not steps and not (folder / "tests" / "test.sh").is_file():
+    if not steps and not (folder / "tests" / "test.sh").is_file() and verifier.get("separate") is None:
         raise TaskRefusedError("tests/test.sh is missing: it is the task's verifier")
     record = {
-        "name": str(config.task.get("name") or folder.name), "schema_version": config.schema_version,
-        "workdir": workdir, "writable": writable, "shown": shown,
-        "environment": {"env": {**image.env, **config.environment.env}, "network": baseline,
-                        "healthcheck": config.environment.healthcheck.model_dump()
-                        if config.environment.healthcheck else None},
-        "image": image.record(), "packages": image.packages, "notes": image.notes,
-        "agent": _phase(config.agent, Agent(), baseline, "[agent]"),
-        "verifier": _phase(config.verifier, Verifier(), baseline, "[verifier]"),
+        "name": str(config.task.get("name") or folder.name), "schema_version": config.schema_version, **side,
+        "agent": _phase(config.agent, Agent(), baseline, "[agent]"), "verifier": verifier,
         "solution": {"env": {str(k): str(v) for k, v in dict(config.solution.get("env") or {}).items()}},
         "has_solution": (folder / "solution" / "solve.sh").is_file() or any(
             (folder / "steps" / step["name"] / "solution" / "solve.sh").is_file() for step in steps),
@@ -158,6 +147,57 @@ def read_task(folder: Path) -> dict[str, Any]:
     if missing is not None:
         raise TaskRefusedError(missing)
     return record
+
+
+def _side(context: Path, environment: Environment, where: str) -> dict[str, Any]:
+    """A container of the task's, as its sandbox makes it: the image emulated from `context` (a Dockerfile there),
+    its workdir, its own folders, its files shown at the root, its environment and network."""
+    try:
+        image = read_image(context, environment.docker_image)
+    except ImageRefusedError as exc:
+        raise TaskRefusedError(str(exc)) from None
+    workdir = environment.workdir or image.workdir
+    if workdir in (None, "/"):  # (Harbor's scripts refuse to run in /: a task without a WORKDIR gets Harbor's usual)
+        workdir = "/app"
+    image.copies = [(source, inside or workdir + "/" + source) for source, inside in image.copies]  # (seed files)
+    writable, shown = _writable(workdir, image)
+    image.copies = [(source, inside) for source, inside in image.copies if [source, inside] not in shown]
+    return {"workdir": workdir, "writable": writable, "shown": shown, "context": context.name,
+            "environment": {"env": {**image.env, **environment.env}, "network": _network(environment, where),
+                            "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None},
+            "image": image.record(), "packages": image.packages, "notes": image.notes}
+
+
+def _verifier(folder: Path, config: TaskConfig, section: Verifier, fallback: Verifier, where: str,
+              artifacts: list[str | dict[str, Any]]) -> dict[str, Any]:
+    """A verifier's settings; a separate one (environment_mode = "separate", or an environment of its own) with
+    the container it runs in (built from tests/ where tests/ has a Dockerfile, else as the task's) and the
+    artifacts it receives."""
+    chosen = section if section.model_fields_set else fallback
+    mode = section.environment_mode or fallback.environment_mode
+    own = section.environment if section.environment is not None else fallback.environment
+    if mode == "shared" and own is not None:
+        raise TaskRefusedError(f"{where} environment_mode = shared with an environment of its own: Harbor refuses it")
+    if mode != "separate" and own is None:
+        baseline = _network(config.environment, "[environment]")
+        return _phase(chosen, Verifier(), baseline, where)
+    environment = Environment.model_validate(own) if own is not None else config.environment
+    context = folder / "tests" if (folder / "tests" / "Dockerfile").is_file() else folder / "environment"
+    side = _side(context, environment, f"{where} environment")
+    side["artifacts"] = [_artifact(entry, where) for entry in [*artifacts, "/logs/artifacts"]]
+    side["writable"] += [found for _, inside in side["artifacts"] if (found := own_folder(inside)) not in
+                         (None, "/tmp", *side["writable"])]
+    return _phase(chosen, Verifier(), side["environment"]["network"], where) | {"separate": side}
+
+
+def _artifact(entry: str | dict[str, Any], where: str) -> tuple[str, str]:
+    """(where in the agent's container, where in the verifier's) of an artifacts entry."""
+    source = entry if isinstance(entry, str) else str(entry.get("source", ""))
+    destination = source if isinstance(entry, str) else str(entry.get("destination") or source)
+    for path in (source, destination):
+        if own_folder(path) is None:
+            raise TaskRefusedError(f"{where} artifacts: {path} is not a path the trial's containers write")
+    return source, destination
 
 
 def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
@@ -176,9 +216,6 @@ def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
     verifiers = [("[verifier]", config.verifier)] + [(f"[[steps]] {s.name}: verifier", s.verifier)
                                                      for s in config.steps]
     for where, verifier in verifiers:
-        if verifier.environment_mode == "separate" or verifier.environment is not None:
-            raise TaskRefusedError(f"{where} environment_mode = separate: a verifier in an environment of its own "
-                                   "is not supported yet; only the shared one")
         if verifier.collect:
             raise TaskRefusedError(f"{where} collect: commands in a service container, which this machine cannot "
                                    "run")
@@ -233,8 +270,13 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[list[str]]]:
     image copies files; the files the image puts at the root, shown read-only: [source, inside])"""
     shown = [[source, inside] for source, inside in image.copies if len(PurePosixPath(inside).parts) == 2
              and not os.path.lexists(inside)]
+    for path, folder in image.writes:
+        if not folder and len(PurePosixPath(path).parts) == 2 and own_folder(path) not in (None, "/tmp"):
+            raise TaskRefusedError(f"the Dockerfile's RUN lines write {path}, a file at the root, which a sandbox "
+                                   "cannot make; it needs a container engine")
     wanted = ["/logs", "/tests", "/solution", workdir,
-              *(inside for _, inside in image.copies if [_, inside] not in shown)]
+              *(inside for _, inside in image.copies if [_, inside] not in shown),
+              *(path if folder else str(PurePosixPath(path).parent) for path, folder in image.writes)]
     found: list[str] = []
     for path in wanted:
         folder = own_folder(path)

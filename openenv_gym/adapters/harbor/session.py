@@ -65,6 +65,11 @@ class HarborFactory:
             if missing is not None:
                 raise ManifestError(f"{manifest.name}, task {task['id']}: {missing}")
 
+    def verifier_policy(self, task: dict[str, Any], step: int) -> SandboxPolicy:
+        """The sandbox of a task's separate verifier (a step's, in a multi-step task)."""
+        verifier = task["steps"][step]["verifier"] if task["steps"] else task["verifier"]
+        return _policy(self.manifest, verifier["separate"], False)
+
     def __call__(self) -> HarborSession:
         return HarborSession(self)
 
@@ -272,7 +277,11 @@ class HarborSession(Environment):
         """The step verified; the episode's end, or the next step's instruction."""
         assert self.trial is not None
         step = self._step_name()
-        metrics, output = await self.trial.verify(step, self._phase("verifier"))
+        verifier = self._phase("verifier")
+        separate = None
+        if "separate" in verifier:
+            separate = await Workplace.open(self.factory.verifier_policy(self.task, self.step_index), True)
+        metrics, output = await self.trial.verify(step, verifier, separate)
         reward = metrics.get("reward", next(iter(metrics.values())))
         info: dict[str, Any] = {"reward": reward, "metrics": metrics, "verifier_output": output[-2000:]}
         steps = self.task["steps"]
@@ -306,20 +315,21 @@ class HarborSession(Environment):
         await self._end_trial()
 
 
-def _policy(manifest: HarborManifest, task: dict[str, Any], program: bool) -> SandboxPolicy:
-    """A task's sandbox; with an agent `program` inside, it reaches its model endpoint too (where the task has no
-    network, or an allowlist: its session's endpoint is the one more address)."""
+def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool) -> SandboxPolicy:
+    """The sandbox of a task's container (its own, or a separate verifier's); with an agent `program` inside, it
+    reaches its model endpoint too (where the task has no network, or an allowlist: its session's endpoint is the
+    one more address)."""
     limits = manifest.limits
-    network = task["environment"]["network"]
+    network = side["environment"]["network"]
     mode = {"public": "public", "no-network": "model" if program else "none",
             "allowlist": "model" if program else "none"}[network["mode"]]
     return SandboxPolicy(network=mode, allow=tuple(network["allow"]), processes=limits.processes,
                          memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files, file_bytes=limits.output_mb << 20,
                          disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),),
-                         writable=tuple(task["writable"]),
+                         writable=tuple(side["writable"]),
                          shown=tuple((str(manifest.vendored / source), inside)
-                                     for source, inside in task.get("show", [])))
+                                     for source, inside in side.get("show", [])))
 
 
 def load_harbor_environment(manifest: HarborManifest, endpoint: ModelEndpoint | None, sandboxed: bool) \

@@ -50,17 +50,22 @@ class Ran:
 
 
 class Trial:
-    def __init__(self, manifest: HarborManifest, task: dict[str, Any], place: Workplace) -> None:
+    """A container of the task's, in a sandbox: the task's own (`side` None), or a separate verifier's (its record's
+    "separate": built from tests/ where tests/ has a Dockerfile, given the agent's artifacts)."""
+
+    def __init__(self, manifest: HarborManifest, task: dict[str, Any], place: Workplace,
+                 side: dict[str, Any] | None = None) -> None:
         if place.sandbox is None:
             raise EnvError("Harbor tasks run in a sandbox each: their paths (/app, /logs, /tests) are the sandbox's "
                            "own; serve them without --no-sandbox")
         self.manifest, self.task, self.place, self.sandbox = manifest, task, place, place.sandbox
+        self.side = side or task
         self.folder = manifest.vendored / task["key"]
-        self.workdir: str = task["workdir"]
+        self.workdir: str = self.side["workdir"]
         self.environ = {**inherited_environ(), "HOME": "/tmp/work", "TMPDIR": "/tmp",
                         "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                        "OPENENV_GYM_PYTHON": sys.executable, **resolved(task["environment"]["env"])}
-        user = task["agent"]["user"] or task["image"]["user"]
+                        "OPENENV_GYM_PYTHON": sys.executable, **resolved(self.side["environment"]["env"])}
+        user = (task["agent"]["user"] if side is None else None) or self.side["image"]["user"]
         if user:  # (every command runs as the episode's uid; what it is called is emulated)
             self.environ |= {"USER": user, "LOGNAME": user, **self._named(user)}
         self.service: Program | None = None
@@ -99,6 +104,19 @@ class Trial:
             raise EnvError(f"{inside} holds more than {wipe.WIPE_BUDGET} files: it cannot be emptied for the "
                            "verifier")
 
+    def _hand_over(self, source: str, other: Trial, destination: str) -> None:
+        """An artifact (a file, or a folder's files) of this container's, copied into `other`'s at `destination`.
+        Read through this sandbox's root, never following a link out of it (paths.py); bounded as a wipe is."""
+        host = self.sandbox.host_path(source)
+        if host.is_symlink() or not host.exists():
+            return
+        files = [source] if host.is_file() else [
+            f"{source}/{path.relative_to(host).as_posix()}" for path in sorted(host.rglob("*"))[:wipe.WIPE_BUDGET]
+            if path.is_file() and not path.is_symlink()]
+        for inside in files:
+            data = read_inside(self.sandbox.pid, inside, self.manifest.limits.output_mb << 20)
+            other._write(destination + inside[len(source):], data)
+
     def _copy_tree(self, source: Path, inside: str) -> None:
         for path in sorted(source.rglob("*")) if source.is_dir() else ():
             if path.is_file():
@@ -109,11 +127,11 @@ class Trial:
 
     async def start(self) -> None:
         """The trial as a fresh container would be: Harbor's folders, the image's files and setup, its service."""
-        image = self.task["image"]
+        image = self.side["image"]
         for folder in (*LOGS, self.workdir):
             await asyncio.to_thread(self._folder, folder)
         for source, inside in image["copies"]:
-            path = self.folder / "environment" / source
+            path = self.folder / self.side["context"] / source
             mode = _mode(image["modes"].get(inside), path.stat().st_mode)
             await asyncio.to_thread(self._write, inside, path.read_bytes(), mode)
         if image["setup"]:
@@ -123,7 +141,7 @@ class Trial:
                                f"{ran.exit_code}: {ran.output[-2000:]}")
         if image["entrypoint"]:
             self.service = await Program.start(self._spec(image["entrypoint"]), self.sandbox.host_path("/tmp"))
-        healthcheck = self.task["environment"]["healthcheck"]
+        healthcheck = self.side["environment"]["healthcheck"]
         if healthcheck:
             await self.wait_healthy(healthcheck)
 
@@ -201,9 +219,20 @@ class Trial:
                     raise EnvError(f"step {step}'s setup.sh failed with exit code {ran.exit_code}: "
                                    f"{ran.output[-2000:]}")
 
-    async def verify(self, step: str | None, verifier: dict[str, Any]) -> tuple[dict[str, float], str]:
+    async def verify(self, step: str | None, verifier: dict[str, Any],
+                     separate: Workplace | None = None) -> tuple[dict[str, float], str]:
         """({metric: value} with "reward" among them, test.sh's output): tests/ (and the step's) in /tests,
-        /logs/verifier emptied, test.sh run as Harbor runs it."""
+        /logs/verifier emptied, test.sh run as Harbor runs it; by a separate verifier, in its own container
+        (`separate`, its sandbox) given the artifacts, where the task says so."""
+        if separate is not None:
+            apart = Trial(self.manifest, self.task, separate, verifier["separate"])
+            try:
+                await apart.start()
+                for source, destination in verifier["separate"]["artifacts"]:
+                    await asyncio.to_thread(self._hand_over, source, apart, destination)
+                return await apart.verify(step, verifier)
+            finally:
+                await apart.close()
         for folder in ("/tests", "/logs/verifier"):
             await asyncio.to_thread(self._empty, folder)
         await asyncio.to_thread(self._copy_tree, self.folder / "tests", "/tests")
@@ -242,7 +271,7 @@ class Trial:
     def offline(self, phase: dict[str, Any]) -> bool:
         """Whether a phase's commands leave the sandbox's network for an empty one (the phase goes without network,
         the environment has one)."""
-        return phase["network"]["mode"] == "no-network" and self.task["environment"]["network"]["mode"] != \
+        return phase["network"]["mode"] == "no-network" and self.side["environment"]["network"]["mode"] != \
             "no-network"
 
     def start_agent_clock(self) -> None:
