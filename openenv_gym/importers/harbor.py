@@ -17,7 +17,7 @@ from typing import Any
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.importers.vendor import VendorReport, vendor
-from openenv_gym.manifests.harbor import TaskRefusedError
+from openenv_gym.manifests.harbor import TaskRefusedError, file_mode
 
 TASKS_DIR = "tasks"
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
@@ -119,7 +119,7 @@ def _show(side: dict[str, Any], vendored: Path, key: str) -> None:
         mode = side["image"]["modes"].get(inside)
         shown = vendored / side["context"] / source_file
         if mode is not None:
-            shown.chmod(_mode(mode, shown.stat().st_mode))
+            shown.chmod(file_mode(mode, shown.stat().st_mode))
         side.setdefault("show", []).append([f"{key}/{side['context']}/{source_file}", inside])
 
 
@@ -131,9 +131,3 @@ def _unique(name: str, taken: set[str]) -> str:
     taken.add(key)
     return key
 
-
-def _mode(mode: str, current: int) -> int:
-    """A chmod mode ("755", "+x", "u+x") applied to `current`."""
-    if mode.isdigit():
-        return int(mode, 8)
-    return current | (0o111 if "x" in mode else 0) | (0o444 if "r" in mode else 0)

@@ -38,3 +38,13 @@ def variables_missing(task: dict[str, Any]) -> str | None:
     except TaskRefusedError as exc:
         return str(exc)
     return None
+
+
+def file_mode(mode: str | None, current: int) -> int:
+    """The permission bits of a file of `current` mode after a Dockerfile's chmod `mode` ("755", "+x", "u+x"; None:
+    unchanged)."""
+    if mode is None:
+        return current & 0o777
+    if mode.isdigit():
+        return int(mode, 8)
+    return current & 0o777 | (0o111 if "x" in mode else 0) | (0o444 if "r" in mode else 0)

@@ -24,7 +24,7 @@ from typing import Any
 
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.errors import EnvError
-from openenv_gym.manifests.harbor import resolved
+from openenv_gym.manifests.harbor import file_mode, resolved
 from openenv_gym.manifests.schema import HarborManifest
 from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to_end
 from openenv_gym.programs.program import Finished
@@ -132,7 +132,7 @@ class Trial:
             await asyncio.to_thread(self._folder, folder)
         for source, inside in image["copies"]:
             path = self.folder / self.side["context"] / source
-            mode = _mode(image["modes"].get(inside), path.stat().st_mode)
+            mode = file_mode(image["modes"].get(inside), path.stat().st_mode)
             await asyncio.to_thread(self._write, inside, path.read_bytes(), mode)
         if image["setup"]:
             ran = await self.run(" && ".join(f"({command})" for command in image["setup"]), SETUP_TIMEOUT)
@@ -290,10 +290,3 @@ class Trial:
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
-
-def _mode(mode: str | None, current: int) -> int:
-    if mode is None:
-        return current & 0o777
-    if mode.isdigit():
-        return int(mode, 8)
-    return current & 0o777 | (0o111 if "x" in mode else 0)
