@@ -216,14 +216,17 @@ class HarborSession(Environment):
         self.program = None
 
     async def _start_step(self) -> str:
-        """The current step staged (a multi-step task's workdir files, the oracle's solution when asked); its
-        instruction."""
+        """The current step staged (a multi-step task's workdir files and its healthcheck, the oracle's solution
+        when asked); its instruction."""
         assert self.trial is not None
         self.tool_calls = 0
         step = self._step_name()
         folder = self.trial.folder / "steps" / step if step else self.trial.folder
         if step:
             await self.trial.stage_step(step)
+            check = self.task["steps"][self.step_index]["healthcheck"]
+            if check:
+                await self.trial.wait_healthy(check)
         if self.oracle:
             await self.trial.solve(step, self._phase("agent"))
         self.trial.start_agent_clock()
