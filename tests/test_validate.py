@@ -82,3 +82,24 @@ def test_what_is_not_an_environment_fails_and_what_cannot_load_is_unsupported(tm
     code, report = validate(broken)
     assert code == 2 and statuses(report)["static.loads"] == "fail"
     assert "broken at import" in next(r for r in report["results"] if r["check_id"] == "static.loads")["evidence"][0]
+
+
+def test_an_oracle_of_yours_plays_any_kind_against_doing_nothing(tmp_path):
+    folder = write_files(tmp_path / "polite", {
+        "openenv.toml": 'name = "polite"\nkind = "python"\nentry = "polite:Polite"\n',
+        "polite.py": '''
+from openenv_gym import Environment, ResetResult, StepResult
+
+class Polite(Environment):
+    async def reset(self, *, seed=None, options=None):
+        return ResetResult(f"say please ({seed})")
+
+    async def step(self, action):
+        return StepResult("ok", 1.0 if action == "please" else 0.0, True)
+'''})
+    right = write_files(tmp_path / "right", {"oracle.py": "def act(observation, info):\n    return 'please'\n"})
+    code, report = validate(folder, "--oracle", str(right / "oracle.py"))
+    assert code == 0 and statuses(report)["semantic.oracle_max"] == statuses(report)["semantic.floor_gap"] == "pass"
+    wrong = write_files(tmp_path / "wrong", {"oracle.py": "def act(observation, info):\n    return 'now'\n"})
+    code, report = validate(folder, "--oracle", str(wrong / "oracle.py"))
+    assert code == 1 and statuses(report)["semantic.oracle_max"] == "fail"

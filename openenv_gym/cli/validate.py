@@ -51,12 +51,15 @@ def add_validate(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--margin", type=float, default=0.5, help="how far below the oracle the floor must be")
     parser.add_argument("--tasks", type=int, default=20, help="tasks checked with the oracle and the floor (the first)")
+    parser.add_argument("--oracle", type=Path, metavar="SCRIPT.py",
+                        help="an oracle of yours, for any kind: a Python file defining act(observation, info) -> "
+                             "action, which should reach the top reward (1.0) on each task")
     parser.set_defaults(run=run_validate)
 
 
 def run_validate(args: argparse.Namespace) -> None:
     try:
-        report = validate(args.env, args.margin, args.tasks)
+        report = validate(args.env, args.margin, args.tasks, args.oracle)
     except Exception as exc:  # (a bug of ours: said, with exit code 3)
         report = {"target": args.env, "results": [], "verdict": "error", "error": f"{type(exc).__name__}: {exc}"}
     if args.json:
@@ -71,7 +74,7 @@ def run_validate(args: argparse.Namespace) -> None:
     sys.exit(EXIT[report["verdict"]])
 
 
-def validate(env: str, margin: float, most_tasks: int) -> dict[str, Any]:
+def validate(env: str, margin: float, most_tasks: int, oracle: Path | None = None) -> dict[str, Any]:
     from openenv_gym.manifests import find_manifest
     from openenv_gym.manifests.schema import ManifestError
 
@@ -94,7 +97,8 @@ def validate(env: str, margin: float, most_tasks: int) -> dict[str, Any]:
             return _report(env, manifest, results, "unsupported")
         with server:
             results.append(Check("static.loads", "pass", evidence=["a server loaded it in its venv"]))
-            results += asyncio.run(_served_checks(server.url, manifest, margin, most_tasks))
+            act = _oracle_script(oracle) if oracle is not None else None
+            results += asyncio.run(_served_checks(server.url, manifest, margin, most_tasks, act))
     verdict = "fail" if any(r.status in ("fail", "error") for r in results) else "pass"
     return _report(env, manifest, results, verdict)
 
@@ -118,7 +122,17 @@ def _report(env: str, manifest: Any, results: list[Check], verdict: str) -> dict
             "results": [asdict(result) for result in results], "verdict": verdict}
 
 
-async def _served_checks(url: str, manifest: Any, margin: float, most_tasks: int) -> list[Check]:
+def _oracle_script(path: Path) -> Any:
+    """The act(observation, info) function of a user's oracle script."""
+    import runpy
+
+    act = runpy.run_path(str(path)).get("act")
+    if not callable(act):
+        raise ValueError(f"{path} defines no act(observation, info) function, which --oracle plays")
+    return act
+
+
+async def _served_checks(url: str, manifest: Any, margin: float, most_tasks: int, act: Any) -> list[Check]:
     import openenv_gym
 
     async with openenv_gym.connect(url) as conn:
@@ -130,7 +144,9 @@ async def _served_checks(url: str, manifest: Any, margin: float, most_tasks: int
         except Exception as exc:
             checks.append(Check("runtime.seed_repeats", "fail", evidence=[f"{type(exc).__name__}: {exc}"],
                                 remediation="a reset with a seed must work for every task a seed may choose"))
-        if manifest.kind == "harbor":
+        if act is not None:
+            checks += await _scripted(conn, act, margin, max(1, min(count, most_tasks)), count > 0)
+        elif manifest.kind == "harbor":
             checks += await _harbor(conn, manifest, margin, min(count, most_tasks))
         else:
             checks += [Check("semantic.oracle_max", "skip", evidence=[f"{manifest.kind} environments publish no "
@@ -139,6 +155,39 @@ async def _served_checks(url: str, manifest: Any, margin: float, most_tasks: int
                        Check("network.egress_denied", "skip", evidence=[f"a {manifest.kind} environment's episodes "
                                                                          "take no command to try the network with"])]
     return checks
+
+
+async def _scripted(conn: Any, act: Any, margin: float, tasks: int, catalog: bool) -> list[Check]:
+    """The user's oracle on each task (by index, or by seed where there is no catalog) against doing nothing."""
+    played, pairs = [], []
+    for number in range(tasks):
+        options, seed = ({"index": number}, None) if catalog else ({}, number)
+        name = f"task {number}" if catalog else f"seed {number}"
+        try:
+            top = await _policy_episode(conn, options, seed, act)
+            _, bottom, _ = await _episode(conn, options, [DO_NOTHING], seed)
+        except Exception as exc:
+            played.append((name, None, f"{type(exc).__name__}: {exc}"))
+            continue
+        played.append((name, top, ""))
+        pairs.append((name, top, bottom))
+    return [_oracle_check(played), _floor_check(pairs, margin),
+            Check("network.egress_denied", "skip", evidence=["checked for Harbor tasks"])]
+
+
+async def _policy_episode(conn: Any, options: dict[str, Any], seed: int | None, act: Any) -> float:
+    session = conn.session()
+    try:
+        obs, info = await session.reset(seed=seed, options=options)
+        total = 0.0
+        for _ in range(FLOOR_STEPS):
+            obs, reward, terminated, truncated, info = await session.step(act(obs, info))
+            total += reward
+            if terminated or truncated:
+                break
+        return total
+    finally:
+        await session.close()
 
 
 async def _episode(conn: Any, options: dict[str, Any], actions: list[Any], seed: int | None = None) \
