@@ -204,3 +204,21 @@ def test_the_built_in_agent_program_plays_a_task_inside_its_trial_each_model_req
     assert steps[1][1] == 1.0 and steps[1][2] and "exit code 0" in steps[1][4]["program"]
     _, _, nothing = play(server, {"task": "steps_v11", "harness": "bash"}, submit, submit)
     assert nothing[-1][2] and nothing[-1][4]["aborted"]  # a multi-step task: below min_reward, it stops
+
+
+def test_the_agent_timeout_and_the_step_limit_end_the_episode_truncated_and_verified(tmp_path):
+    task = write_files(tmp_path / "brief", {
+        "task.toml": 'schema_version = "1.4"\n[agent]\ntimeout_sec = 1.5\n',
+        "instruction.md": "Write ok to /app/ok.txt.\n",
+        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+        "tests/test.sh": "#!/bin/bash\n[ -f /app/ok.txt ] && echo 1 > /logs/verifier/reward.txt || "
+                         "echo 0 > /logs/verifier/reward.txt\n"})
+    [result] = import_environment(task, "brief", tmp_path / "out")
+    manifest = result.folder / "openenv.toml"
+    manifest.write_text(manifest.read_text() + "max_steps = 2\n")
+    with LocalServer(str(result.folder), 1, 5) as server:
+        _, _, slow = play(server, {}, bash("echo ok > ok.txt; sleep 30"))
+        _, _, many = play(server, {}, "true", "true", "true")
+    assert slow[0][3] and not slow[0][2] and slow[0][1] == 1.0  # killed at the agent's timeout, then verified
+    assert slow[0][4]["timed_out"] and "killed after 1.5 s" not in slow[0][0]
+    assert len(many) == 2 and many[1][3] and many[1][1] == 0.0  # the step limit: verified, truncated

@@ -253,16 +253,21 @@ class HarborSession(Environment):
             return invalid_action(call)
         if call["name"] == "submit":
             return await self._verify(truncated=False)
-        command = call["arguments"].get("command")
+        return await self._bash(call["arguments"])
+
+    async def _bash(self, arguments: dict[str, Any]) -> StepResult:
+        """A command of the agent's, in the trial: its output's end and exit code; past the agent's timeout or the
+        step limit, the step is verified (truncated)."""
+        assert self.trial is not None
+        command, asked = arguments.get("command"), arguments.get("timeout", DEFAULT_TIMEOUT)
         if not isinstance(command, str) or not command.strip():
             return invalid_action("bash needs a command: {\"command\": \"ls -la\"}")
-        agent = self._phase("agent")
-        left = self.trial.agent_time_left(agent["timeout"])
-        asked = call["arguments"].get("timeout", DEFAULT_TIMEOUT)
         if not isinstance(asked, int | float) or isinstance(asked, bool) or asked <= 0:
             return invalid_action("bash's timeout is a number of seconds above 0")
-        timeout = min(float(asked), self.manifest.command_timeout, left if left is not None else float("inf"))
-        ran = await self.trial.run(command, max(timeout, 0.001), no_network=self.trial.offline(agent))
+        agent = self._phase("agent")
+        left = self.trial.agent_time_left(agent["timeout"])
+        timeout = max(min(float(asked), self.manifest.command_timeout, float("inf") if left is None else left), 0.001)
+        ran = await self.trial.run(command, timeout, no_network=self.trial.offline(agent))
         self.tool_calls += 1
         output = ran.output[-self.manifest.output_chars:]
         observation = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}[exit code {ran.exit_code}]"
