@@ -51,7 +51,7 @@ screenshots: $(VENV)/.installed $(CHROMIUM)
 	OPENENV_GYM_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/test_web.py -k "guess_episode or chat_env or viewer_opens"
 
 bench: $(VENV)/.installed $(BWRAP)
-	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py
+	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) -m benchmarks.latency
 	$(PY) -m benchmarks.capacity

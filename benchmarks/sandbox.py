@@ -80,8 +80,10 @@ def left_behind(server: LocalServer, baseline: dict) -> dict:
     workers = set(tree(server.process.pid))
     groups = sum(1 for folder in GROUPS if folder.is_dir() for group in folder.glob("*-*")
                  if int(group.name.split("-")[0]) in workers)
-    found = {"processes": len(workers), "control_groups": groups,
-             "files": sum(len(folders) + len(files) for _, folders, files in os.walk(tempfile.gettempdir()))}
+    ours = [entry.path for entry in os.scandir(tempfile.gettempdir()) if entry.name.startswith("openenv-gym")]
+    found = {"processes": len(workers), "control_groups": groups,  # (files: the server's, in the host's temporary
+             "files": len(ours) + sum(len(folders) + len(files)      # folder; the machine's other users' come and go)
+                                      for path in ours for _, folders, files in os.walk(path))}
     return {key: value - baseline.get(key, 0) for key, value in found.items()}
 
 

@@ -34,6 +34,7 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 from openenv_gym.client.local import LocalServer  # noqa: E402  (after the environment is set up)
 
 TEST_ENVS = Path(__file__).parent / "envs"
+collect_ignore = ["harbor_tasks"]  # Harbor tasks of ours: their tests/ are the tasks' verifiers, not ours
 
 
 def pytest_configure(config: pytest.Config) -> None:
