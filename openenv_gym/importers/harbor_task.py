@@ -174,10 +174,12 @@ def _verifier(folder: Path, config: TaskConfig, section: Verifier, fallback: Ver
     the container it runs in (built from tests/ where tests/ has a Dockerfile, else as the task's) and the
     artifacts it receives."""
     chosen = section if section.model_fields_set else fallback
-    mode = section.environment_mode or fallback.environment_mode
-    own = section.environment if section.environment is not None else fallback.environment
-    if mode == "shared" and own is not None:
+    if section.environment_mode == "shared" and section.environment is not None:
         raise TaskRefusedError(f"{where} environment_mode = shared with an environment of its own: Harbor refuses it")
+    if section.environment_mode is not None or section.environment is not None:  # (a step's own says, else the task's)
+        mode, own = section.environment_mode or "separate", section.environment
+    else:
+        mode, own = fallback.environment_mode, fallback.environment
     if mode != "separate" and own is None:
         baseline = _network(config.environment, "[environment]")
         return _phase(chosen, Verifier(), baseline, where)
