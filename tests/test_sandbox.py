@@ -399,3 +399,19 @@ def test_episodes_uids_are_among_those_the_user_namespace_maps():
     first, blocks, size = uid_range("         0    1000000      65536\n")
     assert (first, blocks * size) == (32768, 32768)  # its upper half, in blocks for the workers
     assert uid_range("0 1000 1\n1 200000 65535\n")[0] + 16 * uid_range("0 1000 1\n1 200000 65535\n")[2] <= 65536
+
+
+def test_openenv_gyms_own_files_are_shown_even_from_a_checkout_the_sandbox_hides(tmp_path, monkeypatch):
+    """A checkout under /tmp (a fresh clone, say) holds the venvs, which stay hidden: the checkout is never shown
+    whole, but openenv_gym's own folder is (its tools and programs run inside: Harbor's stand-ins, its harness)."""
+    from openenv_gym.sandbox import SandboxPolicy, mounts
+
+    checkout = tmp_path / "checkout"
+    (checkout / "openenv_gym").mkdir(parents=True)
+    (checkout / ".venv-envs").mkdir()
+    monkeypatch.setenv("OPENENV_GYM_VENVS", str(checkout / ".venv-envs"))
+    monkeypatch.setattr(mounts, "PACKAGE", checkout / "openenv_gym")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(checkout)])
+    arguments = mounts.bwrap_arguments.__wrapped__(SandboxPolicy())
+    shown = {arguments[index + 1] for index, argument in enumerate(arguments) if argument == "--ro-bind"}
+    assert str(checkout / "openenv_gym") in shown and str(checkout) not in shown

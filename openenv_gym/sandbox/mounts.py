@@ -26,9 +26,13 @@ def hidden_paths() -> list[Path]:
     return sorted(found, key=lambda path: len(path.parts))
 
 
+PACKAGE = Path(__file__).resolve().parent.parent  # openenv_gym's own files: its tools and programs run inside
+
+
 def python_paths() -> list[str]:
-    """What this Python needs to read to run (and so do the programs forked from it, or its venv's interpreter)."""
-    return [sys.base_prefix, sys.prefix, sys.exec_prefix, *(entry for entry in sys.path if entry)]
+    """What this Python needs to read to run (and so do the programs forked from it, or its venv's interpreter), and
+    openenv_gym itself (shown on its own: a checkout in a folder the sandbox hides, /tmp say, is not shown whole)."""
+    return [sys.base_prefix, sys.prefix, sys.exec_prefix, str(PACKAGE), *(entry for entry in sys.path if entry)]
 
 
 def _under(path: Path, folders: list[Path]) -> bool:
