@@ -14,6 +14,7 @@ sandbox replays over the host's root, or refused with the line and why.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shlex
@@ -133,8 +134,6 @@ def _assignments(argument: str) -> dict[str, str]:
 
 
 def _command(argument: str) -> list[str]:
-    import json
-
     if argument.startswith("["):
         return [str(part) for part in json.loads(argument)]
     return ["/bin/sh", "-c", argument]

@@ -165,27 +165,25 @@ class Trial:
 
     def _spec(self, command: str | list[str], environ: dict[str, str] | None = None,
               no_network: bool = False) -> ProgramSpec:
-        """A command of the trial's: `bash -c command` from the workdir, or an argv; its output files in the
-        sandbox's /tmp (the program's working directory: cd'd to the task's workdir by bash, so that the task's
-        own folder holds nothing of ours)."""
-        limits = self.manifest.limits
+        """A command of the trial's: `bash -c command` from the workdir, or an argv (the image's entrypoint)."""
         argv = ["bash", "-c", f"cd {shlex.quote(self.workdir)} && {command}"] if isinstance(command, str) else \
             ["sh", "-c", f'cd {shlex.quote(self.workdir)} && exec "$@" > /logs/agent/entrypoint.log 2>&1',
              "entrypoint", *command]
-        return ProgramSpec(
-            workdir="/tmp", environ={**self.environ, **(environ or {})}, cpu_seconds=limits.cpu_seconds,
-            memory_bytes=limits.memory_mb << 20, output_bytes=limits.output_mb << 20, open_files=limits.open_files,
-            command=argv, sandbox=self.place.entry, processes=limits.processes, no_network=no_network,
-            output_prefix=f".harbor-{next(_outputs)}")
+        return self._program_spec(environ={**self.environ, **(environ or {})}, command=argv, no_network=no_network)
 
     def program(self, entry: str, call: dict[str, Any]) -> ProgramSpec:
         """An agent program of ours (`entry` in this folder, called with `call`) run in the trial, forked warm."""
+        return self._program_spec(environ=self.environ, folder=str(Path(__file__).parent), name="harbor-programs",
+                                  entry=entry, call=call)
+
+    def _program_spec(self, **fields: Any) -> ProgramSpec:
+        """A program in the trial, under the manifest's limits; its output files in the sandbox's /tmp (its working
+        directory: commands cd to the task's workdir, so that the task's own folder holds nothing of ours)."""
         limits = self.manifest.limits
-        return ProgramSpec(
-            workdir="/tmp", environ=self.environ, cpu_seconds=limits.cpu_seconds,
-            memory_bytes=limits.memory_mb << 20, output_bytes=limits.output_mb << 20, open_files=limits.open_files,
-            folder=str(Path(__file__).parent), name="harbor-programs", entry=entry, call=call,
-            sandbox=self.place.entry, processes=limits.processes, output_prefix=f".harbor-{next(_outputs)}")
+        return ProgramSpec(workdir="/tmp", cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_mb << 20,
+                           output_bytes=limits.output_mb << 20, open_files=limits.open_files,
+                           sandbox=self.place.entry, processes=limits.processes,
+                           output_prefix=f".harbor-{next(_outputs)}", **fields)
 
     async def run(self, command: str, timeout: float, environ: dict[str, str] | None = None,
                   no_network: bool = False) -> Ran:
