@@ -415,3 +415,45 @@ def test_openenv_gyms_own_files_are_shown_even_from_a_checkout_the_sandbox_hides
     arguments = mounts.bwrap_arguments.__wrapped__(SandboxPolicy())
     shown = {arguments[index + 1] for index, argument in enumerate(arguments) if argument == "--ro-bind"}
     assert str(checkout / "openenv_gym") in shown and str(checkout) not in shown
+
+
+def test_a_folder_of_the_tasks_own_at_the_root_is_empty_where_the_host_has_one_but_for_what_it_must_read():
+    """A Harbor task's workdir (/check, /work) may be a folder the host keeps at its root (a CI's checkout is there):
+    the sandbox gets an empty one of its own, writable, with what its programs must read shown again read-only."""
+    from openenv_gym.sandbox import Sandbox, SandboxPolicy, enter, mounts
+
+    if os.geteuid() != 0:
+        pytest.skip("makes a folder at the host's root, as a CI's checkout is")
+    top = Path(f"/openenv-gym-test-{os.getpid()}")
+    shown = top / "checkout" / "venv"
+    try:
+        shown.mkdir(parents=True)
+        (shown / "module.py").write_text("shown")
+        (top / "host-file.txt").write_text("the host's")
+        assert mounts.own_folder(f"{top}/app/x") == str(top) and mounts.own_folder("/usr/local/x") is None
+
+        async def main() -> str:
+            sandbox = await Sandbox.open(SandboxPolicy(readable=(str(shown),), writable=(str(top),)))
+            try:
+                read, write = os.pipe()
+                child = os.fork()
+                if child == 0:  # (a forked child: it never returns into the tests)
+                    try:
+                        enter(sandbox.entry)
+                        (top / "mine.txt").write_text("written")
+                        seen = [(shown / "module.py").read_text(), str((top / "host-file.txt").exists()),
+                                (top / "mine.txt").read_text()]
+                        os.write(write, " ".join(seen).encode())
+                    except BaseException as exc:
+                        os.write(write, repr(exc).encode())
+                    finally:
+                        os._exit(0)
+                os.close(write)
+                os.waitpid(child, 0)
+                return os.read(read, 1000).decode()
+            finally:
+                await sandbox.close()
+        assert asyncio.run(main()) == "shown False written"
+        assert not (top / "mine.txt").exists()
+    finally:
+        shutil.rmtree(top)

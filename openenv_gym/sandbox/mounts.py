@@ -16,6 +16,10 @@ from openenv_gym.sandbox.policy import SandboxPolicy
 WORKDIR = "/tmp/work"  # the episode's working directory, inside (under /tmp, which every sandbox has its own of)
 # Hidden whatever the server's settings: homes, temporary and runtime files (other episodes', sockets), mounts
 ALWAYS_HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media")
+# The system's own folders (the FHS's): a task that writes in one needs a container engine. Any other folder at the
+# root is the task's own, whatever the host keeps there (a checkout in /work, a CI's /check): it gets an empty one.
+SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sbin", "/srv",
+          "/sys", "/usr", "/var")
 HOMES = ("OPENENV_GYM_HOME", "OPENENV_GYM_VENVS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
 
@@ -51,20 +55,22 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
         if folder != Path("/tmp"):
             arguments += ["--tmpfs", str(folder)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
+    for folder in policy.writable:  # (before what is shown again: a task's own /work hides a checkout there)
+        arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
+    covered = [*hidden, *map(Path, policy.writable)]
     wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
-    # (the rest is in view already; a hidden folder itself, or one holding it, a script's folder in sys.path
+    # (the rest is in view already; a covered folder itself, or one holding it, a script's folder in sys.path
     # being /tmp say, is never shown whole)
-    wanted = {path for path in wanted if _under(path, hidden) and not any(_under(folder, [path]) for folder in hidden)}
+    wanted = {path for path in wanted
+              if _under(path, covered) and not any(_under(folder, [path]) for folder in covered)}
     shown = {path for path in wanted if not any(parent in wanted for parent in path.parents)}
-    made: set[Path] = set(mounted)
+    made: set[Path] = {*mounted, *map(Path, policy.writable)}
     for path in sorted(shown):
         for parent in reversed(path.parents):  # the folders up to it, in an empty file system: traversable
-            if parent not in made and _under(parent, hidden):
+            if parent not in made and _under(parent, covered):
                 arguments += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         arguments += ["--ro-bind", str(path), str(path)]
-    for folder in policy.writable:
-        arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
     for source, inside in policy.shown:
         arguments += ["--ro-bind", source, inside]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
@@ -88,8 +94,9 @@ def root_arguments() -> list[str]:
 
 def own_folder(path: str) -> str | None:
     """The folder a sandbox must have of its own (SandboxPolicy.writable) for its programs to write `path` (absolute):
-    a top-level folder the host has not (/app), or one in a folder the sandbox hides (/home/agent); "/tmp" for what
-    it writes in its /tmp already; None for a path in the host's root, which it only reads (/usr/local/bin)."""
+    a top-level folder not the system's (/app, shown empty where the host has one), or one in a folder the sandbox
+    hides (/home/agent); "/tmp" for what it writes in its /tmp already; None for a path in the system's folders,
+    which it only reads (/usr/local/bin)."""
     parts = Path(path).parts
     if not Path(path).is_absolute() or ".." in parts or len(parts) < 2:
         return None
@@ -98,7 +105,7 @@ def own_folder(path: str) -> str | None:
         return "/tmp"
     if top in ALWAYS_HIDDEN:
         return f"{top}/{parts[2]}" if len(parts) > 2 else None
-    return top if not os.path.lexists(top) else None
+    return None if top in SYSTEM else top
 
 
 def hosts_file(policy: SandboxPolicy) -> bytes:
