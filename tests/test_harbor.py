@@ -6,6 +6,7 @@ network has none (checked from outside: the host's listener never hears from it)
 Real parts: a real server on loopback, bubblewrap's sandboxes, the tasks' own bash scripts, pytest in the venv."""
 
 import asyncio
+import os
 import shutil
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def play(server: LocalServer, options: dict, *actions) -> tuple[str, dict, list[
 
 def test_a_folder_of_tasks_imports_as_one_environment_whose_catalog_is_its_tasks(harbor):
     result, server = harbor
-    assert result.gym_id == "openenv/harbor-ours" and "5 Harbor tasks" in result.notes
+    assert result.gym_id == "openenv/harbor-ours" and "6 Harbor tasks" in result.notes
     assert any("apt-get install curl: the host's packages stand in" in note for note in result.notes)
     assert result.dependencies == ["pytest", "pytest-json-ctrf", "iniconfig"]  # (RUN pip install: into the venv)
 
@@ -77,10 +78,10 @@ def test_a_folder_of_tasks_imports_as_one_environment_whose_catalog_is_its_tasks
         async with openenv_gym.connect(server.url) as conn:
             return await conn.tasks("train", 0, 10)
     ids = [task["id"] for task in asyncio.run(catalog())]
-    assert sorted(ids) == ["apart_v13", "hello_v14", "legacy_v10", "service_v13", "steps_v11"]
+    assert sorted(ids) == ["apart_v13", "hello_v14", "legacy_v10", "service_v13", "steps_v11", "system_v12"]
 
 
-@pytest.mark.parametrize("task", ["hello_v14", "legacy_v10", "steps_v11", "service_v13", "apart_v13"])
+@pytest.mark.parametrize("task", ["hello_v14", "legacy_v10", "steps_v11", "service_v13", "apart_v13", "system_v12"])
 def test_the_oracle_reaches_the_top_reward_and_doing_nothing_the_floor(harbor, task):
     _, server = harbor
     obs, info, oracle = play(server, {"task": task, "oracle": True}, SUBMIT, SUBMIT, SUBMIT)
@@ -89,6 +90,25 @@ def test_the_oracle_reaches_the_top_reward_and_doing_nothing_the_floor(harbor, t
     assert nothing[-1][1] == 0.0 and nothing[-1][2]
     assert obs == (TASKS / task / "instruction.md").read_text() if task != "steps_v11" else obs.startswith("Write")
     assert info["tools"][0]["name"] == "bash" and info["task"] == task
+
+
+def test_what_the_image_writes_in_the_systems_folders_each_episode_writes_in_its_own_overlay(harbor):
+    """TermiGen's images link python to python3 in /usr/bin, make folders in /opt, add to /etc: each episode has
+    them, writes there as the image's build did, and the host's folders, other episodes' and the rest of /usr are
+    untouched (checked from outside: the host's files, and a second episode's view)."""
+    _, server = harbor
+    before = sorted(os.listdir("/opt")), os.path.lexists("/usr/bin/python")
+    _, _, steps = play(server, {"task": "system_v12"}, bash("readlink /usr/bin/python; cat /etc/profile.d/tool.sh"),
+                       bash("python /opt/tool/bin/greet.py > /opt/tool/output.txt; echo mine > /usr/bin/made-here"),
+                       bash("echo no > /usr/lib/nope; echo no > /etc/passwd-nope; ls -ld /usr/bin | cut -c1-10"),
+                       SUBMIT)
+    assert steps[0][0].startswith("/usr/bin/python3\nexport TOOL_HOME=/opt/tool")
+    assert "Permission denied" in steps[2][0] and steps[2][0].count("Permission denied") == 2
+    assert steps[-1][1] == 1.0
+    _, _, again = play(server, {"task": "system_v12"}, bash("ls /opt/tool /usr/bin/made-here"), SUBMIT)
+    assert "output.txt" not in again[0][0] and "No such file" in again[0][0]  # (the episode before's: gone)
+    assert (sorted(os.listdir("/opt")), os.path.lexists("/usr/bin/python")) == before
+    assert not os.path.exists("/usr/bin/made-here") and not os.path.exists("/usr/lib/nope")
 
 
 def test_reward_json_comes_first_with_every_metric_and_a_phase_without_network_has_none(harbor, listener):
@@ -164,8 +184,8 @@ def test_a_missing_reward_is_an_error_not_zero(tmp_path):
     ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN make install\n"}, "line 2: RUN 'make install' cannot"),
     ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN apt-get install -y no-such-package-here\n"},
      "apt-get install of no-such-package-here, which this machine has not"),
-    ({"environment/Dockerfile": "FROM ubuntu:24.04\nCOPY x.sh /usr/local/bin/x.sh\n", "environment/x.sh": ""},
-     "/usr/local/bin/x.sh: the task writes there, in the host's root"),
+    ({"environment/Dockerfile": "FROM ubuntu:24.04\nRUN mkdir -p /dev/net\n"},
+     "/dev/net: the task writes there, in the host's root"),
     ({"task.toml": '[environment]\nnetwork_mode = "no-network"\n[agent]\nnetwork_mode = "public"\n'},
      "a phase may only go without network here"),
     ({"task.toml": '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["*.example.com"]\n'},

@@ -457,3 +457,30 @@ def test_a_folder_of_the_tasks_own_at_the_root_is_empty_where_the_host_has_one_b
         assert not (top / "mine.txt").exists()
     finally:
         shutil.rmtree(top)
+
+
+def test_system_folders_an_episode_owns_are_overlays_that_keep_what_was_mounted_in_them():
+    """A Harbor image's writes in /etc and /var (overlay.py): the sandbox's /etc and /var become overlays of its own,
+    and what was mounted in them before is still there: its /etc/hosts naming the allowed hosts, its empty /var/tmp
+    (the host's is hidden); the host's /etc is untouched."""
+    from openenv_gym.sandbox import Sandbox, SandboxPolicy
+
+    host_file = Path(f"/var/tmp/openenv-gym-hidden-{os.getpid()}")
+    host_file.write_text("the host's")
+
+    async def main() -> tuple[str, list[str], bool, int]:
+        owned = ("/etc/openenv-gym-owned.conf", "/var/log/openenv-gym-owned.log")
+        sandbox = await Sandbox.open(SandboxPolicy(owned=owned, allow=("example.com:443",)))
+        try:
+            owner = os.stat(sandbox.host_path("/etc")).st_uid
+            return (sandbox.host_path("/etc/hosts").read_text(), os.listdir(sandbox.host_path("/var/tmp")),
+                    await sandbox.renew(), owner - sandbox.uid)
+        finally:
+            await sandbox.close()
+    try:
+        hosts, var_tmp, renewed, owner = asyncio.run(main())
+    finally:
+        host_file.unlink()
+    assert "example.com" in hosts and var_tmp == [] and owner == 0  # (its /etc is its uid's: it writes a file there)
+    assert not renewed  # (an overlay's upper layer is not emptied under it: the sandbox is made anew)
+    assert os.stat("/etc").st_uid == 0 and not os.path.exists("/etc/openenv-gym-owned.conf")

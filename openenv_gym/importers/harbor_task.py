@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from openenv_gym.importers.harbor_image import Image, ImageRefusedError, read_image
 from openenv_gym.manifests.harbor import TaskRefusedError, variables_missing
 from openenv_gym.sandbox.mounts import own_folder
+from openenv_gym.sandbox.overlay import resolved, system_folder
 from openenv_gym.sandbox.policy import allowed_address
 
 NetworkMode = Literal["public", "no-network", "allowlist"]
@@ -160,9 +161,12 @@ def _side(context: Path, environment: Environment, where: str) -> dict[str, Any]
     if workdir in (None, "/"):  # (Harbor's scripts refuse to run in /: a task without a WORKDIR gets Harbor's usual)
         workdir = "/app"
     image.copies = [(source, inside or workdir + "/" + source) for source, inside in image.copies]  # (seed files)
-    writable, shown = _writable(workdir, image)
+    writable, owned, shown = _writable(workdir, image)
     image.copies = [(source, inside) for source, inside in image.copies if [source, inside] not in shown]
-    return {"workdir": workdir, "writable": writable, "shown": shown, "context": context.name,
+    if owned:
+        image.notes.append(f"{where}: it writes in the system's folders ({', '.join(owned)}): each episode writes in "
+                           "an overlay of its own of them")
+    return {"workdir": workdir, "writable": writable, "owned": owned, "shown": shown, "context": context.name,
             "environment": {"env": {**image.env, **environment.env}, "network": _network(environment, where),
                             "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None},
             "image": image.record(), "packages": image.packages, "notes": image.notes}
@@ -267,9 +271,10 @@ def _phase(section: Agent | Verifier, fallback: Agent | Verifier, baseline: dict
     return fields
 
 
-def _writable(workdir: str, image: Image) -> tuple[list[str], list[list[str]]]:
+def _writable(workdir: str, image: Image) -> tuple[list[str], list[str], list[list[str]]]:
     """(the folders of its own a task's sandbox needs: Harbor's /logs, /tests and /solution, its workdir, where the
-    image copies files; the files the image puts at the root, shown read-only: [source, inside])"""
+    image copies files; the paths in the system's folders it writes, each episode in an overlay of its own; the
+    files the image puts at the root, shown read-only: [source, inside])"""
     shown = [[source, inside] for source, inside in image.copies if len(PurePosixPath(inside).parts) == 2
              and not os.path.lexists(inside)]
     for path, folder in image.writes:
@@ -277,14 +282,16 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[list[str]]]:
             raise TaskRefusedError(f"the Dockerfile's RUN lines write {path}, a file at the root, which a sandbox "
                                    "cannot make; it needs a container engine")
     wanted = ["/logs", "/tests", "/solution", workdir,
-              *(inside for _, inside in image.copies if [_, inside] not in shown),
-              *(path if folder else str(PurePosixPath(path).parent) for path, folder in image.writes)]
+              *(inside for _, inside in image.copies if [_, inside] not in shown), *(path for path, _ in image.writes)]
     found: list[str] = []
+    owned: list[str] = []
     for path in wanted:
         folder = own_folder(path)
-        if folder is None:
+        if folder is None and system_folder(resolved(path)) is None:
             raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
                                    "reads; it needs a container engine")
-        if folder != "/tmp" and folder not in found:
+        if folder is None:
+            owned += [] if path in owned else [path]
+        elif folder != "/tmp" and folder not in found:
             found.append(folder)
-    return found, shown
+    return found, owned, shown

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from openenv_gym.sandbox.overlay import OVERLAID
 from openenv_gym.sandbox.policy import SandboxPolicy
 
 WORKDIR = "/tmp/work"  # the episode's working directory, inside (under /tmp, which every sandbox has its own of)
@@ -18,8 +19,7 @@ WORKDIR = "/tmp/work"  # the episode's working directory, inside (under /tmp, wh
 ALWAYS_HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media")
 # The system's own folders (the FHS's): a task that writes in one needs a container engine. Any other folder at the
 # root is the task's own, whatever the host keeps there (a checkout in /work, a CI's /check): it gets an empty one.
-SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sbin", "/srv",
-          "/sys", "/usr", "/var")
+SYSTEM = (*OVERLAID, "/dev", "/proc", "/sys")
 HOMES = ("OPENENV_GYM_HOME", "OPENENV_GYM_VENVS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
 

@@ -25,6 +25,7 @@ class SandboxPolicy:
     # more folders of its own (absolute paths: a Harbor task's /app and /logs), each an empty size-bounded file system
     # that its episode owns; top-level ones, or in a folder the sandbox hides (mounts.py)
     writable: tuple[str, ...] = ()
+    owned: tuple[str, ...] = ()  # paths in the system's folders it writes, as an image's build would (overlay.py)
     shown: tuple[tuple[str, str], ...] = ()  # (host file, where it is inside): files it reads at the root (a task's
     # /entrypoint.sh), read-only
 

@@ -26,7 +26,7 @@ import socket
 from pathlib import Path
 
 from openenv_gym.errors import EnvError, SandboxUnavailableError
-from openenv_gym.sandbox import cgroups, wipe
+from openenv_gym.sandbox import cgroups, overlay, wipe
 from openenv_gym.sandbox.enter import Entry
 from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments, hosts_file
 from openenv_gym.sandbox.netns import listening_socket
@@ -116,6 +116,8 @@ class Sandbox:
             uid = _episode_uid()
             cgroup = cgroups.create(f"{os.getpid()}-{uid}", policy.processes, policy.memory_bytes)  # (a few writes)
             sandbox = cls(process, pid, uid, cgroup, policy)
+            if policy.owned:
+                await overlay.own(pid, uid, policy.disk_bytes, policy.owned)
             sandbox.ports = [into_sandbox(pid, port, host, inside) for host, port, inside in policy.allowed()]
             return sandbox
         except BaseException:
@@ -150,9 +152,11 @@ class Sandbox:
 
     async def renew(self) -> bool:
         """Make it as new for another episode; False if it cannot be cheaply (no control group to find every
-        process by, a process that would not die, more files than wipe.WIPE_BUDGET): then only close() leaves
+        process by, a process that would not die, more files than wipe.WIPE_BUDGET, overlays of system folders, whose
+        upper layers may not change under them): then only close() leaves
         nothing. (Its System V IPC objects ended with its processes: each program has an IPC namespace of its own.)"""
-        if self.process.returncode is not None or self.cgroup is None or not await self.cgroup.kill_all():
+        if self.process.returncode is not None or self.cgroup is None or bool(self.policy.owned) or \
+                not await self.cgroup.kill_all():
             return False
         if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp")
                    for folder in (*WRITABLE, *self.policy.writable)):

@@ -335,7 +335,7 @@ def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool) -> Sa
                          memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files, file_bytes=limits.output_mb << 20,
                          disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),),
-                         writable=tuple(side["writable"]),
+                         writable=tuple(side["writable"]), owned=tuple(side.get("owned", ())),
                          shown=tuple((str(manifest.vendored / source), inside)
                                      for source, inside in side.get("show", [])))
 

@@ -1,0 +1,2 @@
+#!/bin/bash
+python /opt/tool/bin/greet.py > /opt/tool/output.txt

@@ -1,0 +1,9 @@
+#!/bin/bash
+# the image's writes are there (a python on PATH, the profile entry), and the agent's output
+. /etc/profile.d/tool.sh
+if [ "$(readlink /usr/bin/python)" = "/usr/bin/python3" ] && [ "$TOOL_HOME" = "/opt/tool" ] \
+   && [ "$(cat /opt/tool/output.txt 2>/dev/null)" = "hello from the tool" ] && [ "$PWD" = "/home/user" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
