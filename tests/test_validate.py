@@ -34,7 +34,7 @@ def test_our_harbor_tasks_pass_every_check(tmp_path):
         "static.manifest", "static.loads", "runtime.reset_step", "runtime.seed_repeats", "runtime.seeds_differ",
         "semantic.oracle_max", "semantic.floor_gap", "network.egress_denied")}
     result = next(r for r in report["results"] if r["check_id"] == "network.egress_denied")
-    assert result["measured"] == {"tasks": 2} and set(result) == {"check_id", "status", "measured", "evidence",
+    assert result["measured"] == {"tasks": 3} and set(result) == {"check_id", "status", "measured", "evidence",
                                                                     "remediation"}
 
 

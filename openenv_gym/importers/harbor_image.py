@@ -90,7 +90,7 @@ def read_image(context: Path, docker_image: str | None) -> Image:
         elif instruction in ("COPY", "ADD"):
             _copy(image, argument, context, where)
         elif instruction == "RUN":
-            _run(image, argument, where)
+            _run(image, argument, where, context)
         elif instruction == "ENTRYPOINT":
             image.entrypoint = _command(argument)
         elif instruction not in ("ARG", "CMD", "LABEL", "EXPOSE", "VOLUME", "SHELL", "STOPSIGNAL", "HEALTHCHECK",
@@ -174,11 +174,13 @@ def _copy(image: Image, argument: str, context: Path, where: str) -> None:
         image.modes.update({inside: mode for _, inside in image.copies[-len(sources):]})
 
 
-def _run(image: Image, argument: str, where: str) -> None:
-    """A RUN line: each of its commands taken (setup at reset, packages, apt checked against the host) or refused."""
+def _run(image: Image, argument: str, where: str, context: Path) -> None:
+    """A RUN line: each of its commands taken (setup at reset, packages, apt checked against the host) or refused.
+    Its setup runs from the WORKDIR of its line, as Docker runs it; a `cd` in it moves on from there."""
     if argument.startswith("["):
         argument = shlex.join(_command(argument))
-    kept = []
+    folder = image.workdir or "/"
+    kept = [f"cd {shlex.quote(folder)}"]
     for command in re.split(r"\s*(?:&&|;|\|\|)\s*", argument):
         words = shlex.split(command, posix=True) if command.strip() else []
         if not words:
@@ -187,24 +189,49 @@ def _run(image: Image, argument: str, where: str) -> None:
         if program in APT:
             _apt(words, where, image)
         elif program in ("pip", "pip3") or words[:3] in (["python", "-m", "pip"], ["python3", "-m", "pip"]):
-            image.packages += [word for word in words[words.index("install") + 1:] if not word.startswith("-")]
+            image.packages += _pip_requirements(words[words.index("install") + 1:], folder, image, context, where)
         elif program in USER_COMMANDS or program == "chown":
             image.notes.append(f"{where}: {program} is emulated (commands run as the episode's own uid; "
                                "USER and HOME say the name)")
         elif program == "rm" and any(word.startswith("/var/lib/apt") for word in words):
             continue  # (apt's cache: there is none to clean)
         elif program == "chmod" and len(words) == 3 and \
-                (target := str(PurePosixPath(image.workdir or "/", words[2]))) in image.destinations():
+                (target := str(PurePosixPath(folder, words[2]))) in image.destinations():
             image.modes[target] = words[1]  # (a copied file's mode: given as it is copied)
+        elif program == "cd" and len(words) == 2:
+            folder = str(PurePosixPath(folder, words[1]))
+            kept.append(f"cd {shlex.quote(folder)}")
         elif program in SETUP_COMMANDS:
             kept.append(command)
-            image.writes += _written(words, image.workdir or "/")
+            image.writes += _written(words, folder)
         else:
             raise ImageRefusedError(f"{where}: RUN {command!r} cannot be emulated without a container engine "
-                                    f"(what is taken: apt-get of packages this machine has, pip install, "
+                                    f"(what is taken: apt-get of packages this machine has, pip install, cd, "
                                     f"{', '.join(sorted(SETUP_COMMANDS))})")
-    if kept:
+    if not all(line.startswith("cd ") for line in kept):
         image.setup.append(" && ".join(kept))
+        if image.workdir not in (None, "/"):  # (Docker makes a WORKDIR: a folder the trial has)
+            image.writes.append((image.workdir, True))
+
+
+def _pip_requirements(arguments: list[str], folder: str, image: Image, context: Path, where: str) -> list[str]:
+    """What `pip install ARGUMENTS` installs: its requirements, and those of the files it names with -r (files the
+    Dockerfile copied from the task's environment/ folder)."""
+    found, words = [], iter(arguments)
+    for word in words:
+        if word in ("-r", "--requirement") or word.startswith(("-r", "--requirement=")):
+            name = next(words, "") if word in ("-r", "--requirement") else word.split("=", 1)[-1] \
+                if word.startswith("--") else word[2:]
+            inside = str(PurePosixPath(folder, name))
+            source = next((source for source, destination in image.copies if destination == inside), None)
+            if source is None:
+                raise ImageRefusedError(f"{where}: pip install -r {name}: not a file the Dockerfile copied from the "
+                                        "task's environment/ folder")
+            lines = (line.split("#", 1)[0].strip() for line in (context / source).read_text().splitlines())
+            found += [line for line in lines if line and not line.startswith("-")]
+        elif not word.startswith("-"):
+            found.append(word)
+    return found
 
 
 def _written(words: list[str], workdir: str) -> list[tuple[str, bool]]:

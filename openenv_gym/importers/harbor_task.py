@@ -281,12 +281,12 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[str], list[li
         if not folder and len(PurePosixPath(path).parts) == 2 and own_folder(path) not in (None, "/tmp"):
             raise TaskRefusedError(f"the Dockerfile's RUN lines write {path}, a file at the root, which a sandbox "
                                    "cannot make; it needs a container engine")
-    wanted = ["/logs", "/tests", "/solution", workdir,
-              *(inside for _, inside in image.copies if [_, inside] not in shown), *(path for path, _ in image.writes)]
+    wanted = [(path, True) for path in ("/logs", "/tests", "/solution", workdir)]
+    wanted += [(inside, False) for _, inside in image.copies if [_, inside] not in shown] + image.writes
     found: list[str] = []
     owned: list[str] = []
-    for path in wanted:
-        folder = own_folder(path)
+    for path, is_folder in wanted:
+        folder = own_folder(path if is_folder else str(PurePosixPath(path).parent))
         if folder is None and system_folder(resolved(path)) is None:
             raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
                                    "reads; it needs a container engine")

@@ -55,7 +55,8 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
         if folder != Path("/tmp"):
             arguments += ["--tmpfs", str(folder)]
     arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
-    for folder in policy.writable:  # (before what is shown again: a task's own /work hides a checkout there)
+    # (before what is shown again: a task's own /work hides a checkout there; /home before /home/user)
+    for folder in sorted(policy.writable, key=lambda path: path.count("/")):
         arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
     covered = [*hidden, *map(Path, policy.writable)]
     wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
@@ -104,7 +105,7 @@ def own_folder(path: str) -> str | None:
     if top == "/tmp":
         return "/tmp"
     if top in ALWAYS_HIDDEN:
-        return f"{top}/{parts[2]}" if len(parts) > 2 else None
+        return f"{top}/{parts[2]}" if len(parts) > 2 else top
     return None if top in SYSTEM else top
 
 
