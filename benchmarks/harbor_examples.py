@@ -1,8 +1,11 @@
 """Every Harbor task under the folders given (a checkout's examples/tasks, the cookbook's recipes, a dataset),
 imported and validated one by one, as a new user would: how many import, how many reach the top reward with their
-oracle and the floor with nothing, and why each other one does not.
+oracle and the floor with nothing, how many without an oracle play (reset, a step, the floor), and why each other one
+does not.
 
     python -m benchmarks.harbor_examples FOLDER [FOLDER ...] [--out harbor_examples.json]
+    python -m benchmarks.harbor_examples DATASET --read-only      # a large one: why each task would be refused
+    python -m benchmarks.harbor_examples DATASET --sample 150     # and 150 of those it takes, at random, played
 """
 
 from __future__ import annotations
@@ -10,12 +13,16 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
+import re
 import tempfile
 from pathlib import Path
 
 from openenv_gym.cli.validate import validate
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.harbor import task_folders
+from openenv_gym.importers.harbor_task import read_task
+from openenv_gym.manifests.harbor import TaskRefusedError
 
 
 def try_task(folder: Path, scratch: Path) -> tuple[str, str]:
@@ -27,7 +34,8 @@ def try_task(folder: Path, scratch: Path) -> tuple[str, str]:
     report = validate(str(result.folder), 0.5, 1)
     checks = {check["check_id"]: check for check in report["results"]}
     oracle = checks.get("semantic.oracle_max", {})
-    if oracle.get("status") == "skip":
+    played = all(check["status"] not in ("fail", "error") for check in report["results"])
+    if oracle.get("status") == "skip" and played:  # (imported and played, with nothing to reach the top with)
         return "no oracle", "; ".join(oracle.get("evidence", []))
     if report["verdict"] == "pass":
         return "passed", "; ".join(check["evidence"][0] for check in report["results"]
@@ -41,18 +49,42 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=Path("harbor_examples.json"))
+    parser.add_argument("--read-only", action="store_true", help="only read each task: taken or refused, and why")
+    parser.add_argument("--sample", type=int, default=0, help="play only this many of the tasks taken, at random")
     args = parser.parse_args(argv)
+    folders = {f"{root.name}/{folder.relative_to(root).as_posix()}": folder
+               for root in args.folders for folder in task_folders(root)}
     outcomes: dict[str, tuple[str, str]] = {}
+    if args.read_only or args.sample:
+        for name, folder in folders.items():
+            try:
+                read_task(folder)
+            except TaskRefusedError as exc:
+                outcomes[name] = ("refused", str(exc))
+        reasons = collections.Counter(_reason(why) for _, why in outcomes.values())
+        print(f"{len(folders) - len(outcomes)} of {len(folders)} tasks taken; refused:")
+        for reason, count in reasons.most_common(25):
+            print(f"  {count:5}  {reason}")
+        taken = sorted(set(folders) - set(outcomes))
+        folders = {name: folders[name] for name in random.Random(0).sample(taken, min(args.sample, len(taken)))}
     with tempfile.TemporaryDirectory() as scratch:
-        for root in args.folders:
-            for folder in task_folders(root):
-                name = f"{root.name}/{folder.relative_to(root).as_posix()}"
-                outcomes[name] = try_task(folder, Path(scratch))
-                print(f"{outcomes[name][0]:10} {name}: {outcomes[name][1][:200]}", flush=True)
+        for name, folder in folders.items():
+            outcomes[name] = try_task(folder, Path(scratch))
+            print(f"{outcomes[name][0]:10} {name}: {outcomes[name][1][:200]}", flush=True)
     counts = collections.Counter(kind for kind, _ in outcomes.values())
     print(", ".join(f"{count} {kind}" for kind, count in counts.most_common()), f"of {len(outcomes)} tasks")
     args.out.write_text(json.dumps({"counts": counts, "tasks": outcomes}, indent=1))
     return {"counts": dict(counts), "tasks": outcomes}
+
+
+def _reason(why: str) -> str:
+    """A refusal's kind, its particulars left out (which packages, which line)."""
+    why = re.sub(r"^environment/Dockerfile line \d+: ", "", why)
+    if "apt-get install of" in why:
+        return "apt-get install of packages this machine has not"
+    if "cannot be emulated" in why:
+        return "RUN " + why.split("RUN ", 1)[-1].split()[0].strip("'") + " ...: not emulated"
+    return re.sub(r"/[^ :,]+", "PATH", why)[:120]
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,16 @@ class HarborImporter:
                 continue
             key = _unique(task_folder.name, keys)
             copied = vendor(task_folder, folder / TASKS_DIR / key)
+            wanted = _copied_by_images(record)
+            taken = [(path, why) for path, why in copied.left_out if Path(path).as_posix() in wanted]
+            for path, why in taken:  # (a task's own file, however it looks: a .so to inspect, a fake key)
+                target = folder / TASKS_DIR / key / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(task_folder / path, target, follow_symlinks=False)
+                copied.copied.append(Path(path))
+                notes.append(f"{where}: {Path(path).as_posix()} copied though it {why}: its Dockerfile copies it")
             report.copied += [Path(TASKS_DIR, key, path) for path in copied.copied]
-            report.left_out += copied.left_out
+            report.left_out += [(path, why) for path, why in copied.left_out if (path, why) not in taken]
             report.total_bytes += copied.total_bytes
             for side in sides(record):
                 _show(side, folder / TASKS_DIR / key, key)
@@ -110,6 +119,12 @@ def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The containers of a task's record: the task's own, and each separate verifier's."""
     verifiers = [record["verifier"], *(step["verifier"] for step in record["steps"])]
     return [record, *(verifier["separate"] for verifier in verifiers if "separate" in verifier)]
+
+
+def _copied_by_images(record: dict[str, Any]) -> set[str]:
+    """The task's files its containers' Dockerfiles copy (paths in the task's folder)."""
+    return {f"{side['context']}/{source}" for side in sides(record)
+            for source, _ in (*side["image"]["copies"], *side["shown"])}
 
 
 def _show(side: dict[str, Any], vendored: Path, key: str) -> None:
