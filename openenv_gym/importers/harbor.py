@@ -90,16 +90,10 @@ class HarborImporter:
                 continue
             key = _unique(task_folder.name, keys)
             copied = vendor(task_folder, folder / TASKS_DIR / key)
-            wanted = _copied_by_images(record)
-            taken = [(path, why) for path, why in copied.left_out if Path(path).as_posix() in wanted]
-            for path, why in taken:  # (a task's own file, however it looks: a .so to inspect, a fake key)
-                target = folder / TASKS_DIR / key / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(task_folder / path, target, follow_symlinks=False)
-                copied.copied.append(Path(path))
-                notes.append(f"{where}: {Path(path).as_posix()} copied though it {why}: its Dockerfile copies it")
+            notes += [f"{where}: {note}" for note in _vendor_copied_files(record, task_folder, folder / TASKS_DIR /
+                                                                          key, copied)]
             report.copied += [Path(TASKS_DIR, key, path) for path in copied.copied]
-            report.left_out += [(path, why) for path, why in copied.left_out if (path, why) not in taken]
+            report.left_out += copied.left_out
             report.total_bytes += copied.total_bytes
             for side in sides(record):
                 _show(side, folder / TASKS_DIR / key, key)
@@ -121,10 +115,24 @@ def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [record, *(verifier["separate"] for verifier in verifiers if "separate" in verifier)]
 
 
-def _copied_by_images(record: dict[str, Any]) -> set[str]:
-    """The task's files its containers' Dockerfiles copy (paths in the task's folder)."""
-    return {f"{side['context']}/{source}" for side in sides(record)
-            for source, _ in (*side["image"]["copies"], *side["shown"])}
+def _vendor_copied_files(record: dict[str, Any], task_folder: Path, vendored: Path, report: VendorReport) \
+        -> list[str]:
+    """Copy the files the task's Dockerfiles copy that vendoring left out, however they look (a .so to inspect, a
+    fake credentials file, a build/ folder): they are the task's own. What was done, as notes."""
+    wanted = sorted({f"{side['context']}/{source}" for side in sides(record)
+                     for source, _ in (*side["image"]["copies"], *side["shown"])})
+    notes = []
+    for path in wanted:
+        if (vendored / path).exists() or not (task_folder / path).is_file():
+            continue
+        (vendored / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(task_folder / path, vendored / path, follow_symlinks=False)
+        report.copied.append(Path(path))
+        why = next((why for left, why in report.left_out if Path(path) == Path(left) or Path(left) in
+                    Path(path).parents), "was left out")
+        report.left_out = [(left, reason) for left, reason in report.left_out if Path(left) != Path(path)]
+        notes.append(f"{path} copied though it {why}: its Dockerfile copies it")
+    return notes
 
 
 def _show(side: dict[str, Any], vendored: Path, key: str) -> None:
