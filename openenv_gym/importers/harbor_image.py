@@ -181,8 +181,11 @@ def _run(image: Image, argument: str, where: str, context: Path) -> None:
         argument = shlex.join(_command(argument))
     folder = image.workdir or "/"
     kept = [f"cd {shlex.quote(folder)}"]
-    for command in re.split(r"\s*(?:&&|;|\|\|)\s*", argument):
-        words = shlex.split(command, posix=True) if command.strip() else []
+    for command in _commands(argument):
+        try:
+            words = shlex.split(command, posix=True)
+        except ValueError as exc:
+            raise ImageRefusedError(f"{where}: RUN {command!r} is not read as a shell command here ({exc})") from None
         if not words:
             continue
         program = Path(words[0]).name
@@ -212,6 +215,28 @@ def _run(image: Image, argument: str, where: str, context: Path) -> None:
         image.setup.append(" && ".join(kept))
         if image.workdir not in (None, "/"):  # (Docker makes a WORKDIR: a folder the trial has)
             image.writes.append((image.workdir, True))
+
+
+def _commands(line: str) -> list[str]:
+    """The commands of a RUN line, split at its &&, || and ; outside quotes."""
+    commands, start, quote, index = [], 0, "", 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\" and quote != "'":
+            index += 2
+            continue
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif line.startswith(("&&", "||"), index) or char == ";":
+            commands.append(line[start:index])
+            index += 1 if char == ";" else 2
+            start = index
+            continue
+        index += 1
+    commands.append(line[start:])
+    return [command.strip() for command in commands if command.strip()]
 
 
 def _pip_requirements(arguments: list[str], folder: str, image: Image, context: Path, where: str) -> list[str]:
