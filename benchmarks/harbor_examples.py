@@ -84,7 +84,7 @@ def _reason(why: str) -> str:
         return "apt-get install of packages this machine has not"
     if "cannot be emulated" in why:
         return "RUN " + why.split("RUN ", 1)[-1].split()[0].strip("'") + " ...: not emulated"
-    return re.sub(r"/[^ :,]+", "PATH", why)[:120]
+    return re.sub(r"[^ :,]*/[^ :,]*", "PATH", why)[:120]
 
 
 if __name__ == "__main__":

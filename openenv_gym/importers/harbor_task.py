@@ -286,7 +286,8 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[str], list[li
     found: list[str] = []
     owned: list[str] = []
     for path, is_folder in wanted:
-        folder = own_folder(path if is_folder else str(PurePosixPath(path).parent))
+        where = path if is_folder else str(PurePosixPath(path).parent)
+        folder = own_folder(where) or own_folder(resolved(where))  # (/var/lock is a link to /run/lock, say)
         if folder is None and system_folder(resolved(path)) is None:
             raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
                                    "reads; it needs a container engine")
