@@ -64,6 +64,31 @@ def shell(url: str, *commands: str, may_end: bool = False) -> list[str]:
 
 
 
+def seen_inside(policy, look) -> str:
+    """What `look()` returns (or the exception it raised), run in a process forked into a new sandbox of `policy`."""
+    from openenv_gym.sandbox import Sandbox, enter
+
+    async def main() -> str:
+        sandbox = await Sandbox.open(policy)
+        try:
+            read, write = os.pipe()
+            child = os.fork()
+            if child == 0:  # (a forked child: it never returns into the tests)
+                try:
+                    enter(sandbox.entry)
+                    os.write(write, look().encode())
+                except BaseException as exc:
+                    os.write(write, repr(exc).encode())
+                finally:
+                    os._exit(0)
+            os.close(write)
+            os.waitpid(child, 0)
+            return os.read(read, 1000).decode()
+        finally:
+            await sandbox.close()
+    return asyncio.run(main())
+
+
 def test_an_episode_reads_none_of_the_servers_files_and_writes_none_of_the_hosts(shell_url, tmp_path):
     """The server's home, a user's home and the temporary files of the host are hidden from it; the host's system
     files it may read (read-only), and it writes nowhere but in its own working directory and /tmp."""
@@ -352,7 +377,7 @@ def test_without_bubblewrap_an_agent_env_is_refused_unless_told_no_sandbox(tmp_p
 def test_what_it_must_read_is_shown_again_inside_hidden_homes(tmp_path, monkeypatch):
     """A user's venvs live in their home (~/.openenv_gym/venvs), which the sandbox hides: the env's own is shown again,
     readable by the episode's uid through every folder above it, and nothing else of the home is."""
-    from openenv_gym.sandbox import Sandbox, SandboxPolicy, enter
+    from openenv_gym.sandbox import SandboxPolicy
 
     home = tmp_path / "home"
     venv = home / ".openenv_gym" / "venvs" / "abc123"
@@ -366,28 +391,12 @@ def test_what_it_must_read_is_shown_again_inside_hidden_homes(tmp_path, monkeypa
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("OPENENV_GYM_VENVS", str(home / ".openenv_gym" / "venvs"))
 
-    async def main() -> str:
-        sandbox = await Sandbox.open(SandboxPolicy(readable=(str(venv),)))
-        try:
-            read, write = os.pipe()
-            child = os.fork()
-            if child == 0:  # (a forked child: it never returns into the tests)
-                try:
-                    enter(sandbox.entry)
-                    seen = [(venv / "lib" / "module.py").read_text()]
-                    for path in (home / ".ssh" / "id_rsa", home / ".openenv_gym" / "venvs" / "other"):
-                        seen.append("visible" if path.exists() else "hidden")
-                    os.write(write, " ".join(seen).encode())
-                except BaseException as exc:
-                    os.write(write, repr(exc).encode())
-                finally:
-                    os._exit(0)
-            os.close(write)
-            os.waitpid(child, 0)
-            return os.read(read, 1000).decode()
-        finally:
-            await sandbox.close()
-    assert asyncio.run(main()) == "shown hidden hidden"
+    def look() -> str:
+        seen = [(venv / "lib" / "module.py").read_text()]
+        for path in (home / ".ssh" / "id_rsa", home / ".openenv_gym" / "venvs" / "other"):
+            seen.append("visible" if path.exists() else "hidden")
+        return " ".join(seen)
+    assert seen_inside(SandboxPolicy(readable=(str(venv),)), look) == "shown hidden hidden"
 
 
 def test_episodes_uids_are_among_those_the_user_namespace_maps():
@@ -420,7 +429,7 @@ def test_openenv_gyms_own_files_are_shown_even_from_a_checkout_the_sandbox_hides
 def test_a_folder_of_the_tasks_own_at_the_root_is_empty_where_the_host_has_one_but_for_what_it_must_read():
     """A Harbor task's workdir (/check, /work) may be a folder the host keeps at its root (a CI's checkout is there):
     the sandbox gets an empty one of its own, writable, with what its programs must read shown again read-only."""
-    from openenv_gym.sandbox import Sandbox, SandboxPolicy, enter, mounts
+    from openenv_gym.sandbox import SandboxPolicy, mounts
 
     if os.geteuid() != 0:
         pytest.skip("makes a folder at the host's root, as a CI's checkout is")
@@ -432,28 +441,12 @@ def test_a_folder_of_the_tasks_own_at_the_root_is_empty_where_the_host_has_one_b
         (top / "host-file.txt").write_text("the host's")
         assert mounts.own_folder(f"{top}/app/x") == str(top) and mounts.own_folder("/usr/local/x") is None
 
-        async def main() -> str:
-            sandbox = await Sandbox.open(SandboxPolicy(readable=(str(shown),), writable=(str(top),)))
-            try:
-                read, write = os.pipe()
-                child = os.fork()
-                if child == 0:  # (a forked child: it never returns into the tests)
-                    try:
-                        enter(sandbox.entry)
-                        (top / "mine.txt").write_text("written")
-                        seen = [(shown / "module.py").read_text(), str((top / "host-file.txt").exists()),
-                                (top / "mine.txt").read_text()]
-                        os.write(write, " ".join(seen).encode())
-                    except BaseException as exc:
-                        os.write(write, repr(exc).encode())
-                    finally:
-                        os._exit(0)
-                os.close(write)
-                os.waitpid(child, 0)
-                return os.read(read, 1000).decode()
-            finally:
-                await sandbox.close()
-        assert asyncio.run(main()) == "shown False written"
+        def look() -> str:
+            (top / "mine.txt").write_text("written")
+            return " ".join([(shown / "module.py").read_text(), str((top / "host-file.txt").exists()),
+                             (top / "mine.txt").read_text()])
+        policy = SandboxPolicy(readable=(str(shown),), writable=(str(top),))
+        assert seen_inside(policy, look) == "shown False written"
         assert not (top / "mine.txt").exists()
     finally:
         shutil.rmtree(top)
