@@ -162,7 +162,9 @@ def _copy(image: Image, argument: str, context: Path, where: str) -> None:
         for path in matched:
             if not path.exists() or context.resolve() not in (path.resolve(), *path.resolve().parents):
                 raise ImageRefusedError(f"{where}: {source} is not in the task's environment/ folder")
-            into = destination.endswith("/") or len(sources) > 1 or len(matched) > 1 or path.is_dir()
+            made = {made for made, folder in image.writes if folder}  # (a folder a RUN line before made: into it)
+            into = destination.endswith("/") or len(sources) > 1 or len(matched) > 1 or path.is_dir() or \
+                destination.rstrip("/") in made
             target = str(PurePosixPath(destination, path.name)) if into and not path.is_dir() else \
                 destination.rstrip("/") or "/"
             files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
