@@ -287,7 +287,7 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[str], list[li
     owned: list[str] = []
     for path, is_folder in wanted:
         where = path if is_folder else str(PurePosixPath(path).parent)
-        folder = own_folder(where) or own_folder(resolved(where))  # (/var/lock is a link to /run/lock, say)
+        folder = own_folder(where) or own_folder(os.path.realpath(where))  # (/var/lock: a link to /run/lock)
         if folder is None and system_folder(resolved(path)) is None:
             raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
                                    "reads; it needs a container engine")
