@@ -63,6 +63,7 @@ bench: $(VENV)/.installed $(BWRAP)
 	$(PY) -m benchmarks.agent_sessions
 	$(PY) -m benchmarks.sandbox
 	$(PY) -m benchmarks.sandbox_abuse
+	$(PY) -m benchmarks.overlay
 	$(PY) -m benchmarks.harbor
 	$(PY) -m benchmarks.groups
 	$(PY) -m benchmarks.stream
