@@ -41,6 +41,11 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     body: dict[str, Any] = field(default_factory=dict)  # the whole request, as the program sent it
+    dialect: str = "chat"  # the API the program speaks: chat, responses, anthropic, gemini (protocol/dialects.py)
+
+    def info(self) -> dict[str, Any]:
+        """What a session's info shows of the request: one shape, whatever API the program speaks."""
+        return {"messages": self.messages, "tools": self.tools, "dialect": self.dialect}
 
     @property
     def last_text(self) -> str:
@@ -48,15 +53,22 @@ class ChatRequest:
         return message_text(self.messages[-1]) if self.messages else ""
 
 
+def conversation(body: Any, key: str, request: str, entries: str) -> list[Any]:
+    """`body[key]`, the conversation of a request of any API: a non-empty list of at most MAX_MESSAGES `entries`;
+    ChatRequestError saying what is wrong (`request`: what the body should have been)."""
+    if not isinstance(body, dict):
+        raise ChatRequestError(f"the body must be a JSON object, {request}")
+    found = body.get(key)
+    if not isinstance(found, list) or not found:
+        raise ChatRequestError(f"'{key}' must be a non-empty list of {entries}", param=key)
+    if len(found) > MAX_MESSAGES:
+        raise ChatRequestError(f"'{key}' has {len(found)} {entries}; at most {MAX_MESSAGES}", param=key)
+    return found
+
+
 def chat_request(body: Any) -> ChatRequest:
     """The request a program sent; ChatRequestError saying what is wrong if it is not a chat completion request."""
-    if not isinstance(body, dict):
-        raise ChatRequestError("the body must be a JSON object, a chat completion request")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ChatRequestError("'messages' must be a non-empty list of messages", param="messages")
-    if len(messages) > MAX_MESSAGES:
-        raise ChatRequestError(f"'messages' has {len(messages)} messages; at most {MAX_MESSAGES}", param="messages")
+    messages = conversation(body, "messages", "a chat completion request", "messages")
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ChatRequestError(f"messages[{index}] must be an object with a 'role'", param=f"messages[{index}]")

@@ -1,11 +1,13 @@
-"""The intercepting model endpoint: an OpenAI-compatible server whose model is the sessions' policy.
+"""The intercepting model endpoint: a model server whose model is the sessions' policy, in four APIs (OpenAI chat
+completions and Responses, Anthropic Messages, Gemini: protocol/dialects.py).
 
-Programs that call a model (Verifiers v1 harnesses, agent programs) are pointed here, each at an address of its
-own (`http://127.0.0.1:PORT/<key>/v1`, or `/v1` with the key as its API key). A chat completion request sent
-there becomes that session's next observation; the action the client steps with is the answer, as JSON or as
-server-sent events when the program streams. Each worker runs one, on loopback, where its programs run: the
-worker's public port is shared by every worker of the server, and a program must reach the worker that holds
-its session. Keys are random (128 bits) and known only to the program given one.
+Programs that call a model (Verifiers v1 harnesses, agent programs, CLI agents) are pointed here, each at an
+address of its own (`http://127.0.0.1:PORT/<key>/v1`, or `/v1` with the key as its API key: a bearer token,
+`x-api-key` or `x-goog-api-key`). A model request sent there becomes that session's next observation; the action
+the client steps with is the answer, in the program's API, as JSON or as server-sent events when it streams.
+Each worker runs one, on loopback, where its programs run: the worker's public port is shared by every worker of
+the server, and a program must reach the worker that holds its session. Keys are random (128 bits) and known only
+to the program given one.
 
 HTTP/1.1 with keep-alive, parsed by h11. Bodies and the time a request may take to arrive are bounded; the wait
 for the policy's answer is bounded by the session, whose end answers a waiting request with an error.
@@ -25,16 +27,8 @@ import h11
 import orjson
 
 from openenv_gym.adapters.policy_turns import Ask, TurnRefused
-from openenv_gym.protocol.openai_chat import (
-    CHAT_PATH,
-    MODELS_PATH,
-    ChatRequestError,
-    chat_request,
-    completion,
-    completion_events,
-    error_body,
-    models_list,
-)
+from openenv_gym.protocol.dialects import CHAT, RESPONSES, SERVED, Call, Dialect, dialect_of, match
+from openenv_gym.protocol.openai_chat import ChatRequestError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +37,8 @@ ARRIVAL_TIMEOUT = 30.0  # seconds a request may take to arrive whole once it sta
 IDLE_TIMEOUT = 300.0  # seconds a kept-alive connection may stay silent between requests
 ENDED_KEYS_KEPT = 65_536  # ended leases remembered, so that a late request hears why it is refused
 MAX_ERRORS_KEPT = 20  # endpoint errors kept per lease for its episode's info
+RESPONSES_KEPT = 8  # a lease's last Responses conversations, for a request that goes on from one by its id
+KEY_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
 
 
 class Lease:
@@ -53,6 +49,7 @@ class Lease:
         self.endpoint, self.ask, self.model, self.api_key = endpoint, ask, model, key
         self.base_url = f"http://127.0.0.1:{port}/{key}/v1"
         self.errors: list[str] = []
+        self.conversations: OrderedDict[str, list[dict]] = OrderedDict()  # Responses' previous_response_id
         self.ended = asyncio.Event()
         self._completions = 0
         self._own_server = own_server  # the lease's own listener (in its program's sandbox), closed with it
@@ -61,9 +58,14 @@ class Lease:
         if len(self.errors) < MAX_ERRORS_KEPT:
             self.errors.append(error)
 
-    def next_id(self) -> str:
+    def next_id(self, prefix: str = "chatcmpl") -> str:
         self._completions += 1
-        return f"chatcmpl-{self.api_key[:8]}-{self._completions}"
+        return f"{prefix}-{self.api_key[:8]}-{self._completions}"
+
+    def remember(self, reply_id: str, conversation: list[dict]) -> None:
+        self.conversations[reply_id] = conversation
+        if len(self.conversations) > RESPONSES_KEPT:
+            self.conversations.popitem(last=False)
 
     def close(self) -> None:
         self.ended.set()
@@ -142,7 +144,7 @@ class ModelEndpointServer:
     def _refuse(http: h11.Connection, writer: asyncio.StreamWriter, exc: Exception) -> None:
         if http.our_state is not h11.SEND_RESPONSE:
             return
-        body = orjson.dumps(error_body(f"bad HTTP request: {exc}"))
+        body = orjson.dumps(CHAT.error_body(400, f"bad HTTP request: {exc}", "bad_request", None))
         with contextlib.suppress(h11.LocalProtocolError, ConnectionError):
             writer.write(http.send(h11.Response(status_code=400, headers=[
                 ("content-type", "application/json"), ("content-length", str(len(body))), ("connection", "close")]))
@@ -180,35 +182,39 @@ class ModelEndpointServer:
 
     async def _answer(self, request: h11.Request, body: bytes) -> tuple[int, str, bytes]:
         path = request.target.decode("ascii", "replace").partition("?")[0]
-        key, route = self._key_and_route(path, request.headers)
-        lease = self._leases.get(key or "")
-        if lease is None:
-            if key in self._ended:
-                return _error(HTTPStatus.GONE, "this session's episode has ended: its program may not call the model "
-                              "any more", "episode_ended")
-            return _error(HTTPStatus.UNAUTHORIZED, "unknown key: use the base URL and API key this program was given",
-                          "invalid_api_key", kind="authentication_error")
+        keys, route = self._keys_and_route(path, request.headers)
         method = request.method.decode()
-        if route == MODELS_PATH and method == "GET":
-            return HTTPStatus.OK, "application/json", orjson.dumps(models_list(lease.model))
-        if route != CHAT_PATH or method != "POST":
-            lease.note(f"{method} {route}: not served (only POST {CHAT_PATH} and GET {MODELS_PATH})")
-            return _error(HTTPStatus.NOT_FOUND, f"{method} {route} is not served here; this endpoint serves POST "
-                          f"{CHAT_PATH} and GET {MODELS_PATH}", "not_found")
-        return await self._chat(lease, body)
+        call = match(method, route)
+        dialect = call.dialect if call is not None else dialect_of(route)
+        lease = next((self._leases[key] for key in keys if key in self._leases), None)
+        if lease is None:
+            if any(key in self._ended for key in keys):
+                return _error(dialect, HTTPStatus.GONE, "this session's episode has ended: its program may not call "
+                              "the model any more", "episode_ended")
+            return _error(dialect, HTTPStatus.UNAUTHORIZED, "unknown key: use the base URL and API key this program "
+                          "was given", "invalid_api_key")
+        if call is None:
+            lease.note(f"{method} {route}: not served (only {SERVED})")
+            return _error(dialect, HTTPStatus.NOT_FOUND, f"{method} {route} is not served here; this endpoint "
+                          f"serves {SERVED}", "not_found")
+        if call.kind != "turn":
+            return HTTPStatus.OK, "application/json", orjson.dumps(call.aside(_json_or_none(body), lease.model))
+        return await self._turn(lease, call, body)
 
-    async def _chat(self, lease: Lease, body: bytes) -> tuple[int, str, bytes]:
+    async def _turn(self, lease: Lease, call: Call, body: bytes) -> tuple[int, str, bytes]:
+        dialect = call.dialect
         try:
-            chat = chat_request(orjson.loads(body))
+            parsed = orjson.loads(body)
+            chat = call.read(parsed, self._earlier(lease, parsed) if dialect is RESPONSES else None)
         except orjson.JSONDecodeError as exc:
             lease.note(f"a request whose body is not JSON ({exc})")
-            return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}", "invalid_json")
+            return _error(dialect, HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}", "invalid_json")
         except ChatRequestError as exc:
-            lease.note(f"a malformed chat completion request: {exc}")
-            return _error(exc.status, str(exc), "invalid_request", param=exc.param)
-        if chat.model and chat.model != lease.model:
+            lease.note(f"a malformed {dialect.name} request: {exc}")
+            return _error(dialect, exc.status, str(exc), "invalid_request", param=exc.param)
+        if dialect.strict_model and chat.model and chat.model != lease.model:
             lease.note(f"a request for model {chat.model!r}, which is not served (the policy is {lease.model!r})")
-            return _error(HTTPStatus.NOT_FOUND, f"the model {chat.model!r} is not served here: ask for "
+            return _error(dialect, HTTPStatus.NOT_FOUND, f"the model {chat.model!r} is not served here: ask for "
                           f"{lease.model!r} (given to the program as OPENAI_MODEL)", "model_not_found")
         asking = asyncio.ensure_future(lease.ask(chat))
         ended = asyncio.ensure_future(lease.ended.wait())
@@ -218,29 +224,63 @@ class ModelEndpointServer:
             ended.cancel()
         if not asking.done():
             asking.cancel()
-            return _error(HTTPStatus.GONE, "this session's episode ended while the request waited", "episode_ended")
+            return _error(dialect, HTTPStatus.GONE, "this session's episode ended while the request waited",
+                          "episode_ended")
         try:
             message = asking.result()
         except TurnRefused as exc:
             lease.note(str(exc))
-            return _error(HTTPStatus.CONFLICT, str(exc), "request_refused")
-        if chat.stream:
-            return (HTTPStatus.OK, "text/event-stream",
-                    completion_events(message, lease.model, lease.next_id(), chat.include_usage))
-        return HTTPStatus.OK, "application/json", orjson.dumps(completion(message, lease.model, lease.next_id()))
+            return _error(dialect, HTTPStatus.CONFLICT, str(exc), "request_refused")
+        reply_id = lease.next_id(dialect.reply_prefix)
+        if dialect is RESPONSES:
+            lease.remember(reply_id, [*chat.messages, reply_message(message)])
+        content_type, data = call.answer(message, lease.model, reply_id, chat)
+        return HTTPStatus.OK, content_type, data
 
     @staticmethod
-    def _key_and_route(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str]:
-        """(the lease's key, the OpenAI path): from `/<key>/v1/...`, or from `/v1/...` and a bearer API key."""
-        if path.startswith("/v1/"):
+    def _earlier(lease: Lease, body: object) -> list[dict] | None:
+        """The conversation a Responses request goes on from (its previous_response_id's), if it names one."""
+        named = body.get("previous_response_id") if isinstance(body, dict) else None
+        if not named:
+            return None
+        if named not in lease.conversations:
+            raise ChatRequestError(f"previous_response_id {named!r} is not one of this program's last "
+                                   f"{RESPONSES_KEPT} responses: send the whole input", status=HTTPStatus.NOT_FOUND,
+                                   param="previous_response_id")
+        return lease.conversations[named]
+
+    @staticmethod
+    def _keys_and_route(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[list[str], str]:
+        """(the keys the request may be a lease's by, the API's path): from `/<key>/v1/...`, or from `/v1/...`
+        (`/v1beta/...`) and the API key of its headers (a bearer token, x-api-key, x-goog-api-key)."""
+        if path.startswith(("/v1/", "/v1beta/", "/v1alpha/")):
+            keys = []
             for name, value in headers:
-                if name.lower() == b"authorization" and value[:7].lower() == b"bearer ":
-                    return value[7:].decode("latin-1").strip(), path
-            return None, path
+                name = name.lower()
+                if name == b"authorization" and value[:7].lower() == b"bearer ":
+                    keys.append(value[7:].decode("latin-1").strip())
+                elif name in KEY_HEADERS[1:]:
+                    keys.append(value.decode("latin-1").strip())
+            return keys, path
         key, _, rest = path[1:].partition("/")
-        return key, "/" + rest
+        return [key], "/" + rest
 
 
-def _error(status: int, message: str, code: str, kind: str = "invalid_request_error",
-           param: str | None = None) -> tuple[int, str, bytes]:
-    return status, "application/json", orjson.dumps(error_body(message, kind, code, param))
+def reply_message(message: dict) -> dict:
+    """The policy's answer as the assistant message of a conversation (chat completions' shape)."""
+    reply: dict = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        reply["tool_calls"] = [{"id": call["id"], "type": "function", "function": {
+            "name": call["name"], "arguments": call["arguments"]}} for call in message["tool_calls"]]
+    return reply
+
+
+def _json_or_none(body: bytes) -> object:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _error(dialect: Dialect, status: int, message: str, code: str, param: str | None = None) -> tuple[int, str, bytes]:
+    return status, "application/json", orjson.dumps(dialect.error_body(int(status), message, code, param))

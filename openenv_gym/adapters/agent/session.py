@@ -1,8 +1,9 @@
 """Any program that calls a model, as an environment (manifest kind "agent"): one program run per episode.
 
 A reset starts the episode's program with the model endpoint's address of its own (OPENAI_BASE_URL,
-OPENAI_API_KEY, OPENAI_MODEL) and waits for its first model request: that request is the observation (the last
-message's text; the messages and tools in info). Each step answers the waiting request with the action (text,
+OPENAI_API_KEY, OPENAI_MODEL, and Anthropic's and Gemini's: adapters/endpoint.py) and waits for its first model
+request, in any of the endpoint's APIs: that request is the observation (the last message's text; the messages,
+tools and dialect in info). Each step answers the waiting request with the action (text,
 or an assistant message with tool calls) and waits for the next one, or for the program's end, which ends the
 episode (terminated) with its reward: the manifest's reward function of the trace, else what the program
 printed last, as JSON (a number, or an object with "reward" and metrics). A program that crashes ends its
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openenv_gym.adapters.agent.catalog import TaskFiles, prompt_of, visible
-from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint
+from openenv_gym.adapters.endpoint import EndpointLease, ModelEndpoint, client_environ
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
@@ -99,8 +100,7 @@ class AgentFactory:
     def spec(self, place: Workplace, lease: EndpointLease, task: dict[str, Any]) -> ProgramSpec:
         manifest, limits = self.manifest, self.manifest.limits
         environ = inherited_environ()
-        environ.update(OPENAI_BASE_URL=lease.base_url, OPENAI_API_KEY=lease.api_key, OPENAI_MODEL=lease.model,
-                       OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
+        environ.update(client_environ(lease), OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
                        OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))
         common = dict(workdir=place.workdir, environ=place.environ(environ), cpu_seconds=limits.cpu_seconds,
                       memory_bytes=limits.memory_mb * 2**20, output_bytes=limits.output_mb * 2**20,
@@ -186,7 +186,7 @@ class AgentSession(Environment):
         self.trace["turns"].append({"messages": request.messages[self.seen:], "tools": request.tools})
         self.seen = len(request.messages)
         self.tool_names = tool_names(request.tools)
-        return {"messages": request.messages, "tools": request.tools}
+        return request.info()
 
     async def step(self, action: Any) -> StepResult:
         assert self.turns is not None, "the server steps only sessions that were reset"

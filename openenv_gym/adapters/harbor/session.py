@@ -187,7 +187,7 @@ class HarborSession(Environment):
 
     def _request_info(self, request: ChatRequest) -> dict[str, Any]:
         self.tool_names = tool_names(request.tools)
-        return {"messages": request.messages, "tools": request.tools}
+        return request.info()
 
     async def _program_step(self, action: Any) -> StepResult:
         assert self.turns is not None

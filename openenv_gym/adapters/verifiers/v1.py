@@ -168,7 +168,7 @@ class V1Session(Environment):
 
     def _request_info(self, request: ChatRequest) -> dict[str, Any]:
         self.tool_names = tool_names(request.tools)
-        return {"messages": request.messages, "tools": request.tools}
+        return request.info()
 
     async def step(self, action: Any) -> StepResult:
         assert self.turns is not None, "the server steps only sessions that were reset"
