@@ -43,6 +43,9 @@ class BaseManifest(BaseModel):
     # Versions the dependencies are installed at when they can be (the project's own lock file, say); a set that
     # cannot be satisfied with them is installed without them.
     constraints: list[str] = []
+    # npm packages its programs run (a CLI agent: "@openai/codex@0.171.0"), installed in its venv, their commands first
+    # on the programs' PATH
+    npm: list[Annotated[str, Field(pattern=r"^(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*(@[\w.^~<>=*|-]+)?$")]] = []
     folder: Path = Field(exclude=True)
 
     @property
@@ -214,7 +217,9 @@ class AgentManifest(BaseManifest):
     in a temporary working directory of its own. The task's prompt reaches a command on its argv or stdin
     (`task_input`) and in OPENENV_PROMPT (OPENENV_PROMPT_JSON: as a JSON string), and the whole task (its answer
     left out) in OPENENV_TASK. The reward is `reward`'s
-    (module:function of the episode's trace), else what the program printed last, as JSON.
+    (module:function of the episode's trace, in the env's folder or one of openenv_gym.adapters.agent.rewards), else
+    what the program printed last, as JSON. `npm` packages (a CLI agent) and `environ` make a CLI an environment in a
+    few lines (servers/codex_agent, servers/claude_agent).
     """
 
     id_prefix: ClassVar[str] = "agent-"
@@ -227,6 +232,9 @@ class AgentManifest(BaseManifest):
     # program gets (hidden from it: "answer")
     tasks: str | dict[str, str] = {}
     model: str = "policy"  # the model name the program must ask for (given to it as OPENAI_MODEL)
+    # more environment variables for its program; "${NAME}" in them, and in `command`, is the program's NAME
+    # (OPENAI_BASE_URL, ANTHROPIC_API_KEY, HOME, PWD: its working directory, ...)
+    environ: dict[str, str] = {}
     preload: list[str] = []  # modules the warm process imports once, so that an entry's episodes start at once
     limits: AgentLimits = AgentLimits()
     # its sandbox's: none, its session's model endpoint only, the host's (public), or {allow = ["host:port", ...]}

@@ -60,7 +60,7 @@ def venvs_dir() -> Path:
 
 
 def needs_venv(manifest: BaseManifest) -> bool:
-    return bool(manifest.dependencies)
+    return bool(manifest.dependencies or manifest.npm)
 
 
 def self_requirement() -> list[str]:
@@ -89,7 +89,9 @@ def _hash(*parts: object) -> str:
 
 def requirements_key(manifest: BaseManifest) -> str:
     """The key of a manifest's requirement list (and its constraints), however it was spelt."""
-    key = sorted({_canonical(d) for d in manifest.dependencies})
+    key: list = sorted({_canonical(d) for d in manifest.dependencies})
+    if manifest.npm:
+        key.append({"npm": sorted(manifest.npm)})
     return _hash(key, sorted({_canonical(c) for c in manifest.constraints})) if manifest.constraints else _hash(key)
 
 
@@ -153,15 +155,19 @@ def _build(manifest: BaseManifest, key: str) -> Path:
     shutil.rmtree(venv, ignore_errors=True)  # an earlier build that was killed
     started = time.monotonic()
     installer = Installer.here()
-    print(f"openenv-gym: building the virtual environment of {manifest.name} ({', '.join(manifest.dependencies)}) "
-          f"with {installer.name}; once per dependency set, the log in {log}", file=sys.stderr, flush=True)
+    print(f"openenv-gym: building the virtual environment of {manifest.name} "
+          f"({', '.join([*manifest.dependencies, *manifest.npm])}) with {installer.name}"
+          f"{' and npm' if manifest.npm else ''}; once per dependency set, the log in {log}", file=sys.stderr,
+          flush=True)
     try:
         with log.open("w") as output:
             _run(installer.create(venv), installer, output, manifest, log)
             _install(venv, installer, output, manifest, log)
+            if manifest.npm:
+                _run(_npm_install(venv, manifest), installer, output, manifest, log)
         frozen = subprocess.run(installer.freeze(venv), capture_output=True, text=True, check=True,
                                 env=installer.environment).stdout
-        resolved = _hash(sorted(frozen.lower().splitlines()))
+        resolved = _hash(sorted(frozen.lower().splitlines()), sorted(manifest.npm))
         with _locked("index"):
             index = _read_index()
             same = index["resolved"].get(resolved)
@@ -195,6 +201,24 @@ def _install(venv: Path, installer: Installer, output, manifest: BaseManifest, l
                          "requirements; installing without them\n")
             output.flush()
     _run(installer.install(venv, requirements), installer, output, manifest, log)
+
+
+NPM_FOLDER = "npm"  # in a venv: its npm packages (node_modules/.bin: their commands)
+
+
+def _npm_install(venv: Path, manifest: BaseManifest) -> list[str]:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise VenvBuildError(f"{manifest.name} needs npm packages ({', '.join(manifest.npm)}), and npm is not "
+                             "installed: install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)")
+    return [npm, "install", "--prefix", str(venv / NPM_FOLDER), "--no-audit", "--no-fund", "--no-save",
+            "--loglevel=error", *manifest.npm]
+
+
+def npm_commands() -> Path | None:
+    """The folder of the npm packages' commands of the venv this process runs in, if it has one."""
+    found = Path(sys.prefix) / NPM_FOLDER / "node_modules" / ".bin"
+    return found if found.is_dir() else None
 
 
 def _run(command: list[str], installer: Installer, output, manifest: BaseManifest, log: Path) -> None:

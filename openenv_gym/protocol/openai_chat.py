@@ -49,8 +49,10 @@ class ChatRequest:
 
     @property
     def last_text(self) -> str:
-        """The text of the last message: what the observation shows."""
-        return message_text(self.messages[-1]) if self.messages else ""
+        """What the observation shows: the text of the last message that is not a system one (Claude Code puts a
+        system message after the user's)."""
+        said = [message for message in self.messages if message.get("role") != "system"] or self.messages
+        return message_text(said[-1]) if said else ""
 
 
 def conversation(body: Any, key: str, request: str, entries: str) -> list[Any]:

@@ -184,6 +184,8 @@ class ModelEndpointServer:
         path = request.target.decode("ascii", "replace").partition("?")[0]
         keys, route = self._keys_and_route(path, request.headers)
         method = request.method.decode()
+        if method == "HEAD":  # (a client's probe that the server is there: Claude Code's)
+            return HTTPStatus.OK, "application/json", b""
         call = match(method, route)
         dialect = call.dialect if call is not None else dialect_of(route)
         lease = next((self._leases[key] for key in keys if key in self._leases), None)

@@ -16,8 +16,10 @@ another session or the server.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -36,7 +38,9 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action,
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_policy
+from openenv_gym.manifests.venvs import npm_commands
 from openenv_gym.programs import STDIN, Program, ProgramSpec, inherited_environ, warm_up
+from openenv_gym.programs.environ import expand
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import refusal
 
@@ -102,7 +106,12 @@ class AgentFactory:
         environ = inherited_environ()
         environ.update(client_environ(lease), OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
                        OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))
-        common = dict(workdir=place.workdir, environ=place.environ(environ), cpu_seconds=limits.cpu_seconds,
+        commands = npm_commands()
+        if commands is not None:  # (its npm packages' commands: a CLI agent's)
+            environ["PATH"] = f"{commands}:{environ.get('PATH', os.defpath)}"
+        environ = place.environ(environ) | {"PWD": place.workdir}
+        environ.update({name: expand(value, environ, f"environ.{name}") for name, value in manifest.environ.items()})
+        common = dict(workdir=place.workdir, environ=environ, cpu_seconds=limits.cpu_seconds,
                       memory_bytes=limits.memory_mb * 2**20, output_bytes=limits.output_mb * 2**20,
                       open_files=limits.open_files, sandbox=place.entry,
                       processes=limits.processes if place.entry is not None else None)
@@ -112,7 +121,8 @@ class AgentFactory:
                 "prompt": prompt, "task": visible(task), "base_url": lease.base_url, "api_key": lease.api_key,
                 "model": lease.model})
         # it runs in its working directory: the files it names are the env folder's
-        command = [str(manifest.folder / part) if (manifest.folder / part).is_file() else part
+        command = [str(manifest.folder / part) if (manifest.folder / part).is_file() else expand(part, environ,
+                                                                                                   "command")
                    for part in manifest.command]
         script = command[0] in ("python", "python3") and len(command) > 1 and command[1].endswith(".py")
         if command[0] in ("python", "python3"):  # the env's own interpreter, in its venv
@@ -270,7 +280,11 @@ def _said(ended: Ended) -> str:
 
 def _reward_function(manifest: AgentManifest) -> Any:
     assert manifest.reward is not None
-    function = import_entry(manifest.model_copy(update={"entry": manifest.reward}))
+    module, _, name = manifest.reward.partition(":")
+    if module.startswith("openenv_gym."):  # one of ours (adapters/agent/rewards.py), not the env folder's
+        function = getattr(importlib.import_module(module), name, None)
+    else:
+        function = import_entry(manifest.model_copy(update={"entry": manifest.reward}))
     if not callable(function):
         raise ManifestError(f"{manifest.folder}: reward {manifest.reward!r} is not a function of the trace")
     return function
