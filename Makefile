@@ -64,6 +64,7 @@ bench: $(VENV)/.installed $(BWRAP)
 	$(PY) -m benchmarks.sandbox
 	$(PY) -m benchmarks.sandbox_abuse
 	$(PY) -m benchmarks.overlay
+	$(PY) -m benchmarks.cli_agents
 	$(PY) -m benchmarks.harbor
 	$(PY) -m benchmarks.groups
 	$(PY) -m benchmarks.stream

@@ -123,6 +123,17 @@ def test_harbor_benchmark_runs():
     assert set(figures["parts_p50_ms"]) == {"reset", "reset_with_oracle", "bash_step", "submit"}
 
 
+@BENCH
+def test_overlay_and_cli_agents_benchmarks_run():
+    assert run_module("benchmarks.overlay", "--opens", "2", timeout=300).returncode == 0
+    figures = json.loads((ROOT / "benchmarks" / "results" / "overlay.json").read_text())
+    assert figures["open_with_overlays_p50_ms"] > 0 and figures["open_p50_ms"] > 0
+    result = run_module("benchmarks.cli_agents", "--episodes", "1", timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "cli_agents.json").read_text())
+    assert set(figures) == {"codex", "claude"} and all(row["served_p50_ms"] > 0 for row in figures.values())
+
+
 def test_sandbox_abuse_benchmark_runs():
     result = run_module("benchmarks.sandbox_abuse", "--seconds", "0.5", "--attacks", "fork_bomb,kill_all",
                         timeout=300)
