@@ -164,6 +164,11 @@ BAD_REQUESTS = '''
             {"hologram": {}}]}]}, {"x-goog-api-key": key}),
         "unknown item": post("/v1/responses", {"model": "m", "input": [{"type": "hologram"}]},
                              {"authorization": f"Bearer {key}"}),
+        "response of no call": post("/v1beta/models/m:generateContent", {"contents": [{"role": "user", "parts": [
+            {"functionResponse": {"name": "look", "response": {"output": "x"}}}]}]}, {"x-goog-api-key": key}),
+        "output of no call": post("/v1/responses", {"model": "m", "input": [
+            {"type": "function_call_output", "call_id": "call_never", "output": "x"}]},
+            {"authorization": f"Bearer {key}"}),
         "unknown previous response": post("/v1/responses", {"model": "m", "input": "hi",
                                                             "previous_response_id": "resp_never"},
                                           {"authorization": f"Bearer {key}"}),
@@ -195,6 +200,8 @@ def test_bad_requests_hear_clear_errors_in_their_own_apis_shape_and_the_episode_
     assert "toolu_never" in said["result of no call"][1]["error"]["message"]
     assert said["unknown part"][0] == 400 and said["unknown part"][1]["error"]["status"] == "INVALID_ARGUMENT"
     assert said["unknown item"][0] == 400 and said["unknown item"][1]["error"]["param"] == "input[0]"
+    assert said["response of no call"][0] == 400 and "'look'" in said["response of no call"][1]["error"]["message"]
+    assert said["output of no call"][0] == 400 and "call_never" in said["output of no call"][1]["error"]["message"]
     assert said["unknown previous response"][0] == 404 and "resp_never" in said["unknown previous response"][1][
         "error"]["message"]
     assert said["not served"][0] == 404 and "/v1/responses" in said["not served"][1]["error"]["message"]
@@ -203,4 +210,4 @@ def test_bad_requests_hear_clear_errors_in_their_own_apis_shape_and_the_episode_
     assert said["gemini count"][0] == 200 and said["gemini count"][1]["totalTokens"] > 0
     assert end["result"]["reply"]["model"] == "policy" and end["result"]["reply"]["content"] == [
         {"type": "text", "text": "hello"}]
-    assert len(end["endpoint_errors"]) == 7  # (each refusal, said to the trainer too; the counts are no turns)
+    assert len(end["endpoint_errors"]) == 9  # (each refusal, said to the trainer too; the counts are no turns)

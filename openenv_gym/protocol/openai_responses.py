@@ -81,6 +81,9 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
     elif kind in TOOL_OUTPUTS:
         if not isinstance(item.get("call_id"), str):
             raise ChatRequestError(f"{where}: a {kind} needs the 'call_id' of its call", param=where)
+        if not any(call["id"] == item["call_id"] for message in messages for call in message.get("tool_calls") or ()):
+            raise ChatRequestError(f"{where}: a {kind} for call_id {item['call_id']!r}, which no function call before "
+                                   "it made", param=where)
         messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"), where)})
     elif kind not in PASSED_OVER:
         raise ChatRequestError(f"{where}: an input item of type {kind!r} is not read here (message, function_call, "
