@@ -65,6 +65,7 @@ bench: $(VENV)/.installed $(BWRAP)
 	$(PY) -m benchmarks.sandbox_abuse
 	$(PY) -m benchmarks.overlay
 	$(PY) -m benchmarks.cli_agents
+	$(PY) -m benchmarks.dialects
 	$(PY) -m benchmarks.harbor
 	$(PY) -m benchmarks.groups
 	$(PY) -m benchmarks.stream

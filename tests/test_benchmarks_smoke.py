@@ -124,6 +124,15 @@ def test_harbor_benchmark_runs():
 
 
 @BENCH
+def test_dialects_benchmark_runs():
+    result = run_module("benchmarks.dialects", "--sessions", "4", "--turns", "2", "--programs", "4", timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "dialects.json").read_text())
+    assert len(figures["per_turn"]) == 8 and all(row["errors"] == 0 for row in figures["per_turn"].values())
+    assert all(crowd["errors"] == 0 for crowd in figures["crowds"].values())
+
+
+@BENCH
 def test_overlay_and_cli_agents_benchmarks_run():
     assert run_module("benchmarks.overlay", "--opens", "2", timeout=300).returncode == 0
     figures = json.loads((ROOT / "benchmarks" / "results" / "overlay.json").read_text())
