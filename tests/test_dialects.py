@@ -211,3 +211,44 @@ def test_bad_requests_hear_clear_errors_in_their_own_apis_shape_and_the_episode_
     assert end["result"]["reply"]["model"] == "policy" and end["result"]["reply"]["content"] == [
         {"type": "text", "text": "hello"}]
     assert len(end["endpoint_errors"]) == 9  # (each refusal, said to the trainer too; the counts are no turns)
+
+
+BRANCHES = '''
+    import json, os, urllib.request
+
+    root, key = os.environ["ANTHROPIC_BASE_URL"], os.environ["OPENAI_API_KEY"]
+
+    def chat(messages):
+        request = urllib.request.Request(root + "/v1/chat/completions", method="POST", data=json.dumps(
+            {"messages": messages}).encode(), headers={"content-type": "application/json"})
+        return json.loads(urllib.request.urlopen(request).read())["choices"][0]["message"]["content"]
+
+    def anthropic(system, messages):
+        request = urllib.request.Request(root + "/v1/messages", method="POST", data=json.dumps(
+            {"model": "m", "max_tokens": 9, "system": system, "messages": messages}).encode(),
+            headers={"content-type": "application/json", "x-api-key": key})
+        return json.loads(urllib.request.urlopen(request).read())["content"][0]["text"]
+
+    system, task = {"role": "system", "content": "You solve tasks."}, {"role": "user", "content": "the task"}
+    first = chat([system, task])
+    history = [task, {"role": "assistant", "content": first}, {"role": "user", "content": "go on"}]
+    second = anthropic("You solve tasks.", history)  # (another API, the same conversation: it goes on)
+    chat([system, *history, {"role": "assistant", "content": second}, {"role": "user", "content": "and?"}])
+    chat([system, *history, {"role": "assistant", "content": second}, {"role": "user", "content": "and?"}])
+    chat([{"role": "system", "content": "You help the solver."}, {"role": "user", "content": "a part"}])
+    chat([system, {"role": "user", "content": "the task, summarised so far"}])
+    print(json.dumps({"reward": 1.0}))
+'''
+
+
+def test_turns_are_linked_by_exact_prefix_whatever_api_asks_and_breaks_are_marked(tmp_path):
+    from openenv_gym.client.local import LocalServer
+
+    with LocalServer(agent_env(tmp_path / "branches", BRANCHES), 1, 10) as server:
+        answers = play(server.url, ["one", "two", "three", "three again", "part", "summary"], {"index": 0})
+    turns = [info["turn"] for _, info in answers[:1]] + [answer[4]["turn"] for answer in answers[1:-1]]
+    assert [(turn["parent"], turn["branch"], turn["kind"]) for turn in turns] == [
+        (None, 0, "start"), (0, 0, "continues"), (1, 0, "continues"), (1, 1, "retry"),
+        (None, 2, "sub-agent"), (None, 3, "compaction")]
+    assert [answer[4]["dialect"] for answer in answers[1:3]] == ["anthropic", "chat"]
+    assert answers[-1][1:3] == (1.0, True)

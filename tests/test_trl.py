@@ -548,3 +548,45 @@ def test_a_dict_of_environment_factories_picks_each_rows_env(tmp_path, tokenizer
     assert {type(env).__name__ for env in trainer.environments} == {"GuessEnv", "EchoEnv"}
     assert logged(trainer, "rewards/GuessEnv/mean") and logged(trainer, "rewards/EchoEnv/mean")
     assert wait_until(lambda: health(guess_url)["sessions"] == 0 and health(echo_url)["sessions"] == 0)
+
+
+COMPACTING = '''
+    import json, os, urllib.request
+
+    def chat(messages):
+        request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", method="POST",
+                                         data=json.dumps({"messages": messages}).encode(),
+                                         headers={"content-type": "application/json"})
+        return json.loads(urllib.request.urlopen(request).read())["choices"][0]["message"]["content"]
+
+    system, task = {"role": "system", "content": "Solve it."}, {"role": "user", "content": "the task"}
+    first = chat([system, task])
+    second = chat([system, task, {"role": "assistant", "content": first}, {"role": "user", "content": "more"}])
+    chat([system, {"role": "user", "content": "the task, summarised"}])  # (its context compacted: a new branch)
+    print(json.dumps({"reward": 1.0}))
+'''
+
+
+def test_the_rollout_function_trains_only_on_what_the_program_asked_in_its_first_branch(tmp_path, tokenizer):
+    """An agent program that compacts its context asks its third turn in a context the trainer's tokens do not hold:
+    the model's tokens of that turn get env_mask 0 (info["turn"] says the branch broke), the two before 1."""
+    from types import SimpleNamespace
+
+    from test_agent_env import agent_env
+
+    from examples.tiny_model import FixedReply
+    from openenv_gym.manifests import load_manifest
+    from openenv_gym.registry import register_manifest
+
+    ids = tokenizer("ok")["input_ids"] + [tokenizer.eos_token_id]
+    folder = agent_env(tmp_path / "compacting", COMPACTING)
+    register_manifest(load_manifest(folder))
+    with LocalServer(folder, 1, 10) as server:
+        rollout_func = make_rollout_func("openenv/agent-compacting", base_url=server.url, max_turns=4,
+                                         generate=FixedReply(ids))
+        trainer = SimpleNamespace(processing_class=tokenizer, chat_template_kwargs={}, max_completion_length=512)
+        output = rollout_func(["Go."], trainer)
+    mask, completion = output["env_mask"][0], output["completion_ids"][0]
+    assert output["env_reward"] == [1.0] and output["env_steps"] == [3] and output["env_error"] == [None]
+    assert completion[-len(ids):] == ids and mask[-len(ids):] == [0] * len(ids)  # (the third turn's reply)
+    assert sum(mask) == 2 * len(ids)  # (the first two replies, trained on)

@@ -36,6 +36,7 @@ from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.episode.turn_graph import TurnGraph
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_policy
 from openenv_gym.manifests.venvs import npm_commands
@@ -142,7 +143,7 @@ class AgentSession(Environment):
         self.program: Program | None = None
         self.place: Workplace | None = None
         self.trace: dict[str, Any] = {}
-        self.seen = 0  # messages of the conversation already in the trace
+        self.graph = TurnGraph()  # which request goes on from which (a retry, a sub-agent, a compaction: not)
         self.tool_names: set[str] = set()  # of the waiting request
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
@@ -154,7 +155,7 @@ class AgentSession(Environment):
         task = chosen.get("task_spec") or self.factory.catalog_files.task(chosen["split"], chosen["index"])
         await self.close()
         self.place = await self.factory.workplace()
-        self.trace, self.seen = {"task": task, "turns": []}, 0
+        self.trace, self.graph = {"task": task, "turns": []}, TurnGraph()
         self.turns = PolicyTurns(lambda ask: self._run(ask, task))
         turn = await self._next(self.turns.next_turn())
         if turn.done:
@@ -193,10 +194,12 @@ class AgentSession(Environment):
             return await self.turns.next_turn()
 
     def _request_info(self, request: ChatRequest) -> dict[str, Any]:
-        self.trace["turns"].append({"messages": request.messages[self.seen:], "tools": request.tools})
-        self.seen = len(request.messages)
+        node = self.graph.add(request.messages)
+        turn = {key: node[key] for key in ("turn", "parent", "branch", "kind")}
+        # (its messages past its parent's prompt and reply: the rest is the parent's, up the graph)
+        self.trace["turns"].append({**turn, "messages": request.messages[node["from"]:], "tools": request.tools})
         self.tool_names = tool_names(request.tools)
-        return request.info()
+        return request.info() | {"turn": turn}
 
     async def step(self, action: Any) -> StepResult:
         assert self.turns is not None, "the server steps only sessions that were reset"
@@ -204,7 +207,7 @@ class AgentSession(Environment):
         if isinstance(message, str):
             return invalid_action(message)
         self.trace["turns"][-1]["reply"] = message
-        self.seen += 1
+        self.graph.answer(message)
         turn = await self._next(self.turns.answer(message))
         if turn.done:
             return await self._final(turn.output)

@@ -5,7 +5,8 @@
 
 Each turn generates for every episode still running in one batch (the trainer's vLLM server or its model), then
 steps all of them through the vector client: one batch frame per turn, never one episode after another. The env's
-answers are appended as chat messages, as tokens: the model's tokens have `env_mask` 1, the env's 0. It returns
+answers are appended as chat messages, as tokens: the model's tokens have `env_mask` 1, the env's 0 (and the model's
+too once the program behind an agent env leaves its first branch: info["turn"], episode/turn_graph.py). It returns
 `prompt_ids`, `completion_ids`, `logprobs`, `env_mask`, and for the reward functions `env_reward` (the return),
 `env_rewards` (per step), `env_info` (the last info), `env_steps` and `env_error` (None, or why the env failed:
 that episode ends, training goes on).
@@ -53,7 +54,8 @@ def env_reward(completions: list[Any], env_reward: list[float], env_error: list[
 class _Episode:
     """One prompt's episode: its tokens so far and what the env said."""
 
-    __slots__ = ("completion", "done", "ended", "error", "info", "logprobs", "mask", "pending", "prompt", "rewards")
+    __slots__ = ("completion", "done", "ended", "error", "faithful", "info", "logprobs", "mask", "pending", "prompt",
+                 "rewards")
 
     def __init__(self, prompt: list[int], info: dict[str, Any], error: str | None) -> None:
         self.prompt = prompt
@@ -66,6 +68,10 @@ class _Episode:
         self.done = False
         self.ended = False  # the env ended it (terminated or truncated): a group member the server keeps
         self.pending: dict[str, Any] | None = None  # the env's last message, tokenized at the next turn
+        # the program behind the env still goes on from its first request (info["turn"]): once it starts a branch
+        # of its own (a compaction, a sub-agent, a retry), what the model writes was asked in another context than
+        # these tokens, and is not trained on (env_mask 0)
+        self.faithful = True
 
     def add(self, ids: list[int], logprobs: list[float] | None, from_model: bool) -> None:
         self.completion += ids
@@ -220,6 +226,9 @@ class EnvRolloutFunc:
                 episode = episodes[k]
                 episode.rewards.append(float(result.rewards[j]))
                 episode.info = result.infos[j]
+                linked = episode.info.get("turn")  # (the program's next request, in its turn graph)
+                if isinstance(linked, dict) and linked.get("kind") not in ("start", "continues"):
+                    episode.faithful = False
                 error = result.errors.get(k)
                 if error is not None:
                     episode.error = f"{type(error).__name__}: {error}"
@@ -258,7 +267,7 @@ class EnvRolloutFunc:
         for k, (ids, logprobs) in zip(playing, samples, strict=True):
             left = budget - len(episodes[k].completion)
             written[k] = ids[:left]
-            episodes[k].add(ids[:left], logprobs[:left], from_model=True)
+            episodes[k].add(ids[:left], logprobs[:left], from_model=episodes[k].faithful)
             episodes[k].done = episodes[k].error is not None
         return written
 
