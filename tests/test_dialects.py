@@ -252,3 +252,29 @@ def test_turns_are_linked_by_exact_prefix_whatever_api_asks_and_breaks_are_marke
         (None, 2, "sub-agent"), (None, 3, "compaction")]
     assert [answer[4]["dialect"] for answer in answers[1:3]] == ["anthropic", "chat"]
     assert answers[-1][1:3] == (1.0, True)
+
+
+def test_the_rollout_records_carry_the_turn_graph(tmp_path):
+    import asyncio
+    import contextlib
+
+    from openenv_gym import rollouts
+    from openenv_gym.client.local import LocalServer
+    from openenv_gym.manifests import load_manifest
+    from openenv_gym.registry import register_manifest
+
+    folder = agent_env(tmp_path / "branches", BRANCHES)
+    register_manifest(load_manifest(folder))
+
+    async def policy(messages: list, tools: list) -> str:
+        return "ok"
+
+    async def main(url: str) -> list:
+        async with contextlib.aclosing(rollouts("openenv/agent-branches", policy, base_url=url,
+                                                num_envs=1, episodes=1)) as stream:
+            return [episode async for episode in stream]
+    with LocalServer(folder, 1, 10) as server:
+        [episode] = asyncio.run(main(server.url))
+    assert [turn["kind"] for turn in episode.turns] == ["start", "continues", "continues", "retry", "sub-agent",
+                                                        "compaction"]
+    assert episode.to_json()["turns"][3] == {"turn": 3, "parent": 1, "branch": 1, "kind": "retry"}

@@ -30,6 +30,9 @@ class Episode:
     messages: list[dict[str, Any]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)  # one per env step
     tokens: list[TurnTokens] = field(default_factory=list)  # one per model turn
+    # the turn graph of the program behind an agent env, one node per model request it made (info["turn"]: its
+    # parent turn, branch, and whether it goes on from its branch or starts one: episode/turn_graph.py)
+    turns: list[dict[str, Any]] = field(default_factory=list)
     terminated: bool = False
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # the last step's (or the reset's) info

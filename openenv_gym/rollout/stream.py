@@ -230,6 +230,8 @@ class _Driver:
             episode = game.episode
             obs, info = result.obs[k], result.infos[k]
             error = result.errors.get(env)
+            if isinstance(info.get("turn"), dict):
+                episode.turns.append(info["turn"])
             if game.reply is None:  # the answer to a reset
                 self.failed_resets = 0 if error is None else self.failed_resets + 1
                 if self.failed_resets > self.reset_bound:
