@@ -179,6 +179,11 @@ BAD_REQUESTS = '''
         "gemini count": post("/v1beta/models/m:countTokens", {"contents": [{"parts": [{"text": "hi"}]}]},
                              {"x-goog-api-key": key}),
     }
+    try:  # (more than the 32 MiB a request may have)
+        said["oversized"] = post("/v1/messages", {"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "x" * (33 << 20)}]}, anthropic)
+    except OSError as error:  # (the server may close before the whole body was sent)
+        said["oversized"] = [type(error).__name__, {}]
     # then a turn, asking for a model of its own (as Claude Code does): answered as the served one
     status, reply = post("/v1/messages", {"model": "claude-of-its-own", "max_tokens": 5,
                                           "messages": [{"role": "user", "content": "hi"}]}, anthropic)
@@ -206,11 +211,13 @@ def test_bad_requests_hear_clear_errors_in_their_own_apis_shape_and_the_episode_
         "error"]["message"]
     assert said["not served"][0] == 404 and "/v1/responses" in said["not served"][1]["error"]["message"]
     assert said["a wrong key"][0] == 401 and said["a wrong key"][1]["error"]["status"] == "UNAUTHENTICATED"
+    assert said["oversized"][0] == 413 and said["oversized"][1]["error"]["type"] == "request_too_large", \
+        said["oversized"]
     assert said["count"][0] == 200 and said["count"][1]["input_tokens"] > 0
     assert said["gemini count"][0] == 200 and said["gemini count"][1]["totalTokens"] > 0
     assert end["result"]["reply"]["model"] == "policy" and end["result"]["reply"]["content"] == [
         {"type": "text", "text": "hello"}]
-    assert len(end["endpoint_errors"]) == 9  # (each refusal, said to the trainer too; the counts are no turns)
+    assert len(end["endpoint_errors"]) == 10  # (each refusal, said to the trainer too; the counts are no turns)
 
 
 BRANCHES = '''

@@ -33,12 +33,21 @@ from openenv_gym.protocol.openai_chat import ChatRequestError
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 2**20  # a long agent conversation, whole, in every request
+DRAINED_BYTES = 4 * MAX_BODY_BYTES  # a body over the bound is read and dropped up to this, then the connection cut
 ARRIVAL_TIMEOUT = 30.0  # seconds a request may take to arrive whole once it started
 IDLE_TIMEOUT = 300.0  # seconds a kept-alive connection may stay silent between requests
 ENDED_KEYS_KEPT = 65_536  # ended leases remembered, so that a late request hears why it is refused
 MAX_ERRORS_KEPT = 20  # endpoint errors kept per lease for its episode's info
 RESPONSES_KEPT = 8  # a lease's last Responses conversations, for a request that goes on from one by its id
 KEY_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
+
+
+class BodyTooLarge(ValueError):
+    """A request whose body is over MAX_BODY_BYTES: refused in its API's shape, and the connection closed."""
+
+    def __init__(self, request: h11.Request) -> None:
+        super().__init__(f"the body is over {MAX_BODY_BYTES // 2**20} MiB")
+        self.request = request
 
 
 class Lease:
@@ -131,6 +140,8 @@ class ModelEndpointServer:
                 if http.our_state is h11.MUST_CLOSE or http.their_state is h11.MUST_CLOSE:
                     break
                 http.start_next_cycle()
+        except BodyTooLarge as exc:
+            self._refuse(http, writer, exc, *self._too_large(exc.request))
         except (h11.RemoteProtocolError, h11.LocalProtocolError, ValueError, TimeoutError) as exc:
             self._refuse(http, writer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -140,13 +151,23 @@ class ModelEndpointServer:
         finally:
             writer.close()
 
+    def _too_large(self, request: h11.Request) -> tuple[Dialect, int]:
+        """(the dialect, the status) a request whose body is too large is refused in; its lease hears of it."""
+        keys, route = self._keys_and_route(request.target.decode("ascii", "replace").partition("?")[0],
+                                           request.headers)
+        lease = next((self._leases[key] for key in keys if key in self._leases), None)
+        if lease is not None:
+            lease.note(f"a request over {MAX_BODY_BYTES // 2**20} MiB to {route}")
+        return dialect_of(route), HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+
     @staticmethod
-    def _refuse(http: h11.Connection, writer: asyncio.StreamWriter, exc: Exception) -> None:
+    def _refuse(http: h11.Connection, writer: asyncio.StreamWriter, exc: Exception, dialect: Dialect = CHAT,
+                status: int = HTTPStatus.BAD_REQUEST) -> None:
         if http.our_state is not h11.SEND_RESPONSE:
             return
-        body = orjson.dumps(CHAT.error_body(400, f"bad HTTP request: {exc}", "bad_request", None))
+        body = orjson.dumps(dialect.error_body(int(status), f"bad HTTP request: {exc}", "bad_request", None))
         with contextlib.suppress(h11.LocalProtocolError, ConnectionError):
-            writer.write(http.send(h11.Response(status_code=400, headers=[
+            writer.write(http.send(h11.Response(status_code=int(status), headers=[
                 ("content-type", "application/json"), ("content-length", str(len(body))), ("connection", "close")]))
                 + http.send(h11.Data(data=body)) + http.send(h11.EndOfMessage()))
 
@@ -154,7 +175,7 @@ class ModelEndpointServer:
             -> tuple[h11.Request, bytes] | None:
         """The next request and its body; None when the peer closed (or stayed silent too long) between requests."""
         first = True
-        request, body = None, bytearray()
+        request, body, received = None, bytearray(), 0
         while True:
             event = http.next_event()
             if event is h11.NEED_DATA:
@@ -173,11 +194,18 @@ class ModelEndpointServer:
             if isinstance(event, h11.Request):
                 request = event
             elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > MAX_BODY_BYTES:
-                    raise ValueError(f"the body is over {MAX_BODY_BYTES // 2**20} MiB")
+                received += len(event.data)
+                if received <= MAX_BODY_BYTES:
+                    body += event.data
+                elif received > DRAINED_BYTES:  # (not worth reading to its end: the connection is cut)
+                    assert request is not None
+                    raise BodyTooLarge(request)
+                else:  # (read to its end and dropped, so that the client hears why before the connection closes)
+                    body.clear()
             elif isinstance(event, h11.EndOfMessage):
                 assert request is not None
+                if received > MAX_BODY_BYTES:
+                    raise BodyTooLarge(request)
                 return request, bytes(body)
 
     async def _answer(self, request: h11.Request, body: bytes) -> tuple[int, str, bytes]:
