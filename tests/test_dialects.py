@@ -261,7 +261,8 @@ def test_turns_are_linked_by_exact_prefix_whatever_api_asks_and_breaks_are_marke
     assert answers[-1][1:3] == (1.0, True)
 
 
-def test_the_rollout_records_carry_the_turn_graph(tmp_path):
+def branch_episodes(folder) -> list:
+    """One episode of the BRANCHES program in `folder`, played by rollouts() (a policy that says "ok"), recorded."""
     import asyncio
     import contextlib
 
@@ -270,18 +271,21 @@ def test_the_rollout_records_carry_the_turn_graph(tmp_path):
     from openenv_gym.manifests import load_manifest
     from openenv_gym.registry import register_manifest
 
-    folder = agent_env(tmp_path / "branches", BRANCHES)
-    register_manifest(load_manifest(folder))
+    register_manifest(load_manifest(agent_env(folder, BRANCHES)))
 
     async def policy(messages: list, tools: list) -> str:
         return "ok"
 
     async def main(url: str) -> list:
-        async with contextlib.aclosing(rollouts("openenv/agent-branches", policy, base_url=url,
-                                                num_envs=1, episodes=1)) as stream:
+        async with contextlib.aclosing(rollouts(f"openenv/agent-{folder.name}", policy, base_url=url, num_envs=1,
+                                                episodes=1)) as stream:
             return [episode async for episode in stream]
     with LocalServer(folder, 1, 10) as server:
-        [episode] = asyncio.run(main(server.url))
+        return asyncio.run(main(server.url))
+
+
+def test_the_rollout_records_carry_the_turn_graph(tmp_path):
+    [episode] = branch_episodes(tmp_path / "branches")
     assert [turn["kind"] for turn in episode.turns] == ["start", "continues", "continues", "retry", "sub-agent",
                                                         "compaction"]
     assert episode.to_json()["turns"][3] == {"turn": 3, "parent": 1, "branch": 1, "kind": "retry"}

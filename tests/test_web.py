@@ -399,6 +399,26 @@ def test_the_viewer_shows_groups_side_by_side_widest_spread_first(browser, viewe
     page.close()
 
 
+def test_the_viewer_marks_the_turns_an_agent_program_asked_in_a_new_branch(browser, viewer, tmp_path):
+    """An agent program that retries, calls a helper and compacts (tests/test_dialects.py): the viewer says which
+    turns answered a request of a new branch, and what broke it."""
+    from test_dialects import branch_episodes
+
+    path = tmp_path / "branches.jsonl"
+    with ThreadPoolExecutor(1) as thread:  # (Playwright's event loop is this thread's)
+        episodes = thread.submit(branch_episodes, tmp_path / "branches").result()
+    path.write_text("".join(json.dumps(episode.to_json()) + "\n" for episode in episodes))
+    page = browser.new_page(viewport={"width": 1000, "height": 1200})
+    page.goto(viewer(path))
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('click')")
+    page.locator("#episodes tbody tr").first.click()
+    page.wait_for_selector("#episode-box:not([hidden])")
+    titles = page.locator(".turn-title").all_inner_texts()
+    assert [title.split(" · ", 2)[-1] if "branch" in title else "" for title in titles] == [
+        "", "", "", "", "branch 1: retry from turn 2", "branch 2: sub-agent", "branch 3: compaction"]
+    page.close()
+
+
 def test_view_says_what_is_wrong_with_its_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "view", str(tmp_path / "nope.jsonl")],
                           capture_output=True, text=True, timeout=60)

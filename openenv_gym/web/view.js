@@ -196,6 +196,11 @@ function turnTitle(episode, number) {
   if (reward !== undefined) parts.push(`reward ${Number(reward.toFixed(4))}`);  // without float noise
   const tokens = (episode.tokens || [])[number - 1];
   if (tokens && tokens.completion_ids) parts.push(`${tokens.completion_ids.length} completion tokens`);
+  // the request this turn answers, in the agent program's turn graph: a new branch says what broke it
+  const asked = (episode.turns || [])[number - 1];
+  if (asked && asked.kind !== "start" && asked.kind !== "continues") {
+    parts.push(`branch ${asked.branch}: ${asked.kind}` + (asked.parent === null ? "" : ` from turn ${asked.parent + 1}`));
+  }
   return parts.join(" · ");
 }
 
