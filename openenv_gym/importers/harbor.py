@@ -15,6 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.importers.vendor import VendorReport, vendor
@@ -67,7 +70,7 @@ class HarborImporter:
                 continue
             for side in sides(record):
                 packages.update(dict.fromkeys(side["packages"]))
-        return list(packages)
+        return _without_bare_repeats(list(packages))
 
     def near_miss(self, source: Path) -> str | None:
         if source.is_dir() and ((source / "task.yaml").is_file() or any(source.glob("*/task.yaml"))):
@@ -107,6 +110,21 @@ class HarborImporter:
         (folder / TASKS_DIR / "index.json").write_text(json.dumps(index, indent=1))
         count = f"{len(index)} Harbor task{'s' if len(index) > 1 else ''}"
         return Written(TASKS_DIR, {"description": f"Harbor: {count}"}, report, [count, *notes])
+
+
+def _without_bare_repeats(requirements: list[str]) -> list[str]:
+    """The requirements less a bare name that another one says more of ("pandas" beside "pandas==2.3.2": tasks'
+    images pin their test tools, and their RUN lines install them again without)."""
+    named = {}
+    for requirement in requirements:
+        try:
+            named[requirement] = canonicalize_name(Requirement(requirement).name)
+        except InvalidRequirement:
+            named[requirement] = None
+    said_more = {name for requirement, name in named.items() if name and requirement.strip() != name and
+                 requirement.strip().lower().replace("_", "-") != name}
+    return [requirement for requirement, name in named.items()
+            if not (name in said_more and requirement.strip().lower().replace("_", "-") == name)]
 
 
 def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
