@@ -12,6 +12,8 @@ from openenv_gym.manifests.discovery import shipped_manifests
 from openenv_gym.spaces import ToolCallSpace, UnicodeText
 
 SHIPPED_IDS = [m.gym_id for m in shipped_manifests()]
+# a CLI agent's episode starts its Node program (half a second); tests/test_cli_agents.py plays them in earnest
+CLI_IDS = {m.gym_id for m in shipped_manifests() if m.npm}
 
 
 def test_import_registers_every_shipped_env():
@@ -36,7 +38,8 @@ def test_random_actions_never_crash(env_id):
     env.action_space.seed(0)
     obs, info = env.reset(seed=0)
     episodes = steps = 0
-    while steps < 300 and episodes < 20:  # (an agent env's episode is a program run)
+    most = 3 if env_id in CLI_IDS else 20
+    while steps < 300 and episodes < most:  # (an agent env's episode is a program run)
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
         assert obs in env.observation_space and isinstance(reward, float)
         steps += 1
