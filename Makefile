@@ -8,9 +8,9 @@ PY := $(VENV)/bin/python
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
-	# the trainer extra needs torch: the CPU build, never PyPI's default CUDA one (scripts/cpu_torch.py)
+	$(PY) -m pip install --quiet --upgrade pip packaging
+	# the trainer extra needs torch: the CPU build, never PyPI's default CUDA one (scripts/cpu_torch.py), first,
+	# then everything in one pass
 	$(PY) -m pip install --quiet $$($(PY) scripts/cpu_torch.py)
 	$(PY) -m pip install --quiet -e ".[dev,trl,ray]"
 	touch $@
