@@ -50,8 +50,8 @@ test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP)
 screenshots: $(VENV)/.installed $(CHROMIUM)
 	OPENENV_GYM_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/test_web.py -k "guess_episode or chat_env or viewer_opens"
 
-bench: $(VENV)/.installed $(BWRAP)
-	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py
+bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
+	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py tests/test_servers.py tests/test_web.py
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) -m benchmarks.latency
 	$(PY) -m benchmarks.capacity

@@ -186,6 +186,7 @@ def test_a_single_env_resets_on_the_next_server_when_its_own_is_gone():
         env.close()
 
 
+@pytest.mark.bench  # (a fault test under load, as its Ray twin in tests/test_ray.py: make bench runs both)
 @pytest.mark.timeout(600)
 def test_servers_killed_by_pid_again_and_again_under_load_never_raise_from_step():
     """5 rounds, every core busy at each kill: one of two plain servers killed mid-step, started again on its port

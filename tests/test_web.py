@@ -212,6 +212,7 @@ def test_a_chat_env_shows_its_messages(browser, start_server, tmp_path):
     page.close()
 
 
+@pytest.mark.bench  # (a load test: fifty browser tabs at once; make bench runs it, make test stays in its 20 minutes)
 def test_fifty_tabs_at_once_each_their_own_session(browser, guess_url):
     context = browser.new_context()
     pages = [context.new_page() for _ in range(50)]
