@@ -30,7 +30,7 @@ from benchmarks.measures import save_result
 from openenv_gym import connect
 from openenv_gym.client.local import LocalServer
 from openenv_gym.manifests import load_manifest
-from openenv_gym.manifests.venvs import NPM_FOLDER, ensure_venv
+from openenv_gym.manifests.venvs import ensure_venv, npm_commands
 from openenv_gym.programs.environ import expand
 from openenv_gym.protocol.dialects import match
 
@@ -73,7 +73,7 @@ def alone(agent: str, base: str) -> float:
 
 def _run_alone(agent: str, base: str, scratch: Path) -> float:
     manifest = load_manifest(ROOT / "servers" / f"{agent}_agent")
-    commands = ensure_venv(manifest).parent.parent / NPM_FOLDER / "node_modules" / ".bin"
+    commands = npm_commands(ensure_venv(manifest).parent.parent)
     environ = {**os.environ, "PATH": f"{commands}:{os.environ['PATH']}", "HOME": str(scratch), "PWD": str(scratch),
                "OPENAI_BASE_URL": f"{base}/v1", "OPENAI_API_KEY": "stub", "OPENAI_MODEL": "policy",
                "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "stub", "ANTHROPIC_MODEL": "policy"}

@@ -292,7 +292,8 @@ def _writable(workdir: str, image: Image) -> tuple[list[str], list[str], list[li
             raise TaskRefusedError(f"{path}: the task writes there, in the host's root, which its sandbox only "
                                    "reads; it needs a container engine")
         if folder is None:
-            owned += [] if path in owned else [path]
+            if path not in owned:
+                owned.append(path)
         elif folder != "/tmp" and folder not in found:
             found.append(folder)
     return found, owned, shown

@@ -215,9 +215,9 @@ def _npm_install(venv: Path, manifest: BaseManifest) -> list[str]:
             "--loglevel=error", *manifest.npm]
 
 
-def npm_commands() -> Path | None:
-    """The folder of the npm packages' commands of the venv this process runs in, if it has one."""
-    found = Path(sys.prefix) / NPM_FOLDER / "node_modules" / ".bin"
+def npm_commands(venv: Path | None = None) -> Path | None:
+    """The folder of the npm packages' commands of `venv` (default: the one this process runs in), if it has one."""
+    found = (venv or Path(sys.prefix)) / NPM_FOLDER / "node_modules" / ".bin"
     return found if found.is_dir() else None
 
 

@@ -151,11 +151,14 @@ class ModelEndpointServer:
         finally:
             writer.close()
 
+    def _lease_of(self, keys: list[str]) -> Lease | None:
+        return next((self._leases[key] for key in keys if key in self._leases), None)
+
     def _too_large(self, request: h11.Request) -> tuple[Dialect, int]:
         """(the dialect, the status) a request whose body is too large is refused in; its lease hears of it."""
         keys, route = self._keys_and_route(request.target.decode("ascii", "replace").partition("?")[0],
                                            request.headers)
-        lease = next((self._leases[key] for key in keys if key in self._leases), None)
+        lease = self._lease_of(keys)
         if lease is not None:
             lease.note(f"a request over {MAX_BODY_BYTES // 2**20} MiB to {route}")
         return dialect_of(route), HTTPStatus.REQUEST_ENTITY_TOO_LARGE
@@ -216,7 +219,7 @@ class ModelEndpointServer:
             return HTTPStatus.OK, "application/json", b""
         call = match(method, route)
         dialect = call.dialect if call is not None else dialect_of(route)
-        lease = next((self._leases[key] for key in keys if key in self._leases), None)
+        lease = self._lease_of(keys)
         if lease is None:
             if any(key in self._ended for key in keys):
                 return _error(dialect, HTTPStatus.GONE, "this session's episode has ended: its program may not call "
