@@ -30,8 +30,8 @@ from openenv_gym.sandbox.pool import IDLE_SECONDS
 HERE = Path(__file__).parent
 V1_ENVS = HERE / "verifiers_v1_envs"
 WORD_ECHO, HIGHER_LOWER, CAPITALS = V1_ENVS / "word_echo", V1_ENVS / "higher_lower", V1_ENVS / "capitals"
-ENDLESS, LEDGER = V1_ENVS / "endless_sums", V1_ENVS / "ledger"
-pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS, LEDGER)
+ENDLESS, LEDGER, SHELL_DIALECTS = V1_ENVS / "endless_sums", V1_ENVS / "ledger", V1_ENVS / "shell_dialects"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS, LEDGER, SHELL_DIALECTS)
 # higher_lower served with env_args: one key of its Env's own config, one of its taskset's (as --env.max-guesses 2
 # --env.taskset.secrets [9,60] on Verifiers' command line)
 HIGHER_LOWER_ARGS = {"max_guesses": 2, "secrets": [9, 60]}
@@ -111,6 +111,42 @@ def test_a_taskset_with_a_tool_server_calls_its_tools_as_verifiers_does(served):
     theirs = verifiers_own(python, CAPITALS, 1, [json.dumps(call), "It is Tokyo."])
     assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
     assert [a[-1]["messages"] for a in (first, looked_up)] == theirs["asked"] and final[1] == 1.0
+
+
+@pytest.fixture(scope="module")
+def shell_dialects(tmp_path_factory):
+    """The shell_dialects package imported (its harness speaks Responses or Anthropic Messages, as configured)."""
+    return import_environment(SHELL_DIALECTS, "shell_dialects", tmp_path_factory.mktemp("dialects"))[0].folder
+
+
+@pytest.mark.parametrize(("dialect", "streamed"), [("responses", True), ("anthropic", False)])
+def test_a_harness_speaking_responses_or_anthropic_plays_and_scores_as_verifiers_own_runner(shell_dialects, dialect,
+                                                                                            streamed):
+    """The package's own harness program speaks the `openai` package's Responses client or the `anthropic`
+    package's Messages client to Verifiers' interception, which relays it in that dialect to the model endpoint:
+    the episode's requests and score are those of Verifiers' own runner, and its shell calls ran in the runtime (the
+    reward reads the file they wrote). Streamed here, plain there (or the other way): each way of each dialect
+    goes through the endpoint once."""
+    def harness(stream: bool) -> dict:
+        return {"agent": {"harness": {"id": "shell_dialects", "dialect": dialect, "stream": stream}}}
+
+    server = LocalServer(str(shell_dialects), 1, 10, "--env-args", json.dumps(harness(streamed)))
+    replies = [*({"name": "shell", "arguments": {"command": command}}
+                 for command in ("cat note.txt", "echo RIVER > answer.txt")), "Wrote RIVER to answer.txt."]
+    try:
+        answers = ours(server.url, 1, replies)
+    finally:
+        server.stop()
+    theirs = verifiers_own(str(ensure_venv(load_manifest(shell_dialects))), SHELL_DIALECTS, 1,
+                           [reply if isinstance(reply, str) else json.dumps(reply) for reply in replies],
+                           config=harness(not streamed))
+    assert {answer[-1]["dialect"] for answer in answers[:3]} == {dialect}
+    assert [tool["function"]["name"] for tool in answers[0][1]["tools"]] == ["shell"]
+    assert answers[1][0] == "river\n"  # the note, read by the shell call in the runtime
+    assert [answer[-1]["messages"] for answer in answers[:3]] == theirs["asked"]
+    assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
+                                                               "ok")}
+    assert answers[-1][1] == 1.5
 
 
 def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):

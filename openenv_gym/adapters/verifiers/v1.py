@@ -22,6 +22,7 @@ the manifest's (`null` unless the import said otherwise).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -217,6 +218,10 @@ class V1Session(Environment):
         self.lease = None
 
 
+def _not_the_host_runtime_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Harness %r is running in the subprocess runtime on the local system")
+
+
 def _errors(episode: Any) -> str:
     found = [*episode.errors, *(error for trace in episode.traces for error in trace.errors)]
     return "; ".join(f"{getattr(e, 'type', 'error')}: {getattr(e, 'message', e)}" for e in found)
@@ -242,6 +247,8 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     refused = refusal(f"{manifest.name}, a Verifiers v1 environment,") if sandboxed else None
     if refused is not None:
         raise SandboxUnavailableError(refused)
+    if sandboxed:  # its subprocess runtime runs in our sandboxes: Verifiers' warning that it runs on the host is not so
+        logging.getLogger("verifiers.v1.env").addFilter(_not_the_host_runtime_warning)
     import verifiers.v1 as vf
     from verifiers.v1.runtimes.subprocess import SubprocessRuntime
     from verifiers.v1.utils.loaders import load_environment
