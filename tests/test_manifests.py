@@ -47,7 +47,7 @@ def test_kind_specific_values_are_typed(tmp_path):
     (ECHO_LIKE + 'dependecies = ["numpy"]\n', "unknown key 'dependecies' (did you mean 'dependencies'?)"),
     (ECHO_LIKE + 'colour = "blue"\n',
      "unknown key 'colour' (known keys: constraints, dependencies, description, deterministic, entry, kind, limits, "
-     "name, network, npm, runs_code)"),
+     "name, network, npm, python, python_resolve_as, runs_code)"),
     (ECHO_LIKE + 'kind = "ors"\nenv_args = {a = 1}\n', "unknown key 'env_args'"),  # verifiers only
     (ECHO_LIKE + 'kind = "verifiers"\nmax_steps = 5\n', "unknown key 'max_steps'"),  # ors only
     (ECHO_LIKE + 'kind = "ors"\nmax_steps = "many"\n', "key 'max_steps': Input should be a valid integer"),

@@ -15,6 +15,7 @@ from openenv_gym.adapters.awm.session import load_awm_environment
 from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.adapters.harbor import load_harbor_environment
+from openenv_gym.adapters.nemo.session import load_nemo_environment
 from openenv_gym.adapters.openenv import load_openenv_environment
 from openenv_gym.adapters.ors import load_ors_environment
 from openenv_gym.adapters.python import load_python_environment
@@ -46,6 +47,7 @@ _LOADERS: dict[str, Loader] = {
     "awm": _without_env_args(load_awm_environment),
     "agent": _without_env_args(load_agent_environment, programs=True),
     "harbor": _without_env_args(load_harbor_environment, programs=True),
+    "nemo": _without_env_args(load_nemo_environment),
 }
 
 

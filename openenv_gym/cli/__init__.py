@@ -110,12 +110,14 @@ def _run_serve(args: argparse.Namespace) -> None:
 
 def _add_import(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "import", help="import an ORS, Verifiers or OpenEnv environment, or an AWM dataset, as a gym id",
+        "import", help="import an ORS, Verifiers, OpenEnv, Harbor or NeMo Gym environment, or an AWM dataset, as a "
+                       "gym id",
         description="Detect environments in SOURCE by reading it (nothing is run): ORS / OpenReward classes, "
-                    "Verifiers packages (load_environment), OpenEnv projects, or a folder of Agent World Model's "
-                    "JSONL files. Vendor the source without secrets or junk (AWM: build each world's database), and "
-                    "write NAME/openenv.toml under the output folder. The gym id is openenv/ors-NAME, "
-                    "openenv/verifiers-NAME, openenv/NAME (OpenEnv) or openenv/awm-NAME.")
+                    "Verifiers packages (load_environment), OpenEnv projects, a folder of Agent World Model's "
+                    "JSONL files, Harbor task folders, or NeMo Gym resource servers. Vendor the source without secrets "
+                    "or junk (AWM: build each world's database), and write NAME/openenv.toml under the output folder. "
+                    "The gym id is openenv/ors-NAME, openenv/verifiers-NAME, openenv/NAME (OpenEnv), openenv/awm-NAME, "
+                    "openenv/harbor-NAME or openenv/nemo-NAME.")
     parser.add_argument("source", help="a .py file, a folder (a checkout), a folder of AWM JSONL files, a wheel (.whl) "
                                        "or sdist (.tar.gz, .zip), or a package on the package index (name==version, "
                                        "or name), which pip downloads as it is configured here")
@@ -126,6 +128,8 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing NAME; allow shadowing modules")
     parser.add_argument("--scenario", dest="scenarios", nargs="+", metavar="S",
                         help="AWM dataset folders: import only these scenarios")
+    parser.add_argument("--server", dest="servers", nargs="+", metavar="S",
+                        help="a NeMo Gym checkout: import only these resource servers (folders of resources_servers/)")
     parser.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                         help="Verifiers environments: their arguments (load_environment's; a v1 env's config), a JSON "
                              "object written in the manifest and loaded with by the check (data that is local, say)")
@@ -150,7 +154,7 @@ def _run_import(args: argparse.Namespace) -> None:
     with local_source(args.source, say) as source:
         results = import_environment(source.path, args.name, args.output_dir, args.data, args.env_class, args.force,
                                      args.inline_sync, args.scenarios, args.check, imported_from=source.origin,
-                                     env_args=args.env_args)
+                                     env_args=args.env_args, servers=args.servers)
     for result in results:
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")

@@ -3,6 +3,10 @@ now (a fixed verifier, a changed reward): each episode's actions are replayed in
 reset options, and a new file gets each episode with its new rewards (the old return and whether the replay ended
 as the record did under "rescore"). A summary says what changed. The groups' advantages are taken again, of the
 new returns (minus the group's mean).
+
+A NeMo Gym rollouts file (rows with responses_create_params and response, as `gym eval run` or a resource server's
+data/example_rollouts.jsonl holds them) on a nemo environment is re-verified instead, as `gym eval reverify` does:
+each row to the server's /verify, where the server says that is stateless (adapters/nemo/reverify.py).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,9 @@ def add_rescore(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes replayed at once (default 64)")
     parser.add_argument("--env-url", nargs="+", help="running env servers (default: start a local one)")
     parser.add_argument("--env", help="the environment's name on the env servers, for openenv/ors")
+    parser.add_argument("--force", action="store_true",
+                        help="NeMo Gym rollouts: reverify even where the server does not say its /verify is stateless "
+                             "(the output's name then starts with unsafe_)")
     parser.set_defaults(run=run_rescore)
 
 
@@ -47,11 +55,42 @@ def run_rescore(args: argparse.Namespace) -> None:
     out = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".rescored.jsonl")
     if out.resolve() == args.file.resolve():
         sys.exit("openenv-gym rescore: --out must be another file than the one rescored")
+    if _nemo_rollouts(args.file):
+        _reverify_nemo(args, out)
+        return
     results = asyncio.run(_replay_all(records, args))
     lines = [_rescored_line(record, results[k]) for k, record in enumerate(records)]
     _retake_advantages(lines)
     out.write_bytes(b"".join(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for line in lines))
     print(_summary(records, results, unreadable, out))
+
+
+def _nemo_rollouts(path: Path) -> bool:
+    """Whether a file holds NeMo Gym rollouts (its first row has a Responses request and a response)."""
+    for _, record in read_lines(path):
+        return isinstance(record, dict) and isinstance(record.get("responses_create_params"), dict) \
+            and isinstance(record.get("response"), dict)
+    return False
+
+
+def _reverify_nemo(args: argparse.Namespace, out: Path) -> None:
+    """NeMo Gym rollouts: re-verified in the environment's venv, where its server loads."""
+    from openenv_gym.manifests import find_manifest
+    from openenv_gym.manifests.schema import NemoManifest
+    from openenv_gym.manifests.venvs import ensure_venv
+
+    manifest = find_manifest(args.env_id)
+    if not isinstance(manifest, NemoManifest):
+        sys.exit(f"openenv-gym rescore: {args.file} holds NeMo Gym rollouts; {args.env_id} is a {manifest.kind} "
+                 "environment: give the openenv/nemo-NAME they were played on")
+    command = [str(ensure_venv(manifest)), "-m", "openenv_gym.adapters.nemo.reverify", str(manifest.folder),
+               str(args.file), str(out), "--concurrency", str(args.num_envs), *(["--force"] if args.force else [])]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+    figures = orjson.loads(done.stdout.strip().splitlines()[-1])
+    width = max(map(len, figures))
+    print("\n".join(f"{name:<{width}}  {value}" for name, value in figures.items()))
 
 
 def _read(path: Path) -> tuple[list[dict[str, Any]], int]:

@@ -20,6 +20,7 @@ from openenv_gym.importers.awm import AwmImporter
 from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions
 from openenv_gym.importers.harbor import HarborImporter
 from openenv_gym.importers.loadcheck import check_loads
+from openenv_gym.importers.nemo import NemoImporter
 from openenv_gym.importers.openenv import OpenEnvImporter
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import syntax_errors
@@ -30,12 +31,14 @@ from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, Bas
 
 # Every kind of source `openenv-gym import` reads; an AWM dataset folder, a Harbor task's, hold no code the others
 # would detect.
-IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter(), AwmImporter(), HarborImporter()]
+IMPORTERS: list[Importer] = [OrsImporter(), VerifiersImporter(), OpenEnvImporter(), AwmImporter(), HarborImporter(),
+                             NemoImporter()]
 # What each option is for, said when a source of another kind is given it.
 OPTION_USES = {"data": "--data copies data files with a source's code",
                "inline_sync": "--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a thread",
                "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)",
-               "env_args": "--env-args are a Verifiers environment's arguments (load_environment's, a v1 env's config)"}
+               "env_args": "--env-args are a Verifiers environment's arguments (load_environment's, a v1 env's config)",
+               "servers": "--server picks resource servers of a NeMo Gym checkout"}
 
 
 @dataclass
@@ -53,7 +56,8 @@ def detect_all(source: Path) -> list[Detected]:
     return [found for importer in IMPORTERS for found in importer.detect(source)]
 
 
-def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[Detected]:
+def _choose(found: list[Detected], env_class: str | None, source: Path, labels: list[str] | None = None
+            ) -> list[Detected]:
     if not found:
         looked_for = "; or ".join(importer.looks_for for importer in IMPORTERS)
         broken = syntax_errors(source) if source.is_dir() or source.suffix == ".py" else []
@@ -61,6 +65,12 @@ def _choose(found: list[Detected], env_class: str | None, source: Path) -> list[
         near = [miss for importer in IMPORTERS if (miss := importer.near_miss(source))]
         hint += "".join(f". But {miss}" for miss in near)
         raise ImportFailedError(f"no environment found in {source}: looked for {looked_for}{hint}")
+    if labels:
+        missing = sorted(set(labels) - {d.label for d in found})
+        if missing:
+            raise ImportFailedError(f"--server {', '.join(missing)}: not among the resource servers found: "
+                                    f"{', '.join(sorted(str(d.label) for d in found if d.label))}")
+        found = [d for d in found if d.label in labels]
     if env_class is None:
         return found
     chosen = [d for d in found if env_class in (d.attribute, d.entry)]
@@ -75,6 +85,8 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
     their classes or functions share a name (load_environment in two modules, say)."""
     if len(chosen) == 1:
         return [name]
+    if all(d.label for d in chosen):
+        return [f"{name}-{d.label}" for d in chosen]
     attributes = [d.attribute.lower() for d in chosen]
     if len(set(attributes)) == len(chosen):
         return [f"{name}-{attribute}" for attribute in attributes]
@@ -84,11 +96,13 @@ def _names(name: str, chosen: list[Detected]) -> list[str]:
 def import_environment(source: Path, name: str, output_dir: Path, data: list[Path] | None = None,
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
                        scenarios: list[str] | None = None, check: bool = True,
-                       imported_from: str | None = None, env_args: dict[str, Any] | None = None) -> list[ImportResult]:
+                       imported_from: str | None = None, env_args: dict[str, Any] | None = None,
+                       servers: list[str] | None = None) -> list[ImportResult]:
     """Import the environments of `source` as NAME (NAME-<class> when it holds several) under `output_dir`.
     check: load each as the server will, in its venv (built now), and fail the import if it does not load.
     env_args: a Verifiers environment's arguments, written in its manifest (and so loaded with by the check).
-    imported_from: what the manifest says it came from (default: `source`; a package's name==version, say)."""
+    imported_from: what the manifest says it came from (default: `source`; a package's name==version, say).
+    servers: the resource servers of a NeMo Gym checkout to import (default: every one)."""
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -97,8 +111,8 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     for path in data or []:
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
-    options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}))
-    chosen = _choose(detect_all(source), env_class, source)
+    options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}), servers)
+    chosen = _choose(detect_all(source), env_class, source, servers)
     importer = {i.kind: i for i in IMPORTERS}
     for found in chosen:
         unused = sorted(options.given() - importer[found.kind].takes)

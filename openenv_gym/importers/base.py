@@ -23,6 +23,7 @@ class Detected:
     attribute: str  # class or function name
     file: Path
     sdk_modules: tuple[str, ...] = ()  # top-level SDK modules the source imports, in order of appearance
+    label: str | None = None  # what names it among several of one source (NAME-<label>), where not its attribute
 
     @property
     def entry(self) -> str:
@@ -38,10 +39,12 @@ class ImportOptions:
     scenarios: list[str] | None = None  # --scenario: the scenarios of an AWM dataset to import
     force: bool = False  # --force: replace an environment of that name, import modules that shadow others
     env_args: dict[str, Any] = field(default_factory=dict)  # --env-args: a Verifiers environment's arguments
+    servers: list[str] | None = None  # --server: the resource servers of a NeMo Gym checkout to import
 
     def given(self) -> set[str]:
         return {name for name, value in (("data", self.data), ("inline_sync", self.inline_sync),
-                                         ("scenarios", self.scenarios), ("env_args", self.env_args)) if value}
+                                         ("scenarios", self.scenarios), ("env_args", self.env_args),
+                                         ("servers", self.servers)) if value}
 
 
 @dataclass

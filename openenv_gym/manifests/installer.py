@@ -94,20 +94,26 @@ class Installer:
     def environment(self) -> dict[str, str]:
         return os.environ | self.settings.environment
 
-    def create(self, venv: Path) -> list[str]:
+    def create(self, venv: Path, interpreter: str = sys.executable) -> list[str]:
         if self.uv:
-            return [self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)]
-        return [sys.executable, "-m", "venv", str(venv)]
+            return [self.uv, "venv", "--quiet", "--python", interpreter, str(venv)]
+        return [interpreter, "-m", "venv", str(venv)]
 
-    def install(self, venv: Path, requirements: list[str], constraints: Path | None = None) -> list[str]:
+    def install(self, venv: Path, requirements: list[str], constraints: Path | None = None,
+                resolve_as: str | None = None) -> list[str]:
+        """With `resolve_as`, packages are resolved for that Python version (their requires-python checked against it
+        rather than the venv's own)."""
         python = str(venv / "bin" / "python")
         constrained = ["--constraint", str(constraints)] if constraints else []
         if self.uv:
             # compiled now, as pip compiles: else every process started in the venv compiles what it imports
             # (seconds for verifiers' dependencies) wherever bytecode is not written (PYTHONDONTWRITEBYTECODE)
+            relaxed = ["--python-version", resolve_as] if resolve_as else []
             return [self.uv, "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match",
-                    "--compile-bytecode", *self.settings.flags, *constrained, *requirements]
-        return [python, "-m", "pip", "install", "--disable-pip-version-check", *constrained, *requirements]
+                    "--compile-bytecode", *relaxed, *self.settings.flags, *constrained, *requirements]
+        relaxed = ["--ignore-requires-python"] if resolve_as else []
+        return [python, "-m", "pip", "install", "--disable-pip-version-check", *relaxed, *constrained,
+                *requirements]
 
     def freeze(self, venv: Path) -> list[str]:
         """What the venv holds, one `name==version` a line, editable installs left out."""

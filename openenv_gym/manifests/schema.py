@@ -1,7 +1,7 @@
 """The manifest (`openenv.toml`) schema: one pydantic model per kind, read and validated in one place.
 
     name = "echo"            # gym id openenv/echo
-    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv | awm | agent | harbor
+    kind = "python"          # which adapter runs it: python | ors | verifiers | openenv | awm | agent | harbor | nemo
     entry = "echo:EchoEnv"   # module (inside the folder) : attribute
 
 A new kind (openenv, awm) is a new model here, added to `Manifest`, and an adapter in adapters/.
@@ -46,6 +46,10 @@ class BaseManifest(BaseModel):
     # npm packages its programs run (a CLI agent: "@openai/codex@0.171.0"), installed in its venv, their commands first
     # on the programs' PATH
     npm: list[Annotated[str, Field(pattern=r"^(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*(@[\w.^~<>=*|-]+)?$")]] = []
+    # The Python series its venv is made with ("3.13"; none: openenv_gym's own), and, where the machine's newest of it
+    # is older than the project accepts, the version its packages are resolved for (the check relaxed: pythons.py)
+    python: str | None = Field(default=None, pattern=r"^3\.\d+$")
+    python_resolve_as: str | None = Field(default=None, pattern=r"^3\.\d+\.\d+$")
     folder: Path = Field(exclude=True)
 
     @property
@@ -209,6 +213,22 @@ class HarborManifest(ImportedManifest):
     limits: AgentLimits = AgentLimits()
 
 
+class NemoManifest(ImportedManifest):
+    """A NeMo Gym resource server (vendor/resources_servers/<name>/, its datasets in data/): its app loaded once per
+    worker and called through ASGI, one cookie jar per episode. `entry` is its server class; `protocol` says whether
+    its episodes are tool calls answered by its routes and scored by /verify ("resources"), or /reset and /step
+    ("gymnasium")."""
+
+    id_prefix: ClassVar[str] = "nemo-"
+    kind: Literal["nemo"]
+    protocol: Literal["resources", "gymnasium"] = "resources"
+    instance: str  # the server instance's name in its config (NeMo names its session cookie after it)
+    server_config: dict[str, Any] = {}  # the instance's config fields, as its YAML gives them
+    splits: dict[str, str] = Field(min_length=1)  # split (the dataset's name: example, train, ...) -> its JSONL file
+    needs: list[str] = []  # what it needs that cannot be reached from here: its resets are refused, saying so
+    max_steps: PositiveInt = 100  # tool calls (gymnasium: steps) an episode may make; then it is verified, truncated
+
+
 class AgentManifest(BaseManifest):
     """Any program that calls a model, stepped one model request at a time through the model endpoint.
 
@@ -247,11 +267,12 @@ class AgentManifest(BaseManifest):
 
 
 Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest
-                     | AgentManifest | HarborManifest,
+                     | AgentManifest | HarborManifest | NemoManifest,
                      Field(discriminator="kind")]
 KINDS: dict[str, type[BaseManifest]] = {"python": PythonManifest, "ors": OrsManifest,
                                         "verifiers": VerifiersManifest, "openenv": OpenEnvManifest,
-                                        "awm": AwmManifest, "agent": AgentManifest, "harbor": HarborManifest}
+                                        "awm": AwmManifest, "agent": AgentManifest, "harbor": HarborManifest,
+                                        "nemo": NemoManifest}
 _MANIFEST = TypeAdapter(Manifest)
 
 

@@ -38,6 +38,7 @@ from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.manifests.discovery import PACKAGE_DIR
 from openenv_gym.manifests.home import home
 from openenv_gym.manifests.installer import Installer
+from openenv_gym.manifests.pythons import interpreter_of
 from openenv_gym.manifests.schema import BaseManifest
 
 READY_MARKER = ".openenv-gym-ready"
@@ -83,8 +84,10 @@ def _canonical(requirement: str) -> str:
     return f"{canonicalize_name(parsed.name)}{extras}{specifiers}{url}{marker}"
 
 
-def _hash(*parts: object) -> str:
-    return hashlib.sha256(json.dumps([*parts, self_requirement(), sys.version_info[:2]]).encode()).hexdigest()[:16]
+def _hash(*parts: object, python: str | None = None) -> str:
+    """A key of `parts`, of this openenv_gym and of the venv's Python series (this interpreter's, unless given)."""
+    series = python.split(".") if python else sys.version_info[:2]
+    return hashlib.sha256(json.dumps([*parts, self_requirement(), [int(n) for n in series]]).encode()).hexdigest()[:16]
 
 
 def requirements_key(manifest: BaseManifest) -> str:
@@ -92,7 +95,10 @@ def requirements_key(manifest: BaseManifest) -> str:
     key: list = sorted({_canonical(d) for d in manifest.dependencies})
     if manifest.npm:
         key.append({"npm": sorted(manifest.npm)})
-    return _hash(key, sorted({_canonical(c) for c in manifest.constraints})) if manifest.constraints else _hash(key)
+    if manifest.python_resolve_as:
+        key.append({"resolve_as": manifest.python_resolve_as})
+    parts = [key, sorted({_canonical(c) for c in manifest.constraints})] if manifest.constraints else [key]
+    return _hash(*parts, python=manifest.python)
 
 
 def _read_index() -> dict[str, dict[str, str]]:
@@ -161,13 +167,14 @@ def _build(manifest: BaseManifest, key: str) -> Path:
           flush=True)
     try:
         with log.open("w") as output:
-            _run(installer.create(venv), installer, output, manifest, log)
+            interpreter = str(interpreter_of(manifest.python).path) if manifest.python else sys.executable
+            _run(installer.create(venv, interpreter), installer, output, manifest, log)
             _install(venv, installer, output, manifest, log)
             if manifest.npm:
                 _run(_npm_install(venv, manifest), installer, output, manifest, log)
         frozen = subprocess.run(installer.freeze(venv), capture_output=True, text=True, check=True,
                                 env=installer.environment).stdout
-        resolved = _hash(sorted(frozen.lower().splitlines()), sorted(manifest.npm))
+        resolved = _hash(sorted(frozen.lower().splitlines()), sorted(manifest.npm), python=manifest.python)
         with _locked("index"):
             index = _read_index()
             same = index["resolved"].get(resolved)
@@ -194,13 +201,15 @@ def _install(venv: Path, installer: Installer, output, manifest: BaseManifest, l
         constraints = log.with_suffix(".constraints.txt")
         constraints.write_text("\n".join(manifest.constraints) + "\n")
         try:
-            _run(installer.install(venv, requirements, constraints), installer, output, manifest, log)
+            _run(installer.install(venv, requirements, constraints, manifest.python_resolve_as), installer, output,
+                 manifest, log)
             return
         except VenvBuildError:
             output.write(f"\nopenenv-gym: the constraints ({', '.join(manifest.constraints)}) do not fit the "
                          "requirements; installing without them\n")
             output.flush()
-    _run(installer.install(venv, requirements), installer, output, manifest, log)
+    _run(installer.install(venv, requirements, resolve_as=manifest.python_resolve_as), installer, output, manifest,
+         log)
 
 
 NPM_FOLDER = "npm"  # in a venv: its npm packages (node_modules/.bin: their commands)

@@ -126,7 +126,7 @@ def function_tools(tools: Any) -> list[dict[str, Any]]:
 
 # -- answers --------------------------------------------------------------------------------------------
 
-def _output(message: dict[str, Any], response_id: str) -> list[dict[str, Any]]:
+def output_items(message: dict[str, Any], response_id: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if message.get("content"):
         part: dict[str, Any] = {"type": "output_text", "text": message["content"], "annotations": []}
@@ -151,7 +151,7 @@ def response_object(message: dict[str, Any], model: str, response_id: str, reque
     completion = len(message.get("completion_ids") or ())
     body = request.body
     return {"id": response_id, "object": "response", "created_at": int(time.time()), "status": status,
-            "model": model, "output": _output(message, response_id) if status == "completed" else [],
+            "model": model, "output": output_items(message, response_id) if status == "completed" else [],
             "parallel_tool_calls": body.get("parallel_tool_calls", True), "tool_choice": body.get("tool_choice",
                                                                                                   "auto"),
             "tools": body.get("tools") or [], "previous_response_id": body.get("previous_response_id"),
@@ -174,7 +174,7 @@ def response_events(message: dict[str, Any], model: str, response_id: str, reque
     started = response_object(message, model, response_id, request, status="in_progress")
     event("response.created", response=started)
     event("response.in_progress", response=started)
-    for index, item in enumerate(_output(message, response_id)):
+    for index, item in enumerate(output_items(message, response_id)):
         if item["type"] == "message":
             part = item["content"][0]
             event("response.output_item.added", output_index=index, item={**item, "status": "in_progress",

@@ -1,0 +1,119 @@
+"""A NeMo Gym resource server's app, in process: built once per worker as NeMo Gym builds it, called through ASGI.
+
+The server class is made with its config (the instance's fields from its YAML; host and port are unused) and a
+real `ServerClient` that knows no other server, and `setup_webserver()` gives its FastAPI app, with NeMo's session
+middleware: a session is the signed cookie the first request of an episode is given. Each episode has an httpx
+client of its own on the app (ASGITransport, no socket), so a cookie jar of its own, as NeMo's agents keep one per
+rollout. The app's lifespan (startup hooks) runs once, before the first episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import sys
+from typing import Any
+
+import httpx
+
+from openenv_gym.errors import EnvError
+from openenv_gym.manifests.schema import ManifestError, NemoManifest
+
+BASE_URL = "http://nemo"  # what the episodes' clients call the app (no socket: ASGI)
+
+
+class ServerApp:
+    def __init__(self, manifest: NemoManifest) -> None:
+        self.manifest = manifest
+        self.server, self.app = build(manifest)
+        self.transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)  # a raise is a 500, as uvicorn
+        self.routes = {getattr(route, "path", "") for route in getattr(self.app, "routes", [])}
+        self._lifespan: contextlib.AbstractAsyncContextManager | None = None
+        self._starting = asyncio.Lock()
+        self.started = False
+        self.reverify_mode: str | None = None
+
+    async def start(self) -> None:
+        """The app's lifespan (its startup hooks), entered once."""
+        if self.started:
+            return
+        async with self._starting:
+            if not self.started:
+                lifespan = self.app.router.lifespan_context(self.app)
+                await lifespan.__aenter__()
+                self._lifespan, self.started = lifespan, True
+
+    def client(self) -> httpx.AsyncClient:
+        """A client of an episode's own: its cookies are its session."""
+        return httpx.AsyncClient(transport=self.transport, base_url=BASE_URL, timeout=None)
+
+    def has(self, path: str) -> bool:
+        return path in self.routes
+
+    def overrides(self, method: str) -> bool:
+        """Whether the server class has its own `method` rather than NeMo's base one."""
+        from nemo_gym.base_resources_server import SimpleResourcesServer
+
+        return getattr(type(self.server), method, None) is not getattr(SimpleResourcesServer, method, None)
+
+    async def mode(self) -> str:
+        """GET /reverify_mode: whether its /verify may be called again on a stored rollout ("stateless")."""
+        if self.reverify_mode is None:
+            async with self.client() as client:
+                answer = await client.get("/reverify_mode")
+            self.reverify_mode = str(answer.json()) if answer.status_code == 200 else "unknown"
+        return self.reverify_mode
+
+    async def aclose(self) -> None:
+        lifespan, self._lifespan = self._lifespan, None
+        if lifespan is not None:
+            await lifespan.__aexit__(None, None, None)
+
+
+def build(manifest: NemoManifest) -> tuple[Any, Any]:
+    """(the server object, its FastAPI app), as NeMo Gym's run_webserver makes them, without serving them."""
+    from nemo_gym.config_types import BaseServerConfig
+    from nemo_gym.server_utils import ServerClient
+    from omegaconf import OmegaConf
+
+    vendored = str(manifest.vendored)
+    if vendored not in sys.path:
+        sys.path.insert(0, vendored)  # resources_servers.<name> is ours (a namespace package: the installed one too)
+    module_name, class_name = manifest.entry.split(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ManifestError(f"{manifest.name}: cannot load its server {manifest.entry}: {type(exc).__name__}: "
+                            f"{exc}") from exc
+    config_type = cls.model_fields["config"].annotation
+    fields = {"entrypoint": "app.py", **manifest.server_config, "host": "127.0.0.1", "port": 0,
+              "name": manifest.instance}
+    try:
+        config = config_type.model_validate(fields)
+    except Exception as exc:  # pydantic's ValidationError, of the server's own config type
+        raise ManifestError(f"{manifest.name}: its config does not fit {config_type.__name__}: {exc}") from exc
+    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0),
+                          global_config_dict=OmegaConf.create({}))
+    server = cls(config=config, server_client=client)
+    return server, server.setup_webserver()
+
+
+async def post(client: httpx.AsyncClient, path: str, body: Any) -> httpx.Response:
+    """A request of the episode to the app; what the app cannot even answer is the episode's error."""
+    try:
+        return await client.post(path, json=body)
+    except httpx.HTTPError as exc:
+        raise EnvError(f"the resource server did not answer POST {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def answered(response: httpx.Response, path: str) -> Any:
+    """The JSON of a route's answer that must succeed (/seed_session, /verify, /reset, /step), else the episode's
+    error with what the server said."""
+    if response.status_code >= 400:
+        raise EnvError(f"the resource server answered POST {path} with HTTP {response.status_code}: "
+                       f"{response.text[:2000]}")
+    try:
+        return response.json()
+    except ValueError:
+        raise EnvError(f"the resource server's answer to POST {path} is not JSON: {response.text[:500]!r}") from None

@@ -1,0 +1,396 @@
+"""Import NeMo Gym resource servers: `openenv-gym import RESOURCE_SERVER_DIR_OR_REPO --name NAME [--server S ...]`.
+
+A resource server is a folder `resources_servers/<name>/` of a NeMo Gym checkout (or of the installed `nemo-gym`
+package, which ships them):
+
+    app.py                     a SimpleResourcesServer (or GymnasiumServer) subclass: tools, state, /verify
+    configs/<name>.yaml        the server instance (its config fields), a paired agent with the datasets
+    data/example.jsonl         tasks: each row's responses_create_params holds the input and the tools
+    data/example_rollouts.jsonl
+    requirements.txt           "-e nemo-gym[dev] @ ../../" (the checkout's own nemo-gym) and its extra packages
+
+Detected by the server class in app.py (its bases followed through the modules of the source it imports). Each
+server becomes an environment of kind "nemo" (openenv/nemo-NAME, NAME-<server> where several are imported). Its
+folder is vendored as `resources_servers/<name>/`, as its code imports itself, with every other
+`resources_servers.<x>` package it imports (a shared base: `resources_servers.gymnasium`). The datasets its configs
+name that are present are copied with it (a dataset fetched from elsewhere, such as NeMo's GitLab, is not).
+
+Its venv holds the nemo-gym its requirements ask for: the checkout's version (nemo_gym/package_info.py, or the
+installed package's metadata) from PyPI, without the [dev] extra (NeMo's own test tools), on the newest Python
+that release accepts; where the machine has only an older patch level of that series, the check is relaxed and
+the import says so (manifests/pythons.py). What a server needs that cannot be reached from here (a model server:
+an LLM judge; a sandbox provider; a web API) is recorded, and a reset says it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.vendor import VendorReport, vendor
+from openenv_gym.manifests.pythons import NoFittingPythonError, choose
+from openenv_gym.runtime.pyparse import parse as parse_python
+
+PACKAGE = "resources_servers"
+PROJECT = "nemo-gym"
+SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
+# nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
+REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
+MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
+HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
+    "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"),
+    "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\bhf_hub_download\("),
+    "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
+}
+
+
+@dataclass(frozen=True)
+class Server:
+    folder: Path  # .../resources_servers/<name>
+    root: Path | None  # the checkout (or site-packages) holding resources_servers/, when there is one
+    cls: str
+    protocol: str
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    return [base.id if isinstance(base, ast.Name) else base.attr for base in node.bases
+            if isinstance(base, ast.Name | ast.Attribute)]
+
+
+def _module_file(root: Path | None, module: str) -> Path | None:
+    """The file of a `resources_servers...` module inside the source, if it is there."""
+    if root is None or not module.startswith(f"{PACKAGE}."):
+        return None
+    path = root.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _protocols(file: Path, root: Path | None, seen: set[Path]) -> dict[str, str]:
+    """{class name: protocol} of the server classes a module defines or imports (followed through the source)."""
+    seen.add(file)
+    try:
+        tree = parse_python(file.read_text(errors="replace"))
+    except SyntaxError:
+        return {}
+    known = dict(SERVER_BASES)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported = _module_file(root, node.module)
+            if imported is not None and imported not in seen:
+                theirs = _protocols(imported, root, seen)
+                known.update({alias.asname or alias.name: theirs[alias.name] for alias in node.names
+                              if alias.name in theirs})
+        elif isinstance(node, ast.ClassDef):
+            protocol = next((known[name] for name in _base_names(node) if name in known), None)
+            if protocol is not None:
+                known[node.name] = protocol
+    return known
+
+
+def find_server(folder: Path) -> Server | None:
+    """The resource server of a folder: the most derived server class its app.py defines."""
+    app = folder / "app.py"
+    if not app.is_file() or not (folder / "configs").is_dir():
+        return None
+    root = folder.parent.parent if folder.parent.name == PACKAGE else None
+    known = _protocols(app, root, set())
+    try:
+        tree = parse_python(app.read_text(errors="replace"))
+    except SyntaxError:
+        return None
+    defined = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in known]
+    used_as_base = {name for node in defined for name in _base_names(node)}
+    leaves = [node.name for node in defined if node.name not in used_as_base]
+    if not leaves:
+        return None
+    return Server(folder, root, leaves[-1], known[leaves[-1]])
+
+
+def servers_in(source: Path) -> list[Server]:
+    """The resource servers of a source: the folder itself, or every server folder of a checkout."""
+    if not source.is_dir():
+        return []
+    own = find_server(source)
+    if own is not None:
+        return [own]
+    folder = source / PACKAGE if (source / PACKAGE).is_dir() else source if source.name == PACKAGE else None
+    if folder is None:
+        return []
+    return [server for child in sorted(folder.iterdir()) if child.is_dir() and (server := find_server(child))]
+
+
+# -- its configs and data --------------------------------------------------------------------------------------
+
+
+def _yaml_blocks(folder: Path) -> list[tuple[str, dict[str, Any]]]:
+    blocks = []
+    for path in sorted((folder / "configs").glob("*.y*ml")):
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ImportFailedError(f"{path} is not valid YAML: {exc}") from None
+        if isinstance(loaded, dict):
+            blocks += [(name, block) for name, block in loaded.items() if isinstance(block, dict)]
+    return blocks
+
+
+def server_config(server: Server) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    """(the instance's name, its config fields, the datasets paired with it) from the server's config files: the
+    first instance of this server, and the datasets of the agents that name that instance (or its own)."""
+    blocks = _yaml_blocks(server.folder)
+    instances = [(name, block[PACKAGE][server.folder.name]) for name, block in blocks
+                 if isinstance(block.get(PACKAGE), dict) and isinstance(block[PACKAGE].get(server.folder.name), dict)]
+    if not instances:
+        raise ImportFailedError(f"{server.folder}/configs has no instance of the server ({PACKAGE}: "
+                                f"{server.folder.name}: ...); NeMo Gym could not start it either")
+    instance, fields = instances[0]
+    datasets = list(fields.get("datasets") or [])
+    for _, block in blocks:
+        for agent in (block.get("responses_api_agents") or {}).values():
+            if isinstance(agent, dict) and (agent.get("resources_server") or {}).get("name") == instance:
+                datasets += [dataset for dataset in agent.get("datasets") or [] if isinstance(dataset, dict)]
+    config = {key: value for key, value in fields.items() if key != "datasets"}
+    return instance, config, datasets
+
+
+def _model_servers(value: Any, path: str = "") -> list[str]:
+    """The config keys that reference a model server (an LLM judge, a user simulator)."""
+    if isinstance(value, dict):
+        if value.get("type") == MODEL_SERVERS:
+            return [path or "(the config)"]
+        return [found for key, item in value.items() for found in _model_servers(item, f"{path}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _model_servers(item, f"{path}[{index}]")]
+    return []
+
+
+def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
+    needs = [f"a model server ({key}: an LLM judge or simulator; set OPENENV_GYM_JUDGE_URL to an OpenAI-compatible "
+             "endpoint to give it one)" for key in _model_servers(config)]
+    code = "\n".join(path.read_text(errors="replace") for path in sorted(server.folder.rglob("*.py"))
+                     if "tests" not in path.relative_to(server.folder).parts)
+    needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
+              if (match := pattern.search(code))]
+    return needs
+
+
+def _dataset_file(server: Server, dataset: dict[str, Any]) -> Path | None:
+    """Where a dataset's JSONL lies in the source (its path is the checkout's), if it is there."""
+    given = dataset.get("jsonl_fpath")
+    if not isinstance(given, str):
+        return None
+    path = Path(given)
+    candidates = [server.root / path] if server.root is not None else []
+    candidates.append(server.folder / "data" / path.name)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+# -- its nemo-gym and Python ---------------------------------------------------------------------------------
+
+
+def _package_info_version(root: Path) -> str | None:
+    """A checkout's version, from nemo_gym/package_info.py (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
+    info = root / "nemo_gym" / "package_info.py"
+    if not info.is_file():
+        return None
+    values: dict[str, Any] = {}
+    for node in parse_python(info.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    parts = [values.get(key) for key in ("MAJOR", "MINOR", "PATCH")]
+    if not all(isinstance(part, int) for part in parts):
+        return None
+    return ".".join(map(str, parts)) + str(values.get("PRE_RELEASE") or "")
+
+
+def _installed_metadata(root: Path) -> tuple[str, str | None] | None:
+    """(version, requires-python) of the nemo-gym installed where `root` (site-packages) is."""
+    for info in sorted(root.glob("nemo_gym-*.dist-info")):
+        metadata = Parser().parsestr((info / "METADATA").read_text(errors="replace"))
+        return metadata["Version"], metadata["Requires-Python"]
+    return None
+
+
+def _pyproject_requires_python(root: Path) -> str | None:
+    import tomllib
+
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return project.get("requires-python") if project.get("name") == PROJECT else None
+
+
+def requires_python(version: str) -> str:
+    from packaging.version import Version
+
+    return next(spec for since, spec in REQUIRES_PYTHON if Version(version) >= Version(since))
+
+
+def source_nemo_gym(server: Server) -> tuple[str, str] | None:
+    """(version, requires-python) of the nemo-gym the server's source comes with: its checkout's, or the installed
+    package's it lies in."""
+    if server.root is None:
+        return None
+    installed = _installed_metadata(server.root)
+    if installed is not None:
+        return installed[0], installed[1] or requires_python(installed[0])
+    version = _package_info_version(server.root)
+    if version is None:
+        return None
+    return version, _pyproject_requires_python(server.root) or requires_python(version)
+
+
+@dataclass
+class Requirements:
+    packages: list[str]
+    nemo_gym: str  # the version installed
+    requires_python: str
+    notes: list[str]
+
+
+def requirements(server: Server) -> Requirements:
+    """What the server's requirements.txt asks for, as installable requirements."""
+    notes: list[str] = []
+    packages: list[str] = []
+    pinned: str | None = None
+    listed = server.folder / "requirements.txt"
+    lines = listed.read_text().splitlines() if listed.is_file() else []
+    for raw in lines:
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        editable = line.removeprefix("-e").strip()
+        name = re.split(r"[\s\[@=<>!~;]", editable, maxsplit=1)[0]
+        if name.replace("_", "-").lower() == PROJECT:
+            try:
+                requirement = Requirement(editable)
+            except InvalidRequirement:
+                requirement = None
+            if requirement is not None and not requirement.url and str(requirement.specifier).startswith("=="):
+                pinned = str(requirement.specifier)[2:]
+            if requirement is not None and requirement.extras:
+                notes.append(f"requirements.txt asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
+                             f"extras are NeMo Gym's own development tools, not installed")
+            continue
+        if line.startswith(("-", "git+")) or "://" in line or "@ ." in line:
+            raise ImportFailedError(f"{listed}: {line!r} cannot be installed from here (a path or URL outside the "
+                                    "server); put what it names on PyPI, or vendor it into the server's folder")
+        packages.append(line)
+    found = source_nemo_gym(server)
+    if pinned is not None:
+        version, python = pinned, requires_python(pinned)
+    elif found is not None:
+        version, python = found
+    else:
+        raise ImportFailedError(f"{server.folder}: which nemo-gym it runs on is not said: its requirements.txt pins "
+                                f"none, and it lies outside a NeMo Gym checkout; add '{PROJECT}==0.7.0' (say) to it")
+    return Requirements([f"{PROJECT}=={version}", *packages], version, python, notes)
+
+
+# -- the importer ------------------------------------------------------------------------------------------------
+
+
+def _imported_packages(folder: Path) -> set[str]:
+    """The `resources_servers.<x>` packages the Python files of a folder import."""
+    found = set()
+    for path in folder.rglob("*.py"):
+        try:
+            tree = parse_python(path.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found |= {name.split(".")[1] for name in names if name.startswith(f"{PACKAGE}.")}
+    return found
+
+
+class NemoImporter:
+    kind = "nemo"
+    looks_for = (f"a NeMo Gym resource server (a folder with app.py defining a SimpleResourcesServer or "
+                 f"GymnasiumServer subclass, and configs/), or a checkout with {PACKAGE}/")
+    takes = frozenset({"servers"})
+
+    def detect(self, source: Path) -> list[Detected]:
+        return [Detected(self.kind, f"{PACKAGE}.{server.folder.name}.app", server.cls, server.folder / "app.py",
+                         label=server.folder.name) for server in servers_in(source)]
+
+    def near_miss(self, source: Path) -> str | None:
+        if source.is_dir() and (source / "app.py").is_file() and "ResourcesServer" in (source / "app.py").read_text(
+                errors="replace") and not (source / "configs").is_dir():
+            return f"{source} has a resource server's app.py and no configs/ folder with its instance's YAML"
+        return None
+
+    def _server(self, detected: Detected) -> Server:
+        server = find_server(detected.file.parent)
+        assert server is not None, "detected servers are found again"
+        return server
+
+    def dependencies(self, source: Path, detected: Detected) -> list[str]:
+        return requirements(self._server(detected)).packages
+
+    def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
+        server = self._server(detected)
+        wanted = requirements(server)
+        try:
+            python = choose(wanted.requires_python, f"{PROJECT} {wanted.nemo_gym}")
+        except NoFittingPythonError as exc:
+            raise ImportFailedError(str(exc)) from None
+        instance, config, datasets = server_config(server)
+        vendored = folder / "vendor"
+        report = VendorReport()
+        notes = list(wanted.notes)
+        packages, pending = set(), [server.folder.name]
+        while pending:  # the server's own package and every resources_servers package it imports
+            name = pending.pop()
+            if name in packages:
+                continue
+            packages.add(name)
+            here = server.folder.parent / name
+            if not here.is_dir():  # (the nemo-gym package ships resources_servers: its own is imported there)
+                notes.append(f"{PACKAGE}.{name}, which it imports, is not in the source: the one of the installed "
+                             f"{PROJECT} is used")
+                continue
+            part = vendor(here, vendored / PACKAGE / name)
+            report.copied += [Path(PACKAGE) / name / path for path in part.copied]
+            report.left_out += part.left_out
+            pending += sorted(_imported_packages(here) - packages)
+        splits: dict[str, str] = {}
+        for dataset in datasets:
+            name, path = str(dataset.get("name") or dataset.get("type") or "example"), _dataset_file(server, dataset)
+            if path is None:
+                notes.append(f"dataset {name!r} ({dataset.get('jsonl_fpath')}) is not in the source (NeMo Gym "
+                             "fetches it from elsewhere): not offered")
+            elif name not in splits:
+                target = Path("data") / f"{name}.jsonl"
+                (folder / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, folder / target)
+                splits[name] = str(target)
+        if not splits:
+            raise ImportFailedError(f"{server.folder}: none of its datasets is in the source (looked for "
+                                    f"{', '.join(str(d.get('jsonl_fpath')) for d in datasets) or 'data/*.jsonl'})")
+        note = python.note(f"{PROJECT} {wanted.nemo_gym}", wanted.requires_python)
+        notes += [note] if note else []
+        needs = unreachable_needs(server, config)
+        notes += [f"it needs {need}: its resets are refused until it has it" for need in needs]
+        fields = {"entry": detected.entry, "source": "vendor", "protocol": server.protocol, "instance": instance,
+                  "server_config": config, "splits": splits, "needs": needs, "python": python.interpreter.series,
+                  "python_resolve_as": python.resolve_as,
+                  "description": str(config.get("description") or f"NeMo Gym resource server {server.folder.name}")}
+        return Written("vendor", fields, report, notes)
