@@ -179,11 +179,37 @@ def _model_servers(value: Any, path: str = "") -> list[str]:
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
     needs = [f"a model server ({key}: an LLM judge or simulator; set OPENENV_GYM_JUDGE_URL to an OpenAI-compatible "
              "endpoint to give it one)" for key in _model_servers(config)]
-    code = "\n".join(path.read_text(errors="replace") for path in sorted(server.folder.rglob("*.py"))
-                     if "tests" not in path.relative_to(server.folder).parts)
+    code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
     needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
               if (match := pattern.search(code))]
     return needs
+
+
+def served_modules(server: Server) -> set[Path]:
+    """The files of the server's folder that serving it runs: app.py and what it imports from its folder (not its
+    dataset scripts or tests)."""
+    package = f"{PACKAGE}.{server.folder.name}"
+    found, pending = set(), [server.folder / "app.py"]
+    while pending:
+        path = pending.pop()
+        if path in found or not path.is_file():
+            continue
+        found.add(path)
+        try:
+            tree = parse_python(path.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith(package)):
+                base = path.parent if node.level else server.folder
+                parts = node.module.split(".")[0 if node.level else 2:]
+                module = base.joinpath(*parts)
+                pending += [module.with_suffix(".py"), module / "__init__.py",
+                            *(module / f"{alias.name}.py" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                pending += [server.folder.joinpath(*alias.name.split(".")[2:]).with_suffix(".py")
+                            for alias in node.names if alias.name.startswith(f"{package}.")]
+    return found
 
 
 def _dataset_file(server: Server, dataset: dict[str, Any]) -> Path | None:

@@ -1,0 +1,261 @@
+"""NeMo Gym resource servers (kind nemo): imported, served in process through ASGI with a cookie jar per episode,
+and scored as NeMo Gym scores the same episode.
+
+Real parts only: nemo-gym 0.7.0 in the env's venv (on Python 3.13, its check relaxed), its own example servers as
+the installed package ships them (each imported from its folder there), two servers of ours written to its rules
+(a cookie-state tally, a Gymnasium-protocol game). The oracles: the rewards NeMo Gym stored with its example
+rollouts (data/example_rollouts.jsonl, replayed action by action through our sessions), and NeMo Gym's own server
+process (run_webserver, as `gym env start` starts it) verifying the same episodes over HTTP.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from conftest import in_parallel, play_episode
+
+import openenv_gym
+from openenv_gym.client.local import LocalServer
+from openenv_gym.errors import BadRequestError
+from openenv_gym.importers import import_environment
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import ensure_venv
+
+FIXTURES = Path(__file__).parent / "nemo_servers" / "resources_servers"
+TALLY, REVERSE = FIXTURES / "tally", FIXTURES / "reverse_gym"
+EXAMPLES = ("example_session_state_mgmt", "example_multi_step", "workplace_assistant", "example_multi_turn_gymnasium")
+# (workplace_assistant's stored rollouts play other tasks than its example rows, and do not carry the tasks'
+# ground truth that its /verify reads: it is played to its ground truth instead, below)
+REPLAYED = tuple(name for name in EXAMPLES if name != "workplace_assistant")
+pytestmark = pytest.mark.env_venvs(TALLY)
+
+
+@pytest.fixture(scope="module")
+def nemo(tmp_path_factory):
+    """{name: (ws url, env folder, source folder)}: our two servers and NeMo Gym's examples, each served."""
+    out = tmp_path_factory.mktemp("nemo")
+    tally = import_environment(TALLY, "tally", out)[0].folder  # checked: loaded in its venv as the server will
+    python = str(ensure_venv(load_manifest(tally)))
+    site = Path(subprocess.run([python, "-c", "import nemo_gym, os; print(os.path.dirname(os.path.dirname("
+                                              "nemo_gym.__file__)))"], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    sources = {"tally": TALLY, "reverse_gym": REVERSE, **{name: site / "resources_servers" / name for name in EXAMPLES}}
+    folders = {"tally": tally, **{name: import_environment(source, name, out, check=False)[0].folder
+                                  for name, source in sources.items() if name != "tally"}}
+    servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 20_000) for folder in folders.values()))
+    yield {name: (server.url, folders[name], sources[name])
+           for name, server in zip(folders, servers, strict=True)}
+    in_parallel(*(server.stop for server in servers))
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def replayed_actions(output: list[dict]) -> list[dict]:
+    """The policy's replies in a stored rollout's output: each run of its model items (text, function calls) up to
+    the tool outputs or user messages that answer them."""
+    actions: list[dict] = []
+    current: dict | None = None
+    for item in output:
+        kind = item.get("type", "message")
+        if kind == "function_call" or (kind == "message" and item.get("role") == "assistant"):
+            if current is None:
+                current = {"content": None, "tool_calls": []}
+                actions.append(current)
+            if kind == "function_call":
+                current["tool_calls"].append({"id": item["call_id"], "type": "function",
+                                              "function": {"name": item["name"], "arguments": item["arguments"]}})
+            else:
+                text = "".join(part.get("text", "") for part in item["content"]) if isinstance(item["content"], list) \
+                    else item["content"]
+                current["content"] = (current["content"] or "") + text
+        elif kind in ("function_call_output", "message"):
+            current = None  # answered: the next model item is the next reply
+    return actions
+
+
+def stored_outputs(output: list[dict]) -> list[str]:
+    return [item["output"] for item in output if item.get("type") == "function_call_output"]
+
+
+def _value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def task_of(dataset: list[dict], rollout: dict) -> int:
+    """The index of the dataset row a stored rollout played (the same input)."""
+    given = rollout["responses_create_params"]["input"]
+    found = [i for i, row in enumerate(dataset) if _texts(row["responses_create_params"]["input"]) == _texts(given)]
+    assert found, "every stored rollout plays a row of the example dataset"
+    return found[0]
+
+
+def _texts(items) -> list:
+    if isinstance(items, str):
+        return [items]
+    return [(item.get("role"), item.get("content") if isinstance(item.get("content"), str)
+             else "".join(part.get("text", "") for part in item.get("content") or [])) for item in items]
+
+
+@pytest.mark.parametrize("name", REPLAYED)
+def test_every_stored_example_rollout_replayed_through_our_sessions_gets_its_stored_reward(nemo, name):
+    url, folder, source = nemo[name]
+    dataset = rows(source / "data" / "example.jsonl")
+    for rollout in rows(source / "data" / "example_rollouts.jsonl"):
+        actions = replayed_actions(rollout["response"]["output"])
+        answers = play_episode(url, actions, options={"task": task_of(dataset, rollout)})
+        if "response" in answers[-1][4]:  # the tools answered as they did for NeMo Gym (JSON: its spacing aside)
+            ours = stored_outputs(answers[-1][4]["response"]["output"])
+            assert list(map(_value, ours)) == list(map(_value, stored_outputs(rollout["response"]["output"])))
+        total = sum(answer[1] for answer in answers[1:])
+        assert total == pytest.approx(rollout["reward"]), (name, rollout["reward"], answers[-1])
+        assert answers[-1][2] or answers[-1][3]
+
+
+def ground_truth_play(row: dict) -> list:
+    """workplace_assistant's oracle policy: the row's ground-truth calls, one reply, then a last word."""
+    calls = [{"id": f"gt_{i}", "type": "function", "function": call} for i, call in enumerate(row["ground_truth"])]
+    return [{"content": None, "tool_calls": calls}, "Done."]
+
+
+def test_workplace_assistant_played_to_its_ground_truth_is_rewarded_and_a_wrong_play_is_not(nemo):
+    url, folder, source = nemo["workplace_assistant"]
+    dataset = rows(source / "data" / "example.jsonl")
+    for index, row in enumerate(dataset):
+        answers = play_episode(url, ground_truth_play(row), options={"task": index})
+        assert answers[-1][1:3] == (1.0, True), (index, answers[1][0][:300])
+        assert play_episode(url, ["I did nothing."], options={"task": index})[-1][1] == 0.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class NemoOwnServer:
+    """A resource server in NeMo Gym's own process (its `run_webserver`, with the config `gym env start` injects)."""
+
+    def __init__(self, python: str, folder: Path, manifest_config: dict, instance: str) -> None:
+        self.port = _free_port()
+        config = {"head_server": {"host": "127.0.0.1", "port": _free_port()}, "dry_run": False,
+                  instance: {"resources_servers": {folder.name: {**manifest_config, "host": "127.0.0.1",
+                                                                 "port": self.port}}}}
+        environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
+                   "PYTHONPATH": str(folder.parent.parent)}
+        self.process = subprocess.Popen([python, str(folder / "app.py")], env=environ, cwd=folder,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1)
+                return
+            except httpx.HTTPError:
+                assert self.process.poll() is None, self.process.stdout.read()[-3000:]
+                time.sleep(0.2)
+        raise AssertionError("NeMo Gym's server did not start")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(nemo):
+    """Each example episode played through our session ends with the Responses object it built; NeMo Gym's own
+    server process, given the same calls over HTTP with its cookies, verifies that object to the same reward."""
+    plays = {"example_multi_step": lambda dataset, source: [
+                 (task_of(dataset, rollout), replayed_actions(rollout["response"]["output"]))
+                 for rollout in rows(source / "data" / "example_rollouts.jsonl")],
+             "workplace_assistant": lambda dataset, source: [
+                 (index, play) for index, row in enumerate(dataset)
+                 for play in (ground_truth_play(row), ["I did nothing."])],
+             "tally": lambda dataset, source: [
+                 (index, [{"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
+                          "Done."]) for index, row in enumerate(dataset) for miss in (0, 1)]}
+    for name, episodes in plays.items():
+        url, folder, source = nemo[name]
+        manifest = load_manifest(folder)
+        own = NemoOwnServer(str(ensure_venv(manifest)), manifest.vendored / "resources_servers" / source.name,
+                            manifest.server_config, manifest.instance)
+        try:
+            dataset = rows(folder / manifest.splits["example"])
+            for task, actions in episodes(dataset, source):
+                answers = play_episode(url, actions, options={"task": task})
+                response = answers[-1][4]["response"]
+                with httpx.Client(base_url=f"http://127.0.0.1:{own.port}") as client:
+                    client.post("/seed_session", json=dataset[task]).raise_for_status()
+                    for item in response["output"]:  # the tool calls again, in NeMo's process, in one session
+                        if item["type"] == "function_call":
+                            client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
+                    theirs = client.post("/verify", json=dataset[task] | {"response": response}).json()
+                assert theirs["reward"] == answers[-1][1], (name, task, theirs)
+        finally:
+            own.stop()
+
+
+def test_concurrent_episodes_keep_their_own_cookie_state(nemo):
+    """example_session_state_mgmt keeps a counter per session cookie: 200 episodes at once, each adding its own
+    amounts, each reads back only its own count and is verified on it."""
+    url, _, _ = nemo["example_session_state_mgmt"]
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            async def play(k: int):
+                session = conn.session()
+                _, info = await session.reset(options={"task": k % 5, "expose_answer": True})
+                for amount in (k, 1000):
+                    await session.step({"name": "increment_counter", "arguments": {"count": amount}})
+                counted = await session.step({"name": "get_counter_value", "arguments": {}})
+                await session.close()
+                return json.loads(counted[0])["count"] - info["task_data"]["initial_count"]
+            return await asyncio.gather(*(play(k) for k in range(200)))
+    assert asyncio.run(main()) == [k + 1000 for k in range(200)]
+
+
+def test_a_tool_error_is_what_the_model_sees_and_the_episode_goes_on(nemo):
+    url, _, _ = nemo["tally"]
+    answers = play_episode(url, [{"name": "add", "arguments": {"amount": "many"}}, {"name": "nope", "arguments": {}},
+                                 {"name": "add", "arguments": {"amount": 5}}, "Done."], options={"task": 0})
+    assert "int_parsing" in answers[1][0] and answers[1][1:4] == (0.0, False, False)  # FastAPI's 422, as NeMo's agent
+    assert "Not Found" in answers[2][0]  # an unknown tool: the server's 404 body
+    assert answers[-1][1] == 1.0 and answers[-1][4]["metrics"] == {"total": 5, "calls": 1}
+
+
+def test_tasks_splits_and_hidden_fields(nemo):
+    url, _, _ = nemo["tally"]
+    first, final = play_episode(url, ["Nothing to do."], options={"task": "tally-2"})
+    assert first[1]["task"] == 2 and first[1]["split"] == "example" and "expected_total" not in first[1]["task_data"]
+    assert final[1] == 1.0  # it starts at its target
+    (_, info), _ = play_episode(url, ["x"], options={"task": 1, "expose_answer": True})
+    assert info["task_data"]["expected_total"] == 3
+    assert info["messages"][0] == {"role": "system", "content": "Use the tools to bring the tally to the target."}
+
+    async def refused():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            for options, message in (({"split": "train"}, "unknown split 'train'; splits: example"),
+                                     ({"task": 9}, "out of range"), ({"colour": 1}, "reset option 'colour'")):
+                with pytest.raises(BadRequestError, match=message):
+                    await session.reset(options=options)
+    asyncio.run(refused())
+
+
+def test_a_gymnasium_server_steps_with_tool_outputs_and_observations(nemo):
+    url, _, _ = nemo["reverse_gym"]
+    reset, hint, wrong, right = play_episode(url, [{"name": "hint", "arguments": {}}, "enots?", "enots"],
+                                             options={"task": 0})
+    assert reset[0] == "Reverse the word: stone" and hint[0] == '"e"' and hint[1:4] == (0.0, False, False)
+    assert wrong[0] == "No, try again." and right[1:4] == (1.0, True, False)
+    *_, last = play_episode(url, ["a", "b", "c"], options={"task": 1})
+    assert last[3] and not last[2]  # three misses: truncated, by the server's own rule
