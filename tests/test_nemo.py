@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -50,8 +51,11 @@ def nemo(tmp_path_factory):
     folders = {"tally": tally, **{name: import_environment(source, name, out, check=False)[0].folder
                                   for name, source in sources.items() if name != "tally"}}
     servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 20_000) for folder in folders.values()))
-    yield {name: (server.url, folders[name], sources[name])
-           for name, server in zip(folders, servers, strict=True)}
+    served = {name: (server.url, folders[name], sources[name]) for name, server in zip(folders, servers, strict=True)}
+    single = site / "resources_servers" / "example_single_tool_call"  # re-verified only: not served
+    served["example_single_tool_call"] = (None, import_environment(single, "single", out, check=False)[0].folder,
+                                          single)
+    yield served
     in_parallel(*(server.stop for server in servers))
 
 
@@ -259,3 +263,32 @@ def test_a_gymnasium_server_steps_with_tool_outputs_and_observations(nemo):
     assert wrong[0] == "No, try again." and right[1:4] == (1.0, True, False)
     *_, last = play_episode(url, ["a", "b", "c"], options={"task": 1})
     assert last[3] and not last[2]  # three misses: truncated, by the server's own rule
+
+
+def rescore(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "openenv_gym", "rescore", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_rescore_reverifies_nemo_rollouts_to_nemo_gyms_own_expected_rewards(nemo, tmp_path):
+    """NeMo Gym's own verifier cases of example_single_tool_call (a request and the reward it must get) as a
+    rollouts file: its /verify is not said to be stateless, so rescore refuses it until --force, and then writes
+    unsafe_<out> with the rewards NeMo expects; the case without a response is that rollout's error."""
+    _, folder, source = nemo["example_single_tool_call"]
+    cases = rows(source / "tests" / "verifier_cases.jsonl")
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("".join(json.dumps(case["request"] | {"reward": case.get("expected_reward")}) + "\n"
+                                for case in cases))
+    out = tmp_path / "out.jsonl"
+    refused = rescore(str(rollouts), str(folder), "--out", str(out))
+    assert refused.returncode != 0 and "not 'stateless'" in refused.stderr and "--force" in refused.stderr
+    assert not out.exists()
+    done = rescore(str(rollouts), str(folder), "--out", str(out), "--force")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "reverified      2" in done.stdout and "failed          1" in done.stdout
+    written = rows(tmp_path / "unsafe_out.jsonl")
+    for case, line in zip(cases, written, strict=True):
+        if "expected_reward" in case:
+            assert line["reward"] == case["expected_reward"] and line["rescore"]["error"] is None
+        else:
+            assert case["expected_error"] in line["rescore"]["error"]  # "response": it has none

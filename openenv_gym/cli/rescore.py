@@ -40,6 +40,9 @@ def add_rescore(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes replayed at once (default 64)")
     parser.add_argument("--env-url", nargs="+", help="running env servers (default: start a local one)")
     parser.add_argument("--env", help="the environment's name on the env servers, for openenv/ors")
+    parser.add_argument("--inputs", type=Path,
+                        help="NeMo Gym rollouts: the materialized inputs they were played from (default: the rows of "
+                             "the environment's datasets with the same input)")
     parser.add_argument("--force", action="store_true",
                         help="NeMo Gym rollouts: reverify even where the server does not say its /verify is stateless "
                              "(the output's name then starts with unsafe_)")
@@ -49,15 +52,15 @@ def add_rescore(commands: argparse._SubParsersAction) -> None:
 def run_rescore(args: argparse.Namespace) -> None:
     if not args.file.is_file():
         sys.exit(f"openenv-gym rescore: {args.file} is no file")
-    records, unreadable = _read(args.file)
-    if not records:
-        sys.exit(f"openenv-gym rescore: {args.file} holds no episode")
     out = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".rescored.jsonl")
     if out.resolve() == args.file.resolve():
         sys.exit("openenv-gym rescore: --out must be another file than the one rescored")
     if _nemo_rollouts(args.file):
         _reverify_nemo(args, out)
         return
+    records, unreadable = _read(args.file)
+    if not records:
+        sys.exit(f"openenv-gym rescore: {args.file} holds no episode")
     results = asyncio.run(_replay_all(records, args))
     lines = [_rescored_line(record, results[k]) for k, record in enumerate(records)]
     _retake_advantages(lines)
@@ -84,7 +87,8 @@ def _reverify_nemo(args: argparse.Namespace, out: Path) -> None:
         sys.exit(f"openenv-gym rescore: {args.file} holds NeMo Gym rollouts; {args.env_id} is a {manifest.kind} "
                  "environment: give the openenv/nemo-NAME they were played on")
     command = [str(ensure_venv(manifest)), "-m", "openenv_gym.adapters.nemo.reverify", str(manifest.folder),
-               str(args.file), str(out), "--concurrency", str(args.num_envs), *(["--force"] if args.force else [])]
+               str(args.file), str(out), "--concurrency", str(args.num_envs), *(["--force"] if args.force else []),
+               *(["--inputs", str(args.inputs)] if args.inputs else [])]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.exit(done.returncode)

@@ -162,7 +162,16 @@ def server_config(server: Server) -> tuple[str, dict[str, Any], list[dict[str, A
             if isinstance(agent, dict) and (agent.get("resources_server") or {}).get("name") == instance:
                 datasets += [dataset for dataset in agent.get("datasets") or [] if isinstance(dataset, dict)]
     config = {key: value for key, value in fields.items() if key != "datasets"}
-    return instance, config, datasets
+    return instance, _without_nulls(config), datasets
+
+
+def _without_nulls(value: Any) -> Any:
+    """The config without its null values (the manifest is TOML, which has none): such a key keeps its default."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value if item is not None]
+    return value
 
 
 def _model_servers(value: Any, path: str = "") -> list[str]:
