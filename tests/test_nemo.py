@@ -39,14 +39,20 @@ pytestmark = pytest.mark.env_venvs(TALLY)
 
 
 @pytest.fixture(scope="module")
-def nemo(tmp_path_factory):
+def installed(tmp_path_factory):
+    """(our tally imported, the folder where the venv's nemo-gym 0.7.0 lies with the resource servers it ships)."""
+    tally = import_environment(TALLY, "tally", tmp_path_factory.mktemp("tally"))[0].folder  # checked: loaded
+    python = str(ensure_venv(load_manifest(tally)))
+    site = subprocess.run([python, "-c", "import nemo_gym, os; print(os.path.dirname(os.path.dirname("
+                                         "nemo_gym.__file__)))"], capture_output=True, text=True, check=True)
+    return tally, Path(site.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def nemo(installed, tmp_path_factory):
     """{name: (ws url, env folder, source folder)}: our two servers and NeMo Gym's examples, each served."""
     out = tmp_path_factory.mktemp("nemo")
-    tally = import_environment(TALLY, "tally", out)[0].folder  # checked: loaded in its venv as the server will
-    python = str(ensure_venv(load_manifest(tally)))
-    site = Path(subprocess.run([python, "-c", "import nemo_gym, os; print(os.path.dirname(os.path.dirname("
-                                              "nemo_gym.__file__)))"], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    tally, site = installed
     sources = {"tally": TALLY, "reverse_gym": REVERSE, **{name: site / "resources_servers" / name for name in EXAMPLES}}
     folders = {"tally": tally, **{name: import_environment(source, name, out, check=False)[0].folder
                                   for name, source in sources.items() if name != "tally"}}
@@ -292,3 +298,16 @@ def test_rescore_reverifies_nemo_rollouts_to_nemo_gyms_own_expected_rewards(nemo
             assert line["reward"] == case["expected_reward"] and line["rescore"]["error"] is None
         else:
             assert case["expected_error"] in line["rescore"]["error"]  # "response": it has none
+
+
+def test_a_server_that_needs_a_model_server_is_imported_and_its_resets_say_why_they_are_refused(installed, tmp_path):
+    """A judge named in the server's own config (its datasets there too, as NeMo's newer configs put them)."""
+    folder = import_environment(FIXTURES / "judged_answer", "judged", tmp_path, check=False)[0].folder
+    assert "judge_model_server" in load_manifest(folder).needs[0]
+    server = LocalServer(str(folder), 1, 10)
+    try:
+        with pytest.raises(BadRequestError, match="it needs a model server of NeMo Gym's \\(judge_model_server"):
+            play_episode(server.url, ["x"], options={"task": 0})
+        assert server.alive
+    finally:
+        server.stop()

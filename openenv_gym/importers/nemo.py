@@ -186,8 +186,8 @@ def _model_servers(value: Any, path: str = "") -> list[str]:
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
-    needs = [f"a model server ({key}: an LLM judge or simulator; set OPENENV_GYM_JUDGE_URL to an OpenAI-compatible "
-             "endpoint to give it one)" for key in _model_servers(config)]
+    needs = [f"a model server of NeMo Gym's ({key}: an LLM judge or a user simulator), which is not served here"
+             for key in _model_servers(config)]
     code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
     needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
               if (match := pattern.search(code))]

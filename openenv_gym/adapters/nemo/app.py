@@ -4,7 +4,8 @@ The server class is made with its config (the instance's fields from its YAML; h
 real `ServerClient` that knows no other server, and `setup_webserver()` gives its FastAPI app, with NeMo's session
 middleware: a session is the signed cookie the first request of an episode is given. Each episode has an httpx
 client of its own on the app (ASGITransport, no socket), so a cookie jar of its own, as NeMo's agents keep one per
-rollout. The app's lifespan (startup hooks) runs once, before the first episode.
+rollout. The app's lifespan (startup hooks) runs once, before the first episode. The worker's working directory
+is the server's folder, as NeMo Gym's launcher runs each server there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -81,6 +83,9 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
     if vendored not in sys.path:
         sys.path.insert(0, vendored)  # resources_servers.<name> is ours (a namespace package: the installed one too)
     module_name, class_name = manifest.entry.split(":")
+    # NeMo Gym starts each server in its own folder, and servers open their files from there (prompt templates,
+    # data): so does this worker, which serves this environment alone
+    os.chdir(manifest.vendored.joinpath(*module_name.split(".")[:-1]))
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
