@@ -71,6 +71,7 @@ bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
 	$(PY) -m benchmarks.stream
 	$(PY) -m benchmarks.openenv_compare
 	$(PY) -m benchmarks.awm_compare
+	$(PY) -m benchmarks.nemo_compare
 	$(PY) -m benchmarks.web
 	$(PY) -m benchmarks.scaling
 	$(PY) -m benchmarks.recovery

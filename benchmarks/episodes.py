@@ -40,14 +40,18 @@ class Served:
 
 
 def comparison_arguments(argv: list[str] | None, doc: str | None, sessions: int,
-                         group_size: int | None = None) -> argparse.Namespace:
-    """The command line every import comparison takes (and --group-size, for those that play groups)."""
+                         group_size: int | None = None, workers: int | None = None,
+                         extra: dict[str, tuple[int, str]] | None = None) -> argparse.Namespace:
+    """The command line every import comparison takes (and --group-size, for those that play groups; `extra`:
+    more integer options, {name: (default, help)})."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=sessions, help="concurrent players")
     if group_size is not None:
         parser.add_argument("--group-size", type=int, default=group_size, help="plays of each task, scored together")
     parser.add_argument("--rounds", type=int, default=3, help="episodes each player plays, back to back")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server workers (ours)")
+    parser.add_argument("--workers", type=int, default=workers or os.cpu_count() or 1, help="server workers (ours)")
+    for name, (default, meaning) in (extra or {}).items():
+        parser.add_argument(f"--{name}", type=int, default=default, help=meaning)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="where the JSON goes")
     return parser.parse_args(argv)
 

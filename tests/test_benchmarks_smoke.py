@@ -229,3 +229,16 @@ def test_web_benchmark_runs():
     assert figures["page"]["first_step_ms"]["p50"] > 0 and figures["page"]["reset_ms"]["p50"] > 0
     assert len(figures["throughput"]["rounds"]["on"]) == len(figures["throughput"]["rounds"]["off"]) == 1
     assert figures["throughput"]["ratio"] > 0
+
+
+@pytest.mark.env_venvs(ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally")
+@BENCH
+def test_nemo_comparison_runs(tmp_path):
+    result = run_module("benchmarks.nemo_compare", "--sessions", "4", "--rounds", "1", "--calls", "3", "--capacity",
+                        "40", "--out", str(tmp_path), timeout=900)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "nemo_throughput.json").read_text())
+    assert figures["ours"]["errors"] == figures["nemo_gym_server"]["errors"] == 0
+    assert figures["ours"]["steps"] == figures["nemo_gym_server"]["steps"] == 12  # 4 players x 3 calls
+    assert figures["capacity"] | {"seconds": 0} == {"episodes": 40, "errors": 0, "cross_episode_state": 0,
+                                                   "seconds": 0, "error_kinds": []}

@@ -10,19 +10,16 @@ process (run_webserver, as `gym env start` starts it) verifying the same episode
 
 import asyncio
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from conftest import in_parallel, play_episode
 
 import openenv_gym
+from benchmarks.nemo_peer import NemoOwnServer
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import BadRequestError
 from openenv_gym.importers import import_environment
@@ -148,39 +145,6 @@ def test_workplace_assistant_played_to_its_ground_truth_is_rewarded_and_a_wrong_
         assert play_episode(url, ["I did nothing."], options={"task": index})[-1][1] == 0.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class NemoOwnServer:
-    """A resource server in NeMo Gym's own process (its `run_webserver`, with the config `gym env start` injects)."""
-
-    def __init__(self, python: str, folder: Path, manifest_config: dict, instance: str) -> None:
-        self.port = _free_port()
-        config = {"head_server": {"host": "127.0.0.1", "port": _free_port()}, "dry_run": False,
-                  instance: {"resources_servers": {folder.name: {**manifest_config, "host": "127.0.0.1",
-                                                                 "port": self.port}}}}
-        environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
-                   "PYTHONPATH": str(folder.parent.parent)}
-        self.process = subprocess.Popen([python, str(folder / "app.py")], env=environ, cwd=folder,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1)
-                return
-            except httpx.HTTPError:
-                assert self.process.poll() is None, self.process.stdout.read()[-3000:]
-                time.sleep(0.2)
-        raise AssertionError("NeMo Gym's server did not start")
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-
 def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(nemo):
     """Each example episode played through our session ends with the Responses object it built; NeMo Gym's own
     server process, given the same calls over HTTP with its cookies, verifies that object to the same reward."""
@@ -193,17 +157,15 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
              "tally": lambda dataset, source: [
                  (index, [{"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
                           "Done."]) for index, row in enumerate(dataset) for miss in (0, 1)]}
-    for name, episodes in plays.items():
+    owns = in_parallel(*(lambda name=name: NemoOwnServer.of(load_manifest(nemo[name][1])) for name in plays))
+    for (name, episodes), own in zip(plays.items(), owns, strict=True):
         url, folder, source = nemo[name]
-        manifest = load_manifest(folder)
-        own = NemoOwnServer(str(ensure_venv(manifest)), manifest.vendored / "resources_servers" / source.name,
-                            manifest.server_config, manifest.instance)
         try:
-            dataset = rows(folder / manifest.splits["example"])
+            dataset = rows(folder / load_manifest(folder).splits["example"])
             for task, actions in episodes(dataset, source):
                 answers = play_episode(url, actions, options={"task": task})
                 response = answers[-1][4]["response"]
-                with httpx.Client(base_url=f"http://127.0.0.1:{own.port}") as client:
+                with httpx.Client(base_url=own.url) as client:
                     client.post("/seed_session", json=dataset[task]).raise_for_status()
                     for item in response["output"]:  # the tool calls again, in NeMo's process, in one session
                         if item["type"] == "function_call":

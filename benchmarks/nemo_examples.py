@@ -1,0 +1,213 @@
+"""Every resource server of a NeMo Gym checkout, imported and played one by one, as a new user would: how many
+import, how many are refused for what they need that is not reachable from here (an LLM judge, a sandbox, a web
+API), how many play (a reset on each of the first rows of their first split, then a reply without a tool call, which
+makes a "resources" server verify the episode), and why each other one does not.
+
+    python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--out nemo_examples.json]
+
+Each server is imported alone (check=False, into a temporary folder, registered nowhere), its venv built with a time
+bound (a server whose extra requirements fail to install is recorded, and the sweep goes on; servers with the same
+requirements share one venv), then served by one `openenv-gym serve` subprocess, stopped after its rows.
+Classes: played (every row reset and verified without error: its rewards), failed (at the venv build, the server's
+start, a reset or a step: the error's first line and its gist, the exception the server's log ends with), refused
+at import (the importer's message), needs unreachable (the manifest's `needs`: its resets are refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.measures import save_result
+from openenv_gym.importers import ImportFailedError, import_environment
+from openenv_gym.importers.nemo import PACKAGE
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import venv_ready, venvs_dir
+
+ACTION = "I cannot do this."  # a reply without a tool call: a "resources" server's episode ends, and is verified
+CLASSES = ("played", "failed", "refused at import", "needs unreachable")
+BUILD = ("from openenv_gym.manifests import load_manifest; from openenv_gym.manifests.venvs import ensure_venv; "
+         "import sys; ensure_venv(load_manifest(sys.argv[1]))")
+EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Refused|Timeout\w*)"
+                            r"|AssertionError|KeyError|StopIteration)(?::.*)?$")
+
+
+def server_folders(checkout: Path, wanted: list[str]) -> list[Path]:
+    root = checkout / PACKAGE if (checkout / PACKAGE).is_dir() else checkout
+    folders = sorted(child for child in root.iterdir() if child.is_dir() and not child.name.startswith(("_", ".")))
+    if wanted:
+        missing = sorted(set(wanted) - {folder.name for folder in folders})
+        if missing:
+            raise SystemExit(f"no such resource server in {root}: {', '.join(missing)}")
+        folders = [folder for folder in folders if folder.name in wanted]
+    return folders
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    return (text.strip().splitlines() or [""])[0][:limit]
+
+
+def gist(error: str, log: list[str]) -> str:
+    """What an error comes down to: the last exception line of the server's log (a 500's traceback is there) or of
+    the error itself."""
+    lines = [*error.splitlines(), *log] if "HTTP 500" in error or not log else [*log, *error.splitlines()]
+    found = [line.strip() for line in lines if EXCEPTION_LINE.match(line)]
+    return (found[-1] if found else first_line(error))[:400]
+
+
+def build_venv(folder: Path, timeout: float) -> str | None:
+    """Build the env's venv in a child process of ours (killed, with what it started, past `timeout`); why it failed,
+    or None."""
+    manifest = load_manifest(folder)
+    if venv_ready(manifest):
+        return None
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-c", BUILD, str(folder)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return f"venv build ({', '.join(manifest.dependencies)}) did not finish within {timeout:g} s"
+    print(f"  venv built in {time.monotonic() - started:.0f} s" if process.returncode == 0 else "  venv build failed",
+          flush=True)
+    if process.returncode == 0:
+        return None
+    errors = [line for line in output.splitlines() if re.search(r"error|ERROR|No solution|not found|\u00d7", line)]
+    return (f"venv build ({', '.join(manifest.dependencies)}) failed: "
+            + " | ".join(dict.fromkeys(line.strip() for line in errors[-4:])))[:1500]
+
+
+async def play_rows(url: str, split: str, rows: int, timeout: float) -> list[dict[str, Any]]:
+    """Each row: reset on it, one text step; its reward, or where and what it failed with."""
+    import openenv_gym
+
+    played = []
+    async with openenv_gym.connect(url) as conn:
+        for task in range(rows):
+            session = conn.session()
+            outcome: dict[str, Any] = {"task": task}
+            stage = "reset"
+            try:
+                await asyncio.wait_for(session.reset(options={"split": split, "task": task}), timeout)
+                stage = "step"
+                _, reward, terminated, truncated, info = await asyncio.wait_for(session.step(ACTION), timeout)
+                outcome |= {"reward": reward, "terminated": terminated, "truncated": truncated,
+                            "metrics": info.get("metrics") or {}}
+            except Exception as exc:  # whatever a reset or step raised is the finding
+                message = str(exc) or type(exc).__name__
+                outcome |= {"stage": stage, "error": f"{type(exc).__name__}: {message}"}
+            finally:
+                with contextlib.suppress(Exception):  # a session that will not close is the server's to keep
+                    await asyncio.wait_for(session.close(), 30)
+            played.append(outcome)
+    return played
+
+
+def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """{"class", "reason", ...} of one resource server."""
+    from openenv_gym.client.local import LocalServer
+
+    try:
+        results = import_environment(folder, folder.name, scratch, check=False, force=True)
+    except ImportFailedError as exc:
+        return {"class": "refused at import", "reason": str(exc)}
+    except Exception as exc:  # an importer crash is a finding too
+        return {"class": "refused at import", "reason": f"importer crashed: {type(exc).__name__}: {exc}"}
+    imported = results[0].folder
+    manifest = load_manifest(imported)
+    found: dict[str, Any] = {"protocol": manifest.protocol, "splits": list(manifest.splits),
+                             "dependencies": manifest.dependencies, "notes": results[0].notes}
+    if manifest.needs:
+        return found | {"class": "needs unreachable", "reason": "; ".join(manifest.needs), "needs": manifest.needs}
+    split = next(iter(manifest.splits))
+    count = sum(1 for line in (imported / manifest.splits[split]).read_bytes().splitlines() if line.strip())
+    found |= {"split": split, "split_rows": count}
+    failed = build_venv(imported, args.build_timeout)
+    if failed is not None:
+        return found | {"class": "failed", "stage": "venv", "reason": failed, "gist": first_line(failed)}
+    try:
+        server = LocalServer(str(imported), 1, 1000)
+    except Exception as exc:  # ServerStartError, or whatever else starting it raised
+        error = f"{type(exc).__name__}: {exc}"
+        return found | {"class": "failed", "stage": "start", "reason": first_line(error),
+                        "gist": gist(error, []), "error": error[-3000:]}
+    try:
+        rows = asyncio.run(play_rows(server.url, split, min(args.rows, count), args.call_timeout))
+        log = list(getattr(server, "_tail", []))  # the server's last lines: a 500's traceback ends there
+    finally:
+        server.stop()
+    found["rows"] = rows
+    broken = [row for row in rows if "error" in row]
+    if not rows:
+        return found | {"class": "failed", "stage": "reset", "reason": f"split {split!r} has no rows"}
+    if broken:
+        error = broken[0]["error"]
+        return found | {"class": "failed", "stage": broken[0]["stage"],
+                        "reason": f"{len(broken)} of {len(rows)} rows failed at {broken[0]['stage']}: "
+                                  f"{first_line(error)}", "gist": gist(error, log), "error": error[:3000],
+                        "log": log}
+    rewards = [row["reward"] for row in rows]
+    return found | {"class": "played", "reason": f"rewards {rewards}", "rewards": rewards}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkout", type=Path, help="a NeMo Gym checkout (or its resources_servers folder)")
+    parser.add_argument("--server", action="append", default=[], help="only this resource server (repeatable)")
+    parser.add_argument("--rows", type=int, default=5, help="rows of the first split played per server")
+    parser.add_argument("--build-timeout", type=float, default=900.0, help="seconds one server's venv build may take")
+    parser.add_argument("--call-timeout", type=float, default=180.0, help="seconds a reset or a step may take")
+    parser.add_argument("--out", type=Path, help="the JSON details (default: benchmarks/results/nemo_examples.json)")
+    args = parser.parse_args(argv)
+    folders = server_folders(args.checkout.resolve(), args.server)
+    os.environ.setdefault("OPENENV_GYM_VENVS", str(venvs_dir()))  # the venvs of this machine's, shared ...
+    outcomes: dict[str, dict[str, Any]] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="nemo-examples-") as scratch:
+        os.environ["OPENENV_GYM_HOME"] = str(Path(scratch) / "home")  # ... the imports registered nowhere
+        for number, folder in enumerate(folders, 1):
+            print(f"[{number}/{len(folders)}] {folder.name}", flush=True)
+            begun = time.monotonic()
+            outcomes[folder.name] = try_server(folder, Path(scratch) / "envs", args)
+            outcomes[folder.name]["seconds"] = round(time.monotonic() - begun, 1)
+            outcome = outcomes[folder.name]
+            print(f"  {outcome['class']}{' at ' + outcome['stage'] if 'stage' in outcome else ''}: "
+                  f"{first_line(outcome['reason'], 240)}", flush=True)
+    counts = collections.Counter(outcome["class"] for outcome in outcomes.values())
+    stages = collections.Counter(outcome["stage"] for outcome in outcomes.values() if outcome["class"] == "failed")
+    print(f"\n{len(outcomes)} resource servers of {args.checkout} in {time.monotonic() - started:.0f} s:")
+    for kind in CLASSES:
+        detail = f" ({', '.join(f'{n} at {stage}' for stage, n in stages.most_common())})" if stages else ""
+        detail = detail if kind == "failed" else ""
+        print(f"  {counts[kind]:4}  {kind}{detail}")
+    for kind in CLASSES[1:]:
+        for name, outcome in outcomes.items():
+            if outcome["class"] == kind:
+                why = outcome.get("gist") if kind == "failed" else outcome["reason"]
+                where = f" at {outcome['stage']}" if "stage" in outcome else ""
+                print(f"  {kind}{where:9} {name}: {first_line(str(why), 200)}")
+    result = {"checkout": str(args.checkout), "counts": {kind: counts[kind] for kind in CLASSES},
+              "failed_stages": dict(stages), "servers": outcomes}
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1, default=str))
+    else:
+        save_result("nemo_examples", result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
