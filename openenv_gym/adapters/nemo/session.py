@@ -167,10 +167,14 @@ class NemoSession(Environment):
         return StepResult("\n\n".join(outputs), info={"messages": self.messages})
 
     async def _call(self, call: dict[str, str]) -> str:
-        """A tool call answered by the server's route of its name: the answer's text, whatever its status."""
+        """A tool call answered by the server's route of its name: the answer's text, whatever its status. A name the
+        row does not offer never reaches the server (its /verify and /seed_session are routes too)."""
         assert self.client is not None
-        answer = await post(self.client, f"/{call['name']}", orjson.loads(call["arguments"]))
-        text = answer.text
+        if call["name"] in self.tools:
+            text = (await post(self.client, f"/{call['name']}", orjson.loads(call["arguments"]))).text
+        else:
+            text = orjson.dumps({"error": f"no tool is named {call['name'][:100]!r}; the tools: "
+                                          f"{', '.join(sorted(self.tools)) or 'none'}"}).decode()
         self.output.append({"type": "function_call_output", "call_id": call["id"], "output": text})
         self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
         return text
