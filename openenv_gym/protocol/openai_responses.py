@@ -48,7 +48,7 @@ def responses_request(body: Any, earlier: list[dict[str, Any]] | None = None) ->
         messages.append({"role": "system", "content": instructions})
     for index, item in enumerate(items):
         _add_item(messages, item, f"input[{index}]")
-    model = body.get("model", "")
+    model = body.get("model") or ""  # (null where a dataset's rows leave it to the server, as NeMo Gym's do)
     if not isinstance(model, str):
         raise ChatRequestError("'model' must be a string", param="model")
     return ChatRequest(messages, function_tools(body.get("tools") or []), model, body.get("stream") is True,
