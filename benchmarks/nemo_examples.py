@@ -40,8 +40,10 @@ ACTION = "I cannot do this."  # a reply without a tool call: a "resources" serve
 CLASSES = ("played", "failed", "refused at import", "needs unreachable")
 BUILD = ("from openenv_gym.manifests import load_manifest; from openenv_gym.manifests.venvs import ensure_venv; "
          "import sys; ensure_venv(load_manifest(sys.argv[1]))")
-EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Refused|Timeout\w*)"
-                            r"|AssertionError|KeyError|StopIteration)(?::.*)?$")
+EXCEPTION = re.compile(r"\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$"  # a raise
+                       r"|^openenv-gym: (?!the server of )\S+: .*"  # a load error of ours
+                       r"|^\S+: error: .*")  # an argparse exit
+WRAPPERS = ("ServerStartError:", "ConnectionLostError:")  # an error that says only that the server died: see its log
 
 
 def server_folders(checkout: Path, wanted: list[str]) -> list[Path]:
@@ -60,11 +62,23 @@ def first_line(text: str, limit: int = 300) -> str:
 
 
 def gist(error: str, log: list[str]) -> str:
-    """What an error comes down to: the last exception line of the server's log (a 500's traceback is there) or of
-    the error itself."""
-    lines = [*error.splitlines(), *log] if "HTTP 500" in error or not log else [*log, *error.splitlines()]
-    found = [line.strip() for line in lines if EXCEPTION_LINE.match(line)]
-    return (found[-1] if found else first_line(error))[:400]
+    """What an error comes down to: the last exception the server's log or the error's own text names (a 500's
+    traceback, a start's end of output), with the fields of a validation error."""
+    lines = [line.rstrip() for line in [*error.splitlines(), *log] if line.strip()]
+    found = [(index, match.group(0)) for index, line in enumerate(lines)
+             if (match := EXCEPTION.search(line)) and not match.group(0).startswith(WRAPPERS)]
+    if len(found) > 1 and re.fullmatch(r"SystemExit: \d+", found[-1][1]):
+        found.pop()  # what made it exit was said before
+    if not found:
+        return first_line(error)
+    index, text = found[-1]
+    details = []
+    if "validation error" in text:
+        for line in lines[index + 1:index + 7]:
+            if "errors.pydantic.dev" in line or line.startswith(("openenv-gym", "Run ")):
+                continue
+            details.append(re.sub(r"\s*\[type=(\w+).*", r" [\1]", line.strip()))
+    return " / ".join([text, *details[:4]])[:400]
 
 
 def build_venv(folder: Path, timeout: float) -> str | None:
@@ -138,13 +152,12 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
     found |= {"split": split, "split_rows": count}
     failed = build_venv(imported, args.build_timeout)
     if failed is not None:
-        return found | {"class": "failed", "stage": "venv", "reason": failed, "gist": first_line(failed)}
+        return found | {"class": "failed", "stage": "venv", "reason": failed}
     try:
         server = LocalServer(str(imported), 1, 1000)
     except Exception as exc:  # ServerStartError, or whatever else starting it raised
         error = f"{type(exc).__name__}: {exc}"
-        return found | {"class": "failed", "stage": "start", "reason": first_line(error),
-                        "gist": gist(error, []), "error": error[-3000:]}
+        return found | {"class": "failed", "stage": "start", "reason": gist(error, []), "error": error[-3000:]}
     try:
         rows = asyncio.run(play_rows(server.url, split, min(args.rows, count), args.call_timeout))
         log = list(getattr(server, "_tail", []))  # the server's last lines: a 500's traceback ends there
@@ -158,8 +171,7 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
         error = broken[0]["error"]
         return found | {"class": "failed", "stage": broken[0]["stage"],
                         "reason": f"{len(broken)} of {len(rows)} rows failed at {broken[0]['stage']}: "
-                                  f"{first_line(error)}", "gist": gist(error, log), "error": error[:3000],
-                        "log": log}
+                                  f"{gist(error, log)}", "error": error[:3000], "log": log}
     rewards = [row["reward"] for row in rows]
     return found | {"class": "played", "reason": f"rewards {rewards}", "rewards": rewards}
 
@@ -197,9 +209,8 @@ def main(argv: list[str] | None = None) -> dict:
     for kind in CLASSES[1:]:
         for name, outcome in outcomes.items():
             if outcome["class"] == kind:
-                why = outcome.get("gist") if kind == "failed" else outcome["reason"]
                 where = f" at {outcome['stage']}" if "stage" in outcome else ""
-                print(f"  {kind}{where:9} {name}: {first_line(str(why), 200)}")
+                print(f"  {kind}{where:9} {name}: {first_line(outcome['reason'], 240)}")
     result = {"checkout": str(args.checkout), "counts": {kind: counts[kind] for kind in CLASSES},
               "failed_stages": dict(stages), "servers": outcomes}
     if args.out is not None:

@@ -206,6 +206,24 @@ def test_a_tool_error_is_what_the_model_sees_and_the_episode_goes_on(nemo):
     assert answers[-1][1] == 1.0 and answers[-1][4]["metrics"] == {"total": 5, "calls": 1}
 
 
+def test_a_route_whose_code_exits_answers_an_error_and_nothing_else_ends(nemo):
+    """A route that calls sys.exit (as code that parses argv with Hydra does) answers with an error, as any failing
+    route; the worker, the connection and the other session go on."""
+    url, _, _ = nemo["tally"]
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            halting, bystander = conn.session(), conn.session()
+            await halting.reset(options={"task": 3})
+            await bystander.reset(options={"task": 0})
+            halted = await halting.step({"name": "halt", "arguments": {}})
+            added = await bystander.step({"name": "add", "arguments": {"amount": 5}})
+            return halted, added, await bystander.step("Done."), await halting.step({"name": "total", "arguments": {}})
+    halted, added, final, after = asyncio.run(main())
+    assert halted[0] == "Internal Server Error" and halted[1:4] == (0.0, False, False)  # a 500, as uvicorn answers
+    assert json.loads(added[0]) == {"total": 5} and final[1] == 1.0 and json.loads(after[0]) == {"total": -4}
+
+
 def test_tasks_splits_and_hidden_fields(nemo):
     url, _, _ = nemo["tally"]
     first, final = play_episode(url, ["Nothing to do."], options={"task": "tally-2"})
@@ -227,9 +245,10 @@ def test_tasks_splits_and_hidden_fields(nemo):
 
 def test_a_gymnasium_server_steps_with_tool_outputs_and_observations(nemo):
     url, _, _ = nemo["reverse_gym"]
-    reset, hint, wrong, right = play_episode(url, [{"name": "hint", "arguments": {}}, "enots?", "enots"],
-                                             options={"task": 0})
+    reset, hint, empty, wrong, right = play_episode(url, [{"name": "hint", "arguments": {}}, " ", "enots?", "enots"],
+                                                    options={"task": 0})
     assert reset[0] == "Reverse the word: stone" and hint[0] == '"e"' and hint[1:4] == (0.0, False, False)
+    assert empty[4]["error"]["code"] == "invalid_action" and "No answer found" in empty[0]  # its HTTP 400
     assert wrong[0] == "No, try again." and right[1:4] == (1.0, True, False)
     *_, last = play_episode(url, ["a", "b", "c"], options={"task": 1})
     assert last[3] and not last[2]  # three misses: truncated, by the server's own rule

@@ -185,9 +185,22 @@ def _model_servers(value: Any, path: str = "") -> list[str]:
     return []
 
 
+def _interpolated(value: Any, path: str = "") -> list[str]:
+    """The config keys whose values are interpolations of NeMo Gym's global config (`${policy_base_url}`)."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _interpolated(item, f"{path}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _interpolated(item, f"{path}[{index}]")]
+    return [f"{path}: {value}"] if isinstance(value, str) and "${" in value else []
+
+
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
     needs = [f"a model server of NeMo Gym's ({key}: an LLM judge or a user simulator), which is not served here"
              for key in _model_servers(config)]
+    interpolated = _interpolated(config)
+    if interpolated:
+        needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
+                     f"here ({'; '.join(interpolated[:3])})")
     code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
     needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
               if (match := pattern.search(code))]
@@ -271,6 +284,15 @@ def _pyproject_requires_python(root: Path) -> str | None:
     return project.get("requires-python") if project.get("name") == PROJECT else None
 
 
+def _is_nemo_gym(folder: Path) -> bool:
+    import tomllib
+
+    try:
+        return tomllib.loads((folder / "pyproject.toml").read_text()).get("project", {}).get("name") == PROJECT
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+
+
 def requires_python(version: str) -> str:
     from packaging.version import Version
 
@@ -312,6 +334,8 @@ def requirements(server: Server) -> Requirements:
             continue
         editable = line.removeprefix("-e").strip()
         name = re.split(r"[\s\[@=<>!~;]", editable, maxsplit=1)[0]
+        if name.startswith((".", "/")) and _is_nemo_gym(server.folder / name):  # "-e ../../": the checkout itself
+            continue
         if name.replace("_", "-").lower() == PROJECT:
             try:
                 requirement = Requirement(editable)
@@ -323,10 +347,10 @@ def requirements(server: Server) -> Requirements:
                 notes.append(f"requirements.txt asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
                              f"extras are NeMo Gym's own development tools, not installed")
             continue
-        if line.startswith(("-", "git+")) or "://" in line or "@ ." in line:
-            raise ImportFailedError(f"{listed}: {line!r} cannot be installed from here (a path or URL outside the "
-                                    "server); put what it names on PyPI, or vendor it into the server's folder")
-        packages.append(line)
+        if line.startswith(("-", ".", "/")) or "@ ." in line or "@ file:" in line:
+            raise ImportFailedError(f"{listed}: {line!r} names a path, which the import cannot take along; put what "
+                                    "it names on the package index, or a URL of it, in its place")
+        packages.append(line)  # (a name, or a URL: git+https://..., a wheel's; the venv build fetches it)
     found = source_nemo_gym(server)
     if pinned is not None:
         version, python = pinned, requires_python(pinned)

@@ -4,7 +4,8 @@ The server class is made with its config (the instance's fields from its YAML; h
 real `ServerClient` that knows no other server, and `setup_webserver()` gives its FastAPI app, with NeMo's session
 middleware: a session is the signed cookie the first request of an episode is given. Each episode has an httpx
 client of its own on the app (ASGITransport, no socket), so a cookie jar of its own, as NeMo's agents keep one per
-rollout. The app's lifespan (startup hooks) runs once, before the first episode. The worker's working directory
+rollout. The app's lifespan (startup hooks) runs once, before the first episode. A route that calls sys.exit
+answers its request with a 500, as any error of its code, rather than ending the worker. The worker's working directory
 is the server's folder, as NeMo Gym's launcher runs each server there.
 """
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
+import logging
 import os
 import sys
 from typing import Any
@@ -23,6 +26,8 @@ from openenv_gym.errors import EnvError
 from openenv_gym.manifests.schema import ManifestError, NemoManifest
 
 BASE_URL = "http://nemo"  # what the episodes' clients call the app (no socket: ASGI)
+log = logging.getLogger(__name__)
+CONFIG_VARIABLE, CONFIG_PATH_VARIABLE = "NEMO_GYM_CONFIG_DICT", "NEMO_GYM_CONFIG_PATH"
 
 
 class ServerApp:
@@ -98,10 +103,36 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
         config = config_type.model_validate(fields)
     except Exception as exc:  # pydantic's ValidationError, of the server's own config type
         raise ManifestError(f"{manifest.name}: its config does not fit {config_type.__name__}: {exc}") from exc
-    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0),
-                          global_config_dict=OmegaConf.create({}))
+    # the global config NeMo's launcher injects, for the code that reads it (else NeMo parses this process's argv
+    # with Hydra, and exits on ours)
+    head = {"host": "127.0.0.1", "port": 0}
+    global_config = {"head_server": head, manifest.instance: {"resources_servers": {
+        module_name.split(".")[-2]: {**manifest.server_config, **head}}}}
+    os.environ[CONFIG_VARIABLE], os.environ[CONFIG_PATH_VARIABLE] = json.dumps(global_config), manifest.instance
+    client = ServerClient(head_server_config=BaseServerConfig(**head),
+                          global_config_dict=OmegaConf.create(global_config))
     server = cls(config=config, server_client=client)
-    return server, server.setup_webserver()
+    app = server.setup_webserver()
+    for route in app.router.routes:
+        if hasattr(route, "app"):
+            route.app = _exit_as_error(route.app, getattr(route, "path", "?"))
+    return server, app
+
+
+class ServerCodeExitedError(Exception):
+    """A route's code called sys.exit: a 500 of that request, not the end of the worker."""
+
+
+def _exit_as_error(app: Any, path: str) -> Any:
+    """A route's ASGI app whose sys.exit is an error of its request. (Under asyncio a SystemExit raised in a task
+    leaves the event loop itself, taking every session of the worker along; Starlette runs routes in tasks.)"""
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        except SystemExit as exc:
+            log.warning("the resource server's route %s called sys.exit(%r); answered as an error", path, exc.code)
+            raise ServerCodeExitedError(f"{path} called sys.exit({exc.code!r})") from None
+    return guarded
 
 
 async def post(client: httpx.AsyncClient, path: str, body: Any) -> httpx.Response:

@@ -201,8 +201,12 @@ class NemoSession(Environment):
 
     async def _gymnasium_step(self, message: dict[str, Any], items: list[dict[str, Any]]) -> StepResult:
         assert self.client is not None
-        step = answered(await post(self.client, "/step", self.row | {"response": self._response(message, items)}),
-                        "/step")
+        answer = await post(self.client, "/step", self.row | {"response": self._response(message, items)})
+        if 400 <= answer.status_code < 500:  # the server could not read the reply (no action in it): the policy's
+            del self.messages[-1], self.output[len(self.output) - len(items):]  # (not a turn of the episode)
+            return invalid_action(f"the environment refused the reply (HTTP {answer.status_code}): "
+                                  f"{answer.text[:1000]}")
+        step = answered(answer, "/step")
         info = step.get("info") if isinstance(step.get("info"), dict) else {}
         said = []
         for output in info.get("tool_outputs") or []:

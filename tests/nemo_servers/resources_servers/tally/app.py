@@ -2,6 +2,8 @@
 /verify rewards an episode whose tally reached the row's expected total. Written to NeMo Gym's published rules
 for resource servers (a SimpleResourcesServer subclass; its routes added in setup_webserver)."""
 
+import sys
+
 from fastapi import FastAPI, Request
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -45,6 +47,7 @@ class TallyServer(SimpleResourcesServer):
         app = super().setup_webserver()
         app.post("/add")(self.add)
         app.post("/total")(self.total)
+        app.post("/halt")(self.halt)
         return app
 
     async def seed_session(self, request: Request, body: TallySeed) -> BaseSeedSessionResponse:
@@ -61,6 +64,9 @@ class TallyServer(SimpleResourcesServer):
 
     async def total(self, request: Request) -> dict:
         return {"total": self.totals.get(request.session[SESSION_ID_KEY], 0)}
+
+    async def halt(self) -> dict:
+        sys.exit(3)  # as code that parses the process's argv does (Hydra, on arguments it does not know)
 
     async def verify(self, request: Request, body: TallyVerifyRequest) -> TallyVerifyResponse:
         session = request.session[SESSION_ID_KEY]
