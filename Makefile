@@ -51,7 +51,8 @@ screenshots: $(VENV)/.installed $(CHROMIUM)
 	OPENENV_GYM_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/test_web.py -k "guess_episode or chat_env or viewer_opens"
 
 bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
-	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py tests/test_servers.py tests/test_web.py
+	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py tests/test_servers.py tests/test_web.py \
+		tests/test_import_checks.py tests/test_openenv.py tests/test_notebooks.py
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) -m benchmarks.latency
 	$(PY) -m benchmarks.capacity

@@ -182,6 +182,7 @@ source = {{ registry = "https://pypi.org/simple" }}
 """
 
 
+@pytest.mark.bench  # two venv builds of their own (25 s): make bench runs it
 @pytest.mark.parametrize(("pydantic", "installed_six"), [("2.11.7", "1.16.0"), ("1.10.13", None)])
 def test_the_projects_uv_lock_pins_its_dependencies_where_they_fit(tmp_path, pydantic, installed_six):
     """As OpenEnv's runner installs a project (`uv sync --frozen`), its direct dependencies are installed at the

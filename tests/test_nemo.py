@@ -199,10 +199,12 @@ def test_a_tool_error_is_what_the_model_sees_and_the_episode_goes_on(nemo):
     url, _, _ = nemo["tally"]
     answers = play_episode(url, [{"name": "add", "arguments": {"amount": "many"}}, {"name": "nope", "arguments": {}},
                                  {"name": "verify", "arguments": {"expected_total": 0}},
+                                 {"name": "add", "arguments": {"amount": 500}},
                                  {"name": "add", "arguments": {"amount": 5}}, "Done."], options={"task": 0})
     assert "int_parsing" in answers[1][0] and answers[1][1:4] == (0.0, False, False)  # FastAPI's 422, as NeMo's agent
     assert json.loads(answers[2][0]) == {"error": "no tool is named 'nope'; the tools: add, total"}
     assert "no tool is named 'verify'" in answers[3][0]  # the server's own routes are no tools of the model's
+    assert json.loads(answers[4][0]) == {"error": "at most 100 at a time"}  # its limit, from its config
     assert answers[-1][1] == 1.0 and answers[-1][4]["metrics"] == {"total": 5, "calls": 1}
 
 

@@ -19,7 +19,8 @@ def test_every_notebook_is_checked():
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.bench) if name == "trl_grpo.ipynb" else name
+                                  for name in sorted(EXPECTED)])  # (trl_grpo trains longest: make bench runs it)
 def test_notebook_runs(name):
     if name.startswith("trl_"):
         pytest.importorskip("trl")

@@ -223,6 +223,7 @@ def test_probe_knows_our_server_and_refuses_what_it_does_not_know(echo_url):
         gym.make("openenv/remote")
 
 
+@pytest.mark.bench  # two imports with their load checks (12 to 20 s): make bench runs it
 def test_import_finds_the_action_model_or_says_what_to_add(tmp_path):
     project = write_files(tmp_path / "bare", {
         "env.py": """

@@ -88,9 +88,13 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
     if vendored not in sys.path:
         sys.path.insert(0, vendored)  # resources_servers.<name> is ours (a namespace package: the installed one too)
     module_name, class_name = manifest.entry.split(":")
-    # NeMo Gym starts each server in its own folder, and servers open their files from there (prompt templates,
-    # data): so does this worker, which serves this environment alone
-    os.chdir(manifest.vendored.joinpath(*module_name.split(".")[:-1]))
+    # NeMo Gym starts each server as `python app.py` in its own folder: servers open their files from there (prompt
+    # templates, data) and import their sibling modules by bare name (`from utils import ...`); so does this worker,
+    # which serves this environment alone
+    own_folder = manifest.vendored.joinpath(*module_name.split(".")[:-1])
+    os.chdir(own_folder)
+    if str(own_folder) not in sys.path:
+        sys.path.insert(1, str(own_folder))
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:

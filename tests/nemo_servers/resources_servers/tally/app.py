@@ -5,6 +5,7 @@ for resource servers (a SimpleResourcesServer subclass; its routes added in setu
 import sys
 
 from fastapi import FastAPI, Request
+from limits import refusal  # a sibling module, by bare name (NeMo runs `python app.py` in this folder)
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseSeedSessionRequest,
@@ -56,8 +57,9 @@ class TallyServer(SimpleResourcesServer):
 
     async def add(self, request: Request, body: AddRequest) -> dict:
         session = request.session[SESSION_ID_KEY]
-        if abs(body.amount) > self.config.limit:
-            return {"error": f"at most {self.config.limit} at a time"}
+        refused = refusal(body.amount, self.config.limit)
+        if refused:
+            return {"error": refused}
         self.totals[session] = self.totals.get(session, 0) + body.amount
         self.calls[session] = self.calls.get(session, 0) + 1
         return {"total": self.totals[session]}
