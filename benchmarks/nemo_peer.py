@@ -45,7 +45,8 @@ class NemoOwnServer:
                                                                  "port": self.port}}}}
         environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
                    "PYTHONPATH": str(folder.parent.parent)}
-        self.process = subprocess.Popen([python, str(folder / "app.py")], env=environ, cwd=folder,
+        entrypoint = folder / str(server_config.get("entrypoint") or "app.py")
+        self.process = subprocess.Popen([python, str(entrypoint)], env=environ, cwd=folder,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -65,7 +66,7 @@ class NemoOwnServer:
         from openenv_gym.manifests.venvs import ensure_venv
 
         module = manifest.entry.split(":")[0].split(".")
-        return cls(str(ensure_venv(manifest)), manifest.vendored.joinpath(*module[:-1]), manifest.server_config,
+        return cls(str(ensure_venv(manifest)), manifest.vendored.joinpath(*module[:2]), manifest.server_config,
                    manifest.instance)
 
     def stop(self) -> None:

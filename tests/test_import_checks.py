@@ -115,6 +115,7 @@ def test_an_environment_that_loads_past_the_bound_fails_the_import_saying_why(tm
     assert "loading slow as a server would (at most 2 s; --no-check skips it)" in capfd.readouterr().err
 
 
+@pytest.mark.bench  # a venv build and two checks (14 s): make bench runs it
 def test_venvs_build_and_check_say_the_same_of_an_environment_imported_unchecked(tmp_path):
     [result] = import_environment(_broken(tmp_path, "relative", "import frobnicator_lib"), "unchecked",
                                   tmp_path / "out", check=False)
@@ -154,6 +155,7 @@ def test_unseeded_randomness_is_located_and_said_for_what_it_affects(tmp_path):
     assert "the same reset seed may not give the same episode" in note and "dataset" not in note
 
 
+@pytest.mark.bench  # a venv build of its own (17 s): make bench runs it
 def test_a_pin_to_openenvs_git_repository_is_replaced_by_the_release(tmp_path):
     """OpenEnv's dm_control_env and unity_env pin `openenv[core] @ git+https://github.com/huggingface/OpenEnv.git`,
     which cannot be reached here and is not the API this adapter speaks: the release is installed instead."""

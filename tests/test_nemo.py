@@ -296,3 +296,19 @@ def test_a_server_that_needs_a_model_server_is_imported_and_its_resets_say_why_t
         assert server.alive
     finally:
         server.stop()
+
+
+def test_a_server_run_from_another_file_with_its_judge_off_and_no_dataset_linked_plays(installed, tmp_path):
+    """Styles of NeMo's configs: an entrypoint other than app.py (aviary's gsm8k_app.py), a judge the config turns
+    off (math_with_judge's should_use_judge: false), and data/example.jsonl that no dataset entry names."""
+    [result] = import_environment(FIXTURES / "optional_judge", "optional", tmp_path, check=False)
+    manifest = load_manifest(result.folder)
+    assert manifest.entry == "resources_servers.optional_judge.judge_app:OptionalJudgeServer"
+    assert manifest.needs == [] and manifest.splits == {"example": "data/example.jsonl"}
+    assert any("data/example.jsonl is split 'example'" in note for note in result.notes)
+    server = LocalServer(str(result.folder), 1, 10)
+    try:
+        assert play_episode(server.url, ["Tokyo"], options={"task": 0})[-1][1] == 1.0
+        assert play_episode(server.url, ["Cusco"], options={"task": 1})[-1][1] == 0.0
+    finally:
+        server.stop()

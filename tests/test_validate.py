@@ -39,6 +39,7 @@ def test_our_harbor_tasks_pass_every_check(tmp_path):
 
 
 @needs_sandbox
+@pytest.mark.bench  # two more Harbor tasks validated end to end (12 s): make bench runs it
 def test_an_oracle_that_misses_and_tests_that_pass_untouched_fail_their_checks(tmp_path):
     wrong = tmp_path / "wrong"
     shutil.copytree(TASKS / "hello_v14", wrong)

@@ -119,7 +119,8 @@ def shell_dialects(tmp_path_factory):
     return import_environment(SHELL_DIALECTS, "shell_dialects", tmp_path_factory.mktemp("dialects"))[0].folder
 
 
-@pytest.mark.parametrize(("dialect", "streamed"), [("responses", True), ("anthropic", False)])
+@pytest.mark.parametrize(("dialect", "streamed"), [pytest.param("responses", True, marks=pytest.mark.bench),
+                                                  ("anthropic", False)])  # (make bench plays Responses: 15 s)
 def test_a_harness_speaking_responses_or_anthropic_plays_and_scores_as_verifiers_own_runner(shell_dialects, dialect,
                                                                                             streamed):
     """The package's own harness program speaks the `openai` package's Responses client or the `anthropic`

@@ -45,6 +45,7 @@ PROJECT = "nemo-gym"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
 # nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
 REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
+JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a server's judge off
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"),
@@ -59,6 +60,11 @@ class Server:
     root: Path | None  # the checkout (or site-packages) holding resources_servers/, when there is one
     cls: str
     protocol: str
+    entrypoint: str = "app.py"  # the file its config runs (aviary's: gsm8k_app.py)
+
+    @property
+    def module(self) -> str:
+        return f"{PACKAGE}.{self.folder.name}.{Path(self.entrypoint).with_suffix('').as_posix().replace('/', '.')}"
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -99,10 +105,26 @@ def _protocols(file: Path, root: Path | None, seen: set[Path]) -> dict[str, str]
     return known
 
 
+def _entrypoint(folder: Path) -> str:
+    """The file the server's first instance in its configs runs (app.py unless it says another)."""
+    try:
+        blocks = _yaml_blocks(folder)
+    except ImportFailedError:
+        return "app.py"
+    for _, block in blocks:
+        instance = (block.get(PACKAGE) or {}).get(folder.name) if isinstance(block.get(PACKAGE), dict) else None
+        if isinstance(instance, dict) and isinstance(instance.get("entrypoint"), str):
+            return instance["entrypoint"]
+    return "app.py"
+
+
 def find_server(folder: Path) -> Server | None:
-    """The resource server of a folder: the most derived server class its app.py defines."""
-    app = folder / "app.py"
-    if not app.is_file() or not (folder / "configs").is_dir():
+    """The resource server of a folder: the most derived server class the file its config runs defines."""
+    if not (folder / "configs").is_dir():
+        return None
+    entrypoint = _entrypoint(folder)
+    app = folder / entrypoint
+    if not app.is_file() or folder.resolve() not in app.resolve().parents:
         return None
     root = folder.parent.parent if folder.parent.name == PACKAGE else None
     known = _protocols(app, root, set())
@@ -115,7 +137,7 @@ def find_server(folder: Path) -> Server | None:
     leaves = [node.name for node in defined if node.name not in used_as_base]
     if not leaves:
         return None
-    return Server(folder, root, leaves[-1], known[leaves[-1]])
+    return Server(folder, root, leaves[-1], known[leaves[-1]], entrypoint)
 
 
 def servers_in(source: Path) -> list[Server]:
@@ -195,8 +217,9 @@ def _interpolated(value: Any, path: str = "") -> list[str]:
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
+    judge_off = any(config.get(switch) is False for switch in JUDGE_SWITCHES)  # (math_with_judge's default)
     needs = [f"a model server of NeMo Gym's ({key}: an LLM judge or a user simulator), which is not served here"
-             for key in _model_servers(config)]
+             for key in _model_servers(config) if not (judge_off and "judge" in key)]
     interpolated = _interpolated(config)
     if interpolated:
         needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
@@ -211,7 +234,7 @@ def served_modules(server: Server) -> set[Path]:
     """The files of the server's folder that serving it runs: app.py and what it imports from its folder (not its
     dataset scripts or tests)."""
     package = f"{PACKAGE}.{server.folder.name}"
-    found, pending = set(), [server.folder / "app.py"]
+    found, pending = set(), [server.folder / server.entrypoint]
     while pending:
         path = pending.pop()
         if path in found or not path.is_file():
@@ -387,7 +410,7 @@ class NemoImporter:
     takes = frozenset({"servers"})
 
     def detect(self, source: Path) -> list[Detected]:
-        return [Detected(self.kind, f"{PACKAGE}.{server.folder.name}.app", server.cls, server.folder / "app.py",
+        return [Detected(self.kind, server.module, server.cls, server.folder / server.entrypoint,
                          label=server.folder.name) for server in servers_in(source)]
 
     def near_miss(self, source: Path) -> str | None:
@@ -441,6 +464,12 @@ class NemoImporter:
                 (folder / target).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, folder / target)
                 splits[name] = str(target)
+        example = server.folder / "data" / "example.jsonl"
+        if not splits and example.is_file():  # (configs that name no dataset the server has: NeMo's example set)
+            (folder / "data").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(example, folder / "data" / "example.jsonl")
+            splits["example"] = "data/example.jsonl"
+            notes.append("its configs name no dataset that is here: its data/example.jsonl is split 'example'")
         if not splits:
             raise ImportFailedError(f"{server.folder}: none of its datasets is in the source (looked for "
                                     f"{', '.join(str(d.get('jsonl_fpath')) for d in datasets) or 'data/*.jsonl'})")

@@ -91,8 +91,10 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
     # NeMo Gym starts each server as `python app.py` in its own folder: servers open their files from there (prompt
     # templates, data) and import their sibling modules by bare name (`from utils import ...`); so does this worker,
     # which serves this environment alone
-    own_folder = manifest.vendored.joinpath(*module_name.split(".")[:-1])
+    own_folder = manifest.vendored.joinpath(*module_name.split(".")[:2])  # resources_servers/<name>
     os.chdir(own_folder)
+    # and with its venv activated: its commands (uv, say) first on PATH
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     if str(own_folder) not in sys.path:
         sys.path.insert(1, str(own_folder))
     try:
@@ -111,7 +113,7 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
     # with Hydra, and exits on ours)
     head = {"host": "127.0.0.1", "port": 0}
     global_config = {"head_server": head, manifest.instance: {"resources_servers": {
-        module_name.split(".")[-2]: {**manifest.server_config, **head}}}}
+        own_folder.name: {**manifest.server_config, **head}}}}
     os.environ[CONFIG_VARIABLE], os.environ[CONFIG_PATH_VARIABLE] = json.dumps(global_config), manifest.instance
     client = ServerClient(head_server_config=BaseServerConfig(**head),
                           global_config_dict=OmegaConf.create(global_config))

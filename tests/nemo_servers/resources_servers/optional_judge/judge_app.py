@@ -1,0 +1,35 @@
+"""An answer matched exactly, or judged by a model server where its config turns the judge on (off by default, as
+math_with_judge's `should_use_judge`). Its config runs judge_app.py rather than app.py, and links no dataset: its
+examples are data/example.jsonl, as NeMo Gym's convention has them. Written to NeMo Gym's rules."""
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.config_types import ModelServerRef
+
+
+class OptionalJudgeConfig(BaseResourcesServerConfig):
+    judge_model_server: ModelServerRef
+    should_use_judge: bool = False
+
+
+class OptionalJudgeVerifyRequest(BaseVerifyRequest):
+    expected_answer: str
+
+
+class OptionalJudgeServer(SimpleResourcesServer):
+    config: OptionalJudgeConfig
+
+    async def verify(self, body: OptionalJudgeVerifyRequest) -> BaseVerifyResponse:
+        said = "".join(part.text for item in body.response.output if item.type == "message"
+                       for part in item.content if part.type == "output_text")
+        if self.config.should_use_judge:
+            raise RuntimeError("the judge is not reachable in these tests")
+        return BaseVerifyResponse(**body.model_dump(), reward=float(said.strip() == body.expected_answer))
+
+
+if __name__ == "__main__":
+    OptionalJudgeServer.run_webserver()
