@@ -285,6 +285,7 @@ def test_rescore_reverifies_nemo_rollouts_to_nemo_gyms_own_expected_rewards(nemo
             assert case["expected_error"] in line["rescore"]["error"]  # "response": it has none
 
 
+@pytest.mark.bench  # a server of its own (7 s): make bench runs it
 def test_a_server_that_needs_a_model_server_is_imported_and_its_resets_say_why_they_are_refused(installed, tmp_path):
     """A judge named in the server's own config (its datasets there too, as NeMo's newer configs put them)."""
     folder = import_environment(FIXTURES / "judged_answer", "judged", tmp_path, check=False)[0].folder
@@ -298,6 +299,7 @@ def test_a_server_that_needs_a_model_server_is_imported_and_its_resets_say_why_t
         server.stop()
 
 
+@pytest.mark.bench  # a server of its own (7 s): make bench runs it
 def test_a_server_run_from_another_file_with_its_judge_off_and_no_dataset_linked_plays(installed, tmp_path):
     """Styles of NeMo's configs: an entrypoint other than app.py (aviary's gsm8k_app.py), a judge the config turns
     off (math_with_judge's should_use_judge: false), and data/example.jsonl that no dataset entry names."""

@@ -18,6 +18,7 @@ from openenv_gym.targets import resolve
 SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
 
 
+@pytest.mark.bench  # a server of its own without bubblewrap (14 s): make bench runs it
 def test_the_embedded_server_runs_an_agent_env_without_bubblewrap_only_with_sandbox_false(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # the local server's: no bwrap on it
     manifest = load_manifest(SHELL)
