@@ -28,23 +28,19 @@ import ast
 import re
 import shutil
 from dataclasses import dataclass
-from email.parser import Parser
 from pathlib import Path
 from typing import Any
 
 import yaml
-from packaging.requirements import InvalidRequirement, Requirement
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.nemo_requirements import PROJECT, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
 from openenv_gym.manifests.pythons import NoFittingPythonError, choose
 from openenv_gym.runtime.pyparse import parse as parse_python
 
 PACKAGE = "resources_servers"
-PROJECT = "nemo-gym"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
-# nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
-REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
 JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a server's judge off
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
@@ -196,24 +192,24 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _model_servers(value: Any, path: str = "") -> list[str]:
+def _nodes(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every (key path, value) of a config, itself first: `judge.name`, `items[0]`."""
+    found = [(path, value)]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found += _nodes(item, f"{path}.{key}".lstrip(".") if isinstance(value, dict) else f"{path}[{key}]")
+    return found
+
+
+def _model_servers(config: dict[str, Any]) -> list[str]:
     """The config keys that reference a model server (an LLM judge, a user simulator)."""
-    if isinstance(value, dict):
-        if value.get("type") == MODEL_SERVERS:
-            return [path or "(the config)"]
-        return [found for key, item in value.items() for found in _model_servers(item, f"{path}.{key}".lstrip("."))]
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in _model_servers(item, f"{path}[{index}]")]
-    return []
+    return [path or "(the config)" for path, value in _nodes(config)
+            if isinstance(value, dict) and value.get("type") == MODEL_SERVERS]
 
 
-def _interpolated(value: Any, path: str = "") -> list[str]:
+def _interpolated(config: dict[str, Any]) -> list[str]:
     """The config keys whose values are interpolations of NeMo Gym's global config (`${policy_base_url}`)."""
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in _interpolated(item, f"{path}.{key}".lstrip("."))]
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in _interpolated(item, f"{path}[{index}]")]
-    return [f"{path}: {value}"] if isinstance(value, str) and "${" in value else []
+    return [f"{path}: {value}" for path, value in _nodes(config) if isinstance(value, str) and "${" in value]
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
@@ -266,123 +262,6 @@ def _dataset_file(server: Server, dataset: dict[str, Any]) -> Path | None:
     candidates = [server.root / path] if server.root is not None else []
     candidates.append(server.folder / "data" / path.name)
     return next((candidate for candidate in candidates if candidate.is_file()), None)
-
-
-# -- its nemo-gym and Python ---------------------------------------------------------------------------------
-
-
-def _package_info_version(root: Path) -> str | None:
-    """A checkout's version, from nemo_gym/package_info.py (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
-    info = root / "nemo_gym" / "package_info.py"
-    if not info.is_file():
-        return None
-    values: dict[str, Any] = {}
-    for node in parse_python(info.read_text()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                values[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-    parts = [values.get(key) for key in ("MAJOR", "MINOR", "PATCH")]
-    if not all(isinstance(part, int) for part in parts):
-        return None
-    return ".".join(map(str, parts)) + str(values.get("PRE_RELEASE") or "")
-
-
-def _installed_metadata(root: Path) -> tuple[str, str | None] | None:
-    """(version, requires-python) of the nemo-gym installed where `root` (site-packages) is."""
-    for info in sorted(root.glob("nemo_gym-*.dist-info")):
-        metadata = Parser().parsestr((info / "METADATA").read_text(errors="replace"))
-        return metadata["Version"], metadata["Requires-Python"]
-    return None
-
-
-def _pyproject_requires_python(root: Path) -> str | None:
-    import tomllib
-
-    try:
-        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    return project.get("requires-python") if project.get("name") == PROJECT else None
-
-
-def _is_nemo_gym(folder: Path) -> bool:
-    import tomllib
-
-    try:
-        return tomllib.loads((folder / "pyproject.toml").read_text()).get("project", {}).get("name") == PROJECT
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-
-
-def requires_python(version: str) -> str:
-    from packaging.version import Version
-
-    return next(spec for since, spec in REQUIRES_PYTHON if Version(version) >= Version(since))
-
-
-def source_nemo_gym(server: Server) -> tuple[str, str] | None:
-    """(version, requires-python) of the nemo-gym the server's source comes with: its checkout's, or the installed
-    package's it lies in."""
-    if server.root is None:
-        return None
-    installed = _installed_metadata(server.root)
-    if installed is not None:
-        return installed[0], installed[1] or requires_python(installed[0])
-    version = _package_info_version(server.root)
-    if version is None:
-        return None
-    return version, _pyproject_requires_python(server.root) or requires_python(version)
-
-
-@dataclass
-class Requirements:
-    packages: list[str]
-    nemo_gym: str  # the version installed
-    requires_python: str
-    notes: list[str]
-
-
-def requirements(server: Server) -> Requirements:
-    """What the server's requirements.txt asks for, as installable requirements."""
-    notes: list[str] = []
-    packages: list[str] = []
-    pinned: str | None = None
-    listed = server.folder / "requirements.txt"
-    lines = listed.read_text().splitlines() if listed.is_file() else []
-    for raw in lines:
-        line = raw.split(" #")[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        editable = line.removeprefix("-e").strip()
-        name = re.split(r"[\s\[@=<>!~;]", editable, maxsplit=1)[0]
-        if name.startswith((".", "/")) and _is_nemo_gym(server.folder / name):  # "-e ../../": the checkout itself
-            continue
-        if name.replace("_", "-").lower() == PROJECT:
-            try:
-                requirement = Requirement(editable)
-            except InvalidRequirement:
-                requirement = None
-            if requirement is not None and not requirement.url and str(requirement.specifier).startswith("=="):
-                pinned = str(requirement.specifier)[2:]
-            if requirement is not None and requirement.extras:
-                notes.append(f"requirements.txt asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
-                             f"extras are NeMo Gym's own development tools, not installed")
-            continue
-        if line.startswith(("-", ".", "/")) or "@ ." in line or "@ file:" in line:
-            raise ImportFailedError(f"{listed}: {line!r} names a path, which the import cannot take along; put what "
-                                    "it names on the package index, or a URL of it, in its place")
-        packages.append(line)  # (a name, or a URL: git+https://..., a wheel's; the venv build fetches it)
-    found = source_nemo_gym(server)
-    if pinned is not None:
-        version, python = pinned, requires_python(pinned)
-    elif found is not None:
-        version, python = found
-    else:
-        raise ImportFailedError(f"{server.folder}: which nemo-gym it runs on is not said: its requirements.txt pins "
-                                f"none, and it lies outside a NeMo Gym checkout; add '{PROJECT}==0.7.0' (say) to it")
-    return Requirements([f"{PROJECT}=={version}", *packages], version, python, notes)
 
 
 # -- the importer ------------------------------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""Which nemo-gym a NeMo Gym resource server runs on, and what else its venv holds (importers/nemo.py imports it).
+
+Its requirements.txt says: `-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym, whose version
+its nemo_gym/package_info.py gives (or the installed package's metadata, for a server the package ships), installed
+from PyPI without the [dev] extra; a pin says its version; URLs go to the installer as they are; paths are refused.
+requires-python comes with the version, from the same place, else from what the releases declared.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from openenv_gym.importers.base import ImportFailedError
+from openenv_gym.runtime.pyparse import parse as parse_python
+
+if TYPE_CHECKING:
+    from openenv_gym.importers.nemo import Server
+
+PROJECT = "nemo-gym"
+# nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
+REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
+
+
+def _package_info_version(root: Path) -> str | None:
+    """A checkout's version, from nemo_gym/package_info.py (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
+    info = root / "nemo_gym" / "package_info.py"
+    if not info.is_file():
+        return None
+    values: dict[str, Any] = {}
+    for node in parse_python(info.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    parts = [values.get(key) for key in ("MAJOR", "MINOR", "PATCH")]
+    if not all(isinstance(part, int) for part in parts):
+        return None
+    return ".".join(map(str, parts)) + str(values.get("PRE_RELEASE") or "")
+
+
+def _installed_metadata(root: Path) -> tuple[str, str | None] | None:
+    """(version, requires-python) of the nemo-gym installed where `root` (site-packages) is."""
+    for info in sorted(root.glob("nemo_gym-*.dist-info")):
+        metadata = Parser().parsestr((info / "METADATA").read_text(errors="replace"))
+        return metadata["Version"], metadata["Requires-Python"]
+    return None
+
+
+def _pyproject_project(root: Path) -> dict[str, Any]:
+    """The [project] table of a folder's pyproject.toml (empty where it has none that reads)."""
+    import tomllib
+
+    try:
+        return tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _pyproject_requires_python(root: Path) -> str | None:
+    project = _pyproject_project(root)
+    return project.get("requires-python") if project.get("name") == PROJECT else None
+
+
+def _is_nemo_gym(folder: Path) -> bool:
+    return _pyproject_project(folder).get("name") == PROJECT
+
+
+def requires_python(version: str) -> str:
+    from packaging.version import Version
+
+    return next(spec for since, spec in REQUIRES_PYTHON if Version(version) >= Version(since))
+
+
+def source_nemo_gym(server: Server) -> tuple[str, str] | None:
+    """(version, requires-python) of the nemo-gym the server's source comes with: its checkout's, or the installed
+    package's it lies in."""
+    if server.root is None:
+        return None
+    installed = _installed_metadata(server.root)
+    if installed is not None:
+        return installed[0], installed[1] or requires_python(installed[0])
+    version = _package_info_version(server.root)
+    if version is None:
+        return None
+    return version, _pyproject_requires_python(server.root) or requires_python(version)
+
+
+@dataclass
+class Requirements:
+    packages: list[str]
+    nemo_gym: str  # the version installed
+    requires_python: str
+    notes: list[str]
+
+
+def requirements(server: Server) -> Requirements:
+    """What the server's requirements.txt asks for, as installable requirements."""
+    notes: list[str] = []
+    packages: list[str] = []
+    pinned: str | None = None
+    listed = server.folder / "requirements.txt"
+    lines = listed.read_text().splitlines() if listed.is_file() else []
+    for raw in lines:
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        editable = line.removeprefix("-e").strip()
+        name = re.split(r"[\s\[@=<>!~;]", editable, maxsplit=1)[0]
+        if name.startswith((".", "/")) and _is_nemo_gym(server.folder / name):  # "-e ../../": the checkout itself
+            continue
+        if name.replace("_", "-").lower() == PROJECT:
+            try:
+                requirement = Requirement(editable)
+            except InvalidRequirement:
+                requirement = None
+            if requirement is not None and not requirement.url and str(requirement.specifier).startswith("=="):
+                pinned = str(requirement.specifier)[2:]
+            if requirement is not None and requirement.extras:
+                notes.append(f"requirements.txt asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
+                             f"extras are NeMo Gym's own development tools, not installed")
+            continue
+        if line.startswith(("-", ".", "/")) or "@ ." in line or "@ file:" in line:
+            raise ImportFailedError(f"{listed}: {line!r} names a path, which the import cannot take along; put what "
+                                    "it names on the package index, or a URL of it, in its place")
+        packages.append(line)  # (a name, or a URL: git+https://..., a wheel's; the venv build fetches it)
+    found = source_nemo_gym(server)
+    if pinned is not None:
+        version, python = pinned, requires_python(pinned)
+    elif found is not None:
+        version, python = found
+    else:
+        raise ImportFailedError(f"{server.folder}: which nemo-gym it runs on is not said: its requirements.txt pins "
+                                f"none, and it lies outside a NeMo Gym checkout; add '{PROJECT}==0.7.0' (say) to it")
+    return Requirements([f"{PROJECT}=={version}", *packages], version, python, notes)
