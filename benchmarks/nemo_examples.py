@@ -10,7 +10,8 @@ bound (a server whose extra requirements fail to install is recorded, and the sw
 requirements share one venv), then served by one `openenv-gym serve` subprocess, stopped after its rows.
 Classes: played (every row reset and verified without error: its rewards), failed (at the venv build, the server's
 start, a reset or a step: the error's first line and its gist, the exception the server's log ends with), refused
-at import (the importer's message), needs unreachable (the manifest's `needs`: its resets are refused).
+at import (the importer's message), needs unreachable (the manifest's `needs`, and its model servers where no judge
+endpoint is given, OPENENV_GYM_JUDGE_URL: its resets are refused).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks.measures import save_result
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.nemo import PACKAGE
 from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.judge_endpoint import JudgeEndpoint
 from openenv_gym.manifests.venvs import venv_ready, venvs_dir
 
 ACTION = "I cannot do this."  # a reply without a tool call: a "resources" server's episode ends, and is verified
@@ -145,8 +147,11 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
     manifest = load_manifest(imported)
     found: dict[str, Any] = {"protocol": manifest.protocol, "splits": list(manifest.splits),
                              "dependencies": manifest.dependencies, "notes": results[0].notes}
-    if manifest.needs:
-        return found | {"class": "needs unreachable", "reason": "; ".join(manifest.needs), "needs": manifest.needs}
+    needs = list(manifest.needs)
+    if manifest.model_servers and JudgeEndpoint.from_environment() is None:
+        needs.append(f"a judge endpoint for the model servers its config calls ({', '.join(manifest.model_servers)})")
+    if needs:
+        return found | {"class": "needs unreachable", "reason": "; ".join(needs), "needs": needs}
     split = next(iter(manifest.splits))
     count = sum(1 for line in (imported / manifest.splits[split]).read_bytes().splitlines() if line.strip())
     found |= {"split": split, "split_rows": count}

@@ -6,7 +6,8 @@ with the call written in text. It returns token ids and logprobs, as vLLM does w
 
 Models with special behaviour: "judge" judges AWM episodes (complete when the facts it is sent say
 "task_done": true); "group-judge" scores the attempts of a group (the length of each, up to 10), and
-"miscounting-judge" gives one score too few; "broken" answers 400 to everything; "flaky" answers 503
+"miscounting-judge" gives one score too few; "match-judge" says yes or no to whether the "Expected answer:" and
+"Given answer:" lines of the last message match; "broken" answers 400 to everything; "flaky" answers 503
 the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering.
 """
 
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 HINT = re.compile(r"(higher|lower) than (-?\d+)")
+MATCH = re.compile(r"Expected answer: (.*)\nGiven answer: (.*)\n")
 
 
 def next_guess(messages: list[dict[str, Any]], low: int = 1, high: int = 100) -> int:
@@ -64,6 +66,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(200, {"id": "chatcmpl-j", "object": "chat.completion", "model": model, "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": json.dumps(verdict)},
                  "finish_reason": "stop"}]})
+        if model == "match-judge":
+            content = request["messages"][-1]["content"]
+            text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+            expected, given = MATCH.search(text).groups()
+            verdict = "yes" if expected.strip().lower() == given.strip().lower() else "no"
+            return self._answer(200, {"id": "chatcmpl-m", "object": "chat.completion", "created": 0, "model": model,
+                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": verdict},
+                                                   "finish_reason": "stop"}]})
         if model in ("group-judge", "miscounting-judge"):  # scores each attempt by the length of its text
             attempts = re.split(r"\n\nAttempt \d+:\n", request["messages"][-1]["content"])[1:]
             scores = [min(10, len(attempt.split(": ", 1)[-1])) for attempt in attempts]  # the text after "role: "

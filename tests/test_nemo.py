@@ -285,18 +285,36 @@ def test_rescore_reverifies_nemo_rollouts_to_nemo_gyms_own_expected_rewards(nemo
             assert case["expected_error"] in line["rescore"]["error"]  # "response": it has none
 
 
-@pytest.mark.bench  # a server of its own (7 s): make bench runs it
-def test_a_server_that_needs_a_model_server_is_imported_and_its_resets_say_why_they_are_refused(installed, tmp_path):
-    """A judge named in the server's own config (its datasets there too, as NeMo's newer configs put them)."""
+@pytest.mark.bench  # two servers of its own (12 s): make bench runs it
+def test_a_judged_server_is_refused_without_a_judge_and_judged_by_the_one_it_is_given(installed, tmp_path,
+                                                                                      monkeypatch):
+    """A judge named in the server's own config (its datasets there too, as NeMo's newer configs put them): its
+    resets say what to set; given a chat endpoint, NeMo Gym's own model server (vllm_model) in the worker answers
+    the server's Responses request through it, with the model we name."""
+    from openai_server import ScriptedServer
+
     folder = import_environment(FIXTURES / "judged_answer", "judged", tmp_path, check=False)[0].folder
-    assert "judge_model_server" in load_manifest(folder).needs[0]
+    assert load_manifest(folder).model_servers == {"judge_model_server": "judge_model"}
     server = LocalServer(str(folder), 1, 10)
     try:
-        with pytest.raises(BadRequestError, match="it needs a model server of NeMo Gym's \\(judge_model_server"):
+        with pytest.raises(BadRequestError, match=r"calls model servers of NeMo Gym's \(judge_model_server: "
+                                                  r"judge_model.*OPENENV_GYM_JUDGE_URL"):
             play_episode(server.url, ["x"], options={"task": 0})
         assert server.alive
     finally:
         server.stop()
+    with ScriptedServer() as judge:
+        monkeypatch.setenv("OPENENV_GYM_JUDGE_URL", judge.url)
+        monkeypatch.setenv("OPENENV_GYM_JUDGE_MODEL", "match-judge")
+        server = LocalServer(str(folder), 1, 10)
+        try:
+            rewards = [play_episode(server.url, [answer], options={"task": task})[-1][1]
+                       for answer, task in (("Paris", 0), ("Lyon", 0), ("4", 1))]
+        finally:
+            server.stop()
+    assert rewards == [1.0, 0.0, 1.0]
+    assert [body["model"] for body in judge.bodies] == ["match-judge"] * 3
+    assert "Given answer: Lyon" in str(judge.bodies[1]["messages"])
 
 
 @pytest.mark.bench  # a server of its own (7 s): make bench runs it

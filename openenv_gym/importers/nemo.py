@@ -18,8 +18,9 @@ name that are present are copied with it (a dataset fetched from elsewhere, such
 Its venv holds the nemo-gym its requirements ask for: the checkout's version (nemo_gym/package_info.py, or the
 installed package's metadata) from PyPI, without the [dev] extra (NeMo's own test tools), on the newest Python
 that release accepts; where the machine has only an older patch level of that series, the check is relaxed and
-the import says so (manifests/pythons.py). What a server needs that cannot be reached from here (a model server:
-an LLM judge; a sandbox provider; a web API) is recorded, and a reset says it.
+the import says so (manifests/pythons.py). The model servers its config calls (an LLM judge, a user simulator) are
+recorded, to be answered by the judge endpoint a server is given; what else it needs that cannot be reached from
+here (a sandbox provider, a web API) is recorded too, and a reset says it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import yaml
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.nemo_requirements import PROJECT, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
+from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.pythons import NoFittingPythonError, choose
 from openenv_gym.runtime.pyparse import parse as parse_python
 
@@ -201,10 +203,12 @@ def _nodes(value: Any, path: str = "") -> list[tuple[str, Any]]:
     return found
 
 
-def _model_servers(config: dict[str, Any]) -> list[str]:
-    """The config keys that reference a model server (an LLM judge, a user simulator)."""
-    return [path or "(the config)" for path, value in _nodes(config)
-            if isinstance(value, dict) and value.get("type") == MODEL_SERVERS]
+def model_servers(config: dict[str, Any]) -> dict[str, str]:
+    """The model servers the config references (an LLM judge, a user simulator): {config key: their name}, but a
+    judge the config turns off."""
+    judge_off = any(config.get(switch) is False for switch in JUDGE_SWITCHES)  # (math_with_judge's default)
+    return {path or "(the config)": str(value.get("name")) for path, value in _nodes(config)
+            if isinstance(value, dict) and value.get("type") == MODEL_SERVERS and not (judge_off and "judge" in path)}
 
 
 def _interpolated(config: dict[str, Any]) -> list[str]:
@@ -213,10 +217,7 @@ def _interpolated(config: dict[str, Any]) -> list[str]:
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
-    judge_off = any(config.get(switch) is False for switch in JUDGE_SWITCHES)  # (math_with_judge's default)
-    needs = [f"a model server of NeMo Gym's ({key}: an LLM judge or a user simulator), which is not served here"
-             for key in _model_servers(config) if not (judge_off and "judge" in key)]
-    interpolated = _interpolated(config)
+    needs, interpolated = [], _interpolated(config)
     if interpolated:
         needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
                      f"here ({'; '.join(interpolated[:3])})")
@@ -356,8 +357,13 @@ class NemoImporter:
         notes += [note] if note else []
         needs = unreachable_needs(server, config)
         notes += [f"it needs {need}: its resets are refused until it has it" for need in needs]
+        called = model_servers(config)
+        if called:
+            notes.append(f"its config calls model servers ({', '.join(f'{k}: {v}' for k, v in called.items())}): "
+                         f"served by the judge endpoint the server is given ({HOW_TO_GIVE}), else its resets are "
+                         "refused")
         fields = {"entry": detected.entry, "source": "vendor", "protocol": server.protocol, "instance": instance,
-                  "server_config": config, "splits": splits, "needs": needs, "python": python.interpreter.series,
-                  "python_resolve_as": python.resolve_as,
+                  "server_config": config, "splits": splits, "needs": needs, "model_servers": called,
+                  "python": python.interpreter.series, "python_resolve_as": python.resolve_as,
                   "description": str(config.get("description") or f"NeMo Gym resource server {server.folder.name}")}
         return Written("vendor", fields, report, notes)

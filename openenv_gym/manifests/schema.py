@@ -226,6 +226,9 @@ class NemoManifest(ImportedManifest):
     server_config: dict[str, Any] = {}  # the instance's config fields, as its YAML gives them
     splits: dict[str, str] = Field(min_length=1)  # split (the dataset's name: example, train, ...) -> its JSONL file
     needs: list[str] = []  # what it needs that cannot be reached from here: its resets are refused, saying so
+    # the model servers its config calls (config key -> their name: judge_model_server -> judge_model): answered by
+    # the judge endpoint the server is given, else its resets are refused
+    model_servers: dict[str, str] = {}
     max_steps: PositiveInt = 100  # tool calls (gymnasium: steps) an episode may make; then it is verified, truncated
 
 

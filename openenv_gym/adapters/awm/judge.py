@@ -1,19 +1,17 @@
 """AWM's SQL mode: a verifier's facts about the databases, judged by an LLM behind an OpenAI-compatible endpoint
-that the user gives (OPENENV_GYM_JUDGE_URL, OPENENV_GYM_JUDGE_MODEL, and OPENENV_GYM_JUDGE_KEY if it needs one,
-in the server's environment). The judge answers with one JSON object whose `classification` is complete,
+that the user gives (judge_endpoint.py). The judge answers with one JSON object whose `classification` is complete,
 incomplete, server_error or agent_error; only complete counts as done.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-JUDGE_URL, JUDGE_MODEL, JUDGE_KEY = "OPENENV_GYM_JUDGE_URL", "OPENENV_GYM_JUDGE_MODEL", "OPENENV_GYM_JUDGE_KEY"
+from openenv_gym.manifests.judge_endpoint import JudgeEndpoint
+
 CLASSES = ("complete", "incomplete", "server_error", "agent_error")
 INSTRUCTIONS = (
     "You decide whether an agent completed a task in an app backed by a database. You are given the task, the "
@@ -24,17 +22,7 @@ INSTRUCTIONS = (
 MAX_TOKENS = 4096
 
 
-@dataclass(frozen=True)
-class Judge:
-    base_url: str
-    model: str
-    api_key: str | None = None
-
-    @classmethod
-    def from_environment(cls) -> Judge | None:
-        url, model = os.environ.get(JUDGE_URL), os.environ.get(JUDGE_MODEL)
-        return cls(url.rstrip("/"), model, os.environ.get(JUDGE_KEY)) if url and model else None
-
+class Judge(JudgeEndpoint):
     async def classify(self, task: str, trajectory: list[dict[str, Any]], answer: str, facts: Any,
                        timeout: float) -> tuple[str | None, dict | None]:
         """(classification, None), or (None, the typed error)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv_gym.adapters.awm import parity
-from openenv_gym.adapters.awm.judge import JUDGE_MODEL, JUDGE_URL, Judge
+from openenv_gym.adapters.awm.judge import Judge
 from openenv_gym.adapters.awm.verify import SQL_ENTRY, Verdict, run_verifier, verify
 from openenv_gym.adapters.awm.worlds import World, Worlds, call_tool
 from openenv_gym.adapters.environment import Environment
@@ -39,6 +39,7 @@ from openenv_gym.episode.tasks import TASK_OPTIONS, choose_task, reveals_hidden,
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError
 from openenv_gym.manifests.awm_names import scenario_key
+from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.schema import AwmManifest, AwmRewards
 
 SPLIT = "train"  # every scenario's tasks, in index order: one catalog over all of them
@@ -138,9 +139,7 @@ class AwmSession(Environment):
         if mode not in MODES or mode not in task["verifiers"]:
             raise BadRequestError(f"verifier_mode {mode!r}: this task has verifiers for {', '.join(task['verifiers'])}")
         if mode == "sql" and self.factory.judge is None:
-            raise BadRequestError(
-                "this task is verified in SQL mode, by an LLM judge: start the server with "
-                f"{JUDGE_URL}=http://host:port/v1 and {JUDGE_MODEL}=<model> (an OpenAI-compatible endpoint)")
+            raise BadRequestError(f"this task is verified in SQL mode, by an LLM judge: {HOW_TO_GIVE}")
         try:
             self.rewards = self.factory.manifest.rewards.model_copy(
                 update=AwmRewards.model_validate(options.get("rewards") or {}).model_dump(exclude_unset=True))

@@ -6,7 +6,8 @@ middleware: a session is the signed cookie the first request of an episode is gi
 client of its own on the app (ASGITransport, no socket), so a cookie jar of its own, as NeMo's agents keep one per
 rollout. The app's lifespan (startup hooks) runs once, before the first episode. A route that calls sys.exit
 answers its request with a 500, as any error of its code, rather than ending the worker. The worker's working directory
-is the server's folder, as NeMo Gym's launcher runs each server there.
+is the server's folder, as NeMo Gym's launcher runs each server there. The model servers its config calls (a judge)
+are NeMo Gym's own, on the endpoint the user gives (model_servers.py), where one is given.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 import httpx
 
+from openenv_gym.adapters.nemo.model_servers import ModelServers
 from openenv_gym.errors import EnvError
+from openenv_gym.manifests.judge_endpoint import JudgeEndpoint
 from openenv_gym.manifests.schema import ManifestError, NemoManifest
 
 BASE_URL = "http://nemo"  # what the episodes' clients call the app (no socket: ASGI)
@@ -33,7 +36,10 @@ CONFIG_VARIABLE, CONFIG_PATH_VARIABLE = "NEMO_GYM_CONFIG_DICT", "NEMO_GYM_CONFIG
 class ServerApp:
     def __init__(self, manifest: NemoManifest) -> None:
         self.manifest = manifest
-        self.server, self.app = build(manifest)
+        endpoint = JudgeEndpoint.from_environment()
+        names = sorted(set(manifest.model_servers.values()))
+        self.model_servers = ModelServers(names, endpoint) if names and endpoint else None
+        self.server, self.app = build(manifest, self.model_servers)
         self.transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)  # a raise is a 500, as uvicorn
         self.routes = {getattr(route, "path", "") for route in getattr(self.app, "routes", [])}
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
@@ -42,11 +48,13 @@ class ServerApp:
         self.reverify_mode: str | None = None
 
     async def start(self) -> None:
-        """The app's lifespan (its startup hooks), entered once."""
+        """The model servers it calls, then the app's lifespan (its startup hooks), entered once."""
         if self.started:
             return
         async with self._starting:
             if not self.started:
+                if self.model_servers is not None:
+                    await self.model_servers.start(self.server.server_client)
                 lifespan = self.app.router.lifespan_context(self.app)
                 await lifespan.__aenter__()
                 self._lifespan, self.started = lifespan, True
@@ -76,9 +84,11 @@ class ServerApp:
         lifespan, self._lifespan = self._lifespan, None
         if lifespan is not None:
             await lifespan.__aexit__(None, None, None)
+        if self.model_servers is not None:
+            await self.model_servers.aclose()
 
 
-def build(manifest: NemoManifest) -> tuple[Any, Any]:
+def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> tuple[Any, Any]:
     """(the server object, its FastAPI app), as NeMo Gym's run_webserver makes them, without serving them."""
     from nemo_gym.config_types import BaseServerConfig
     from nemo_gym.server_utils import ServerClient
@@ -114,6 +124,7 @@ def build(manifest: NemoManifest) -> tuple[Any, Any]:
     head = {"host": "127.0.0.1", "port": 0}
     global_config = {"head_server": head, manifest.instance: {"resources_servers": {
         own_folder.name: {**manifest.server_config, **head}}}}
+    global_config |= model_servers.global_config() if model_servers else {}
     os.environ[CONFIG_VARIABLE], os.environ[CONFIG_PATH_VARIABLE] = json.dumps(global_config), manifest.instance
     client = ServerClient(head_server_config=BaseServerConfig(**head),
                           global_config_dict=OmegaConf.create(global_config))

@@ -1,5 +1,6 @@
-"""An answer judged by a model server of NeMo Gym's (an LLM judge named in its config): written to NeMo Gym's rules
-for judged servers, to be refused where no model server can be reached."""
+"""An answer judged by a model server of NeMo Gym's (an LLM judge named in its config), written to NeMo Gym's rules
+for judged servers: the judge is asked in the Responses API whether the episode's last text matches the expected
+answer."""
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -22,11 +23,12 @@ class JudgedAnswerServer(SimpleResourcesServer):
     config: JudgedAnswerConfig
 
     async def verify(self, body: JudgedAnswerVerifyRequest) -> BaseVerifyResponse:
-        question = f"Is this answer {body.expected_answer!r}? Say yes or no."
+        given = body.response.output_text
+        question = f"Expected answer: {body.expected_answer}\nGiven answer: {given}\nDo they match? Say yes or no."
         judged = await self.server_client.post(server_name=self.config.judge_model_server.name,
                                                url_path="/v1/responses", json={"input": question})
-        verdict = await judged.json()
-        return BaseVerifyResponse(**body.model_dump(), reward=float("yes" in str(verdict).lower()))
+        verdict = (await judged.json())["output"][-1]["content"][0]["text"]
+        return BaseVerifyResponse(**body.model_dump(), reward=float(verdict.strip().lower().startswith("yes")))
 
 
 if __name__ == "__main__":
