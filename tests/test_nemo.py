@@ -320,11 +320,15 @@ def test_a_judged_server_is_refused_without_a_judge_and_judged_by_the_one_it_is_
 @pytest.mark.bench  # a server of its own (7 s): make bench runs it
 def test_a_server_run_from_another_file_with_its_judge_off_and_no_dataset_linked_plays(installed, tmp_path):
     """Styles of NeMo's configs: an entrypoint other than app.py (aviary's gsm8k_app.py), a judge the config turns
-    off (math_with_judge's should_use_judge: false), and data/example.jsonl that no dataset entry names."""
+    off (math_with_judge's should_use_judge: false), data/example.jsonl that no dataset entry names, a value that is
+    an environment variable's with a default (resolved as NeMo resolves it, or the server's config would not take
+    it), and dependencies in a pyproject.toml (code_fim's)."""
     [result] = import_environment(FIXTURES / "optional_judge", "optional", tmp_path, check=False)
     manifest = load_manifest(result.folder)
     assert manifest.entry == "resources_servers.optional_judge.judge_app:OptionalJudgeServer"
-    assert manifest.needs == [] and manifest.splits == {"example": "data/example.jsonl"}
+    assert manifest.needs == [] and manifest.model_servers == {}
+    assert manifest.splits == {"example": "data/example.jsonl"}
+    assert manifest.dependencies == ["nemo-gym==0.7.0"]  # its pyproject.toml's
     assert any("data/example.jsonl is split 'example'" in note for note in result.notes)
     server = LocalServer(str(result.folder), 1, 10)
     try:
@@ -332,3 +336,33 @@ def test_a_server_run_from_another_file_with_its_judge_off_and_no_dataset_linked
         assert play_episode(server.url, ["Cusco"], options={"task": 1})[-1][1] == 0.0
     finally:
         server.stop()
+
+
+PYPROJECT = """[project]
+name = "fim"
+dependencies = ["nemo-gym[dev]==0.7.0", "infilling", {local}]
+
+[tool.uv.sources]
+nemo-gym = {{ path = "../..", editable = true }}
+infilling = {{ git = "https://example.org/infilling.git", rev = "abc123" }}
+local-tool = {{ path = "../local_tool" }}
+"""
+
+
+def test_a_servers_pyproject_dependencies_from_git_are_urls_and_from_a_path_are_refused(tmp_path):
+    """code_fim's style: no requirements.txt, its pyproject's [tool.uv.sources] says where a dependency comes from."""
+    import shutil
+
+    from openenv_gym.importers import ImportFailedError
+
+    source = tmp_path / "resources_servers" / "optional_judge"
+    shutil.copytree(FIXTURES / "optional_judge", source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(PYPROJECT.format(local='"local-tool", '))
+    with pytest.raises(ImportFailedError, match=r"pyproject.toml: 'local-tool @ ../local_tool' names a path"):
+        import_environment(source, "fim", tmp_path / "out", check=False)
+    pyproject.write_text(PYPROJECT.format(local=""))
+    [result] = import_environment(source, "fim", tmp_path / "out", check=False)
+    assert load_manifest(result.folder).dependencies == [
+        "nemo-gym==0.7.0", "infilling @ git+https://example.org/infilling.git@abc123"]
+    assert any("pyproject.toml asks for nemo-gym[dev]" in note for note in result.notes)

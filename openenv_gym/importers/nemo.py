@@ -44,6 +44,7 @@ from openenv_gym.runtime.pyparse import parse as parse_python
 PACKAGE = "resources_servers"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
 JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a server's judge off
+DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an interpolation with a default
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"),
@@ -212,8 +213,18 @@ def model_servers(config: dict[str, Any]) -> dict[str, str]:
 
 
 def _interpolated(config: dict[str, Any]) -> list[str]:
-    """The config keys whose values are interpolations of NeMo Gym's global config (`${policy_base_url}`)."""
-    return [f"{path}: {value}" for path, value in _nodes(config) if isinstance(value, str) and "${" in value]
+    """The config keys whose values are interpolations of NeMo Gym's global config with no default
+    (`${policy_base_url}`; not `${oc.env:PORT,6000}`, which the worker resolves to its default)."""
+    return [f"{path}: {value}" for path, value in _nodes(config) if isinstance(value, str)
+            and "${" in _without_defaulted(value)]
+
+
+def _without_defaulted(text: str) -> str:
+    """The text with its interpolations that have a default (innermost first: `${oc.select:k,${oc.env:K,null}}`)
+    taken out."""
+    while (reduced := DEFAULTED.sub("", text)) != text:
+        text = reduced
+    return text
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:

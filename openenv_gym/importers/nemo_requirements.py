@@ -1,6 +1,7 @@
 """Which nemo-gym a NeMo Gym resource server runs on, and what else its venv holds (importers/nemo.py imports it).
 
-Its requirements.txt says: `-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym, whose version
+Its requirements.txt (else its pyproject.toml's dependencies, their [tool.uv.sources] read as URLs) says:
+`-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym, whose version
 its nemo_gym/package_info.py gives (or the installed package's metadata, for a server the package ships), installed
 from PyPI without the [dev] extra; a pin says its version; URLs go to the installer as they are; paths are refused.
 requires-python comes with the version, from the same place, else from what the releases declared.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from openenv_gym.importers.nemo import Server
 
 PROJECT = "nemo-gym"
+NAME_END = re.compile(r"[\s\[@=<>!~;]")  # what ends a requirement's name
 # nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
 REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
 
@@ -54,14 +56,37 @@ def _installed_metadata(root: Path) -> tuple[str, str | None] | None:
     return None
 
 
-def _pyproject_project(root: Path) -> dict[str, Any]:
-    """The [project] table of a folder's pyproject.toml (empty where it has none that reads)."""
+def _pyproject(root: Path) -> dict[str, Any]:
+    """A folder's pyproject.toml (empty where it has none that reads)."""
     import tomllib
 
     try:
-        return tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        return tomllib.loads((root / "pyproject.toml").read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
+
+
+def _pyproject_project(root: Path) -> dict[str, Any]:
+    return _pyproject(root).get("project", {})
+
+
+def _pyproject_lines(folder: Path) -> list[str]:
+    """A server's pyproject.toml dependencies as requirements.txt lines (servers with no requirements.txt): where
+    [tool.uv.sources] says one comes from git, a URL or a path, the line says so."""
+    document = _pyproject(folder)
+    sources = document.get("tool", {}).get("uv", {}).get("sources", {})
+    lines = []
+    for dependency in document.get("project", {}).get("dependencies", []):
+        name = NAME_END.split(dependency, maxsplit=1)[0]
+        source = sources.get(name) or sources.get(name.replace("_", "-"))
+        if not isinstance(source, dict) or name.replace("_", "-").lower() == PROJECT:
+            lines.append(dependency)  # (nemo-gym's path is the checkout: its version is the checkout's)
+        elif "git" in source:
+            revision = source.get("rev") or source.get("tag") or source.get("branch")
+            lines.append(f"{name} @ git+{source['git']}{'@' + revision if revision else ''}")
+        else:
+            lines.append(f"{name} @ {source.get('url') or source.get('path')}")
+    return lines
 
 
 def _pyproject_requires_python(root: Path) -> str | None:
@@ -102,18 +127,23 @@ class Requirements:
 
 
 def requirements(server: Server) -> Requirements:
-    """What the server's requirements.txt asks for, as installable requirements."""
+    """What the server's requirements.txt (else its pyproject.toml's dependencies) asks for, as installable
+    requirements."""
     notes: list[str] = []
     packages: list[str] = []
     pinned: str | None = None
     listed = server.folder / "requirements.txt"
-    lines = listed.read_text().splitlines() if listed.is_file() else []
+    if not listed.is_file() and (server.folder / "pyproject.toml").is_file():
+        listed = server.folder / "pyproject.toml"
+        lines = _pyproject_lines(server.folder)
+    else:
+        lines = listed.read_text().splitlines() if listed.is_file() else []
     for raw in lines:
         line = raw.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
         editable = line.removeprefix("-e").strip()
-        name = re.split(r"[\s\[@=<>!~;]", editable, maxsplit=1)[0]
+        name = NAME_END.split(editable, maxsplit=1)[0]
         if name.startswith((".", "/")) and _is_nemo_gym(server.folder / name):  # "-e ../../": the checkout itself
             continue
         if name.replace("_", "-").lower() == PROJECT:
@@ -124,7 +154,7 @@ def requirements(server: Server) -> Requirements:
             if requirement is not None and not requirement.url and str(requirement.specifier).startswith("=="):
                 pinned = str(requirement.specifier)[2:]
             if requirement is not None and requirement.extras:
-                notes.append(f"requirements.txt asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
+                notes.append(f"{listed.name} asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
                              f"extras are NeMo Gym's own development tools, not installed")
             continue
         if line.startswith(("-", ".", "/")) or "@ ." in line or "@ file:" in line:
@@ -137,6 +167,6 @@ def requirements(server: Server) -> Requirements:
     elif found is not None:
         version, python = found
     else:
-        raise ImportFailedError(f"{server.folder}: which nemo-gym it runs on is not said: its requirements.txt pins "
+        raise ImportFailedError(f"{server.folder}: which nemo-gym it runs on is not said: its {listed.name} pins "
                                 f"none, and it lies outside a NeMo Gym checkout; add '{PROJECT}==0.7.0' (say) to it")
     return Requirements([f"{PROJECT}=={version}", *packages], version, python, notes)

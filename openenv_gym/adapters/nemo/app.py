@@ -113,7 +113,7 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         raise ManifestError(f"{manifest.name}: cannot load its server {manifest.entry}: {type(exc).__name__}: "
                             f"{exc}") from exc
     config_type = cls.model_fields["config"].annotation
-    fields = {"entrypoint": "app.py", **manifest.server_config, "host": "127.0.0.1", "port": 0,
+    fields = {"entrypoint": "app.py", **_resolved(manifest.server_config), "host": "127.0.0.1", "port": 0,
               "name": manifest.instance}
     try:
         config = config_type.model_validate(fields)
@@ -134,6 +134,19 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         if hasattr(route, "app"):
             route.app = _exit_as_error(route.app, getattr(route, "path", "?"))
     return server, app
+
+
+def _resolved(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with its interpolations resolved as NeMo's launcher resolves them, where they can be here
+    (`${oc.env:PORT,6000}`: this worker's environment, else the default); as it is where one cannot (a value of
+    NeMo's global config: the import recorded that need, and resets say it)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(OmegaConf.create(config), resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException:
+        return config
 
 
 class ServerCodeExitedError(Exception):

@@ -1,6 +1,8 @@
 """An answer matched exactly, or judged by a model server where its config turns the judge on (off by default, as
 math_with_judge's `should_use_judge`). Its config runs judge_app.py rather than app.py, and links no dataset: its
-examples are data/example.jsonl, as NeMo Gym's convention has them. Written to NeMo Gym's rules."""
+examples are data/example.jsonl, as NeMo Gym's convention has them; its dependencies are its pyproject.toml's (no
+requirements.txt), and a config value is an environment variable's with a default (`${oc.env:NAME,default}`).
+Written to NeMo Gym's rules."""
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -14,6 +16,7 @@ from nemo_gym.config_types import ModelServerRef
 class OptionalJudgeConfig(BaseResourcesServerConfig):
     judge_model_server: ModelServerRef
     should_use_judge: bool = False
+    max_answer_chars: int  # the longest answer it reads
 
 
 class OptionalJudgeVerifyRequest(BaseVerifyRequest):
@@ -28,7 +31,8 @@ class OptionalJudgeServer(SimpleResourcesServer):
                        for part in item.content if part.type == "output_text")
         if self.config.should_use_judge:
             raise RuntimeError("the judge is not reachable in these tests")
-        return BaseVerifyResponse(**body.model_dump(), reward=float(said.strip() == body.expected_answer))
+        said = said.strip()[:self.config.max_answer_chars]
+        return BaseVerifyResponse(**body.model_dump(), reward=float(said == body.expected_answer))
 
 
 if __name__ == "__main__":
