@@ -155,7 +155,8 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
                  (index, play) for index, row in enumerate(dataset)
                  for play in (ground_truth_play(row), ["I did nothing."])],
              "tally": lambda dataset, source: [
-                 (index, [{"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
+                 (index, [{"name": "add", "arguments": {"amount": -1}}, {"name": "add", "arguments": {"amount": 500}},
+                          {"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
                           "Done."]) for index, row in enumerate(dataset) for miss in (0, 1)]}
     owns = in_parallel(*(lambda name=name: NemoOwnServer.of(load_manifest(nemo[name][1])) for name in plays))
     for (name, episodes), own in zip(plays.items(), owns, strict=True):
@@ -167,10 +168,11 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
                 response = answers[-1][4]["response"]
                 with httpx.Client(base_url=own.url) as client:
                     client.post("/seed_session", json=dataset[task]).raise_for_status()
-                    for item in response["output"]:  # the tool calls again, in NeMo's process, in one session
-                        if item["type"] == "function_call":
-                            client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
+                    outputs = [client.post(f"/{item['name']}", json=json.loads(item["arguments"])).text
+                               for item in response["output"] if item["type"] == "function_call"]
                     theirs = client.post("/verify", json=dataset[task] | {"response": response}).json()
+                # the same tool calls in NeMo's process, in one session: the same answers, errors included
+                assert outputs == stored_outputs(response["output"]), (name, task)
                 assert theirs["reward"] == answers[-1][1], (name, task, theirs)
         finally:
             own.stop()
@@ -210,7 +212,8 @@ def test_a_tool_error_is_what_the_model_sees_and_the_episode_goes_on(nemo):
 
 def test_a_route_whose_code_exits_answers_an_error_and_nothing_else_ends(nemo):
     """A route that calls sys.exit (as code that parses argv with Hydra does) answers with an error, as any failing
-    route; the worker, the connection and the other session go on."""
+    route under NeMo's server (its exception middleware: the error's repr); the worker, the connection and the other
+    session go on."""
     url, _, _ = nemo["tally"]
 
     async def main():
@@ -222,7 +225,8 @@ def test_a_route_whose_code_exits_answers_an_error_and_nothing_else_ends(nemo):
             added = await bystander.step({"name": "add", "arguments": {"amount": 5}})
             return halted, added, await bystander.step("Done."), await halting.step({"name": "total", "arguments": {}})
     halted, added, final, after = asyncio.run(main())
-    assert halted[0] == "Internal Server Error" and halted[1:4] == (0.0, False, False)  # a 500, as uvicorn answers
+    assert json.loads(halted[0]) == "ServerCodeExitedError('/halt called sys.exit(3)')"  # a 500, as NeMo's errors
+    assert halted[1:4] == (0.0, False, False)
     assert json.loads(added[0]) == {"total": 5} and final[1] == 1.0 and json.loads(after[0]) == {"total": -4}
 
 

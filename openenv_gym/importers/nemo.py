@@ -48,7 +48,8 @@ DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an inter
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"),
-    "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\bhf_hub_download\("),
+    "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
+                                              r"|\burl(?:open|retrieve)\("),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
 }
 

@@ -130,6 +130,8 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
                           global_config_dict=OmegaConf.create(global_config))
     server = cls(config=config, server_client=client)
     app = server.setup_webserver()
+    if hasattr(server, "setup_exception_middleware"):  # as run_webserver: an error's repr is the 500's body
+        server.setup_exception_middleware(app)
     for route in app.router.routes:
         if hasattr(route, "app"):
             route.app = _exit_as_error(route.app, getattr(route, "path", "?"))
