@@ -370,3 +370,20 @@ def test_a_servers_pyproject_dependencies_from_git_are_urls_and_from_a_path_are_
     assert load_manifest(result.folder).dependencies == [
         "nemo-gym==0.7.0", "infilling @ git+https://example.org/infilling.git@abc123"]
     assert any("pyproject.toml asks for nemo-gym[dev]" in note for note in result.notes)
+
+
+@pytest.mark.bench  # a server of its own (7 s): make bench runs it
+def test_a_startup_that_never_finishes_fails_resets_with_the_reason_and_the_server_lives(installed, monkeypatch):
+    """A startup hook that waits for what is not here (competitive_coding_challenges waits for NeMo Skills'
+    sandbox): resets say so after the bound, at once after the first, and the server goes on."""
+    tally, _ = installed
+    monkeypatch.setenv("TALLY_STARTUP_SECONDS", "3600")  # (its config's ${oc.env:TALLY_STARTUP_SECONDS,0})
+    monkeypatch.setenv("OPENENV_GYM_NEMO_STARTUP_SECONDS", "2")
+    server = LocalServer(str(tally), 1, 10)
+    try:
+        for _ in range(2):
+            with pytest.raises(openenv_gym.EnvError, match="startup hooks did not finish within 2 s"):
+                play_episode(server.url, ["x"], options={"task": 0})
+        assert server.alive
+    finally:
+        server.stop()

@@ -47,7 +47,8 @@ JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a se
 DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an interpolation with a default
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
-    "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"),
+    "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"
+                                     r"|\bsandbox_host\b|\bLocalSandbox\b|\bwait_for_sandbox\("),  # (NeMo Skills')
     "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
                                               r"|\burl(?:open|retrieve)\("),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),

@@ -31,6 +31,8 @@ from openenv_gym.manifests.schema import ManifestError, NemoManifest
 BASE_URL = "http://nemo"  # what the episodes' clients call the app (no socket: ASGI)
 log = logging.getLogger(__name__)
 CONFIG_VARIABLE, CONFIG_PATH_VARIABLE = "NEMO_GYM_CONFIG_DICT", "NEMO_GYM_CONFIG_PATH"
+# how long the app's startup hooks may take (a metadata preload: competitive_coding_challenges says ~46 s)
+STARTUP_SECONDS = float(os.environ.get("OPENENV_GYM_NEMO_STARTUP_SECONDS", 300))
 
 
 class ServerApp:
@@ -45,6 +47,7 @@ class ServerApp:
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
         self._starting = asyncio.Lock()
         self.started = False
+        self.stuck = ""  # why its startup never finished: every later reset says it
         self.reverify_mode: str | None = None
 
     async def start(self) -> None:
@@ -53,10 +56,19 @@ class ServerApp:
             return
         async with self._starting:
             if not self.started:
+                if self.stuck:
+                    raise EnvError(self.stuck)
                 if self.model_servers is not None:
                     await self.model_servers.start(self.server.server_client)
                 lifespan = self.app.router.lifespan_context(self.app)
-                await lifespan.__aenter__()
+                try:
+                    await asyncio.wait_for(lifespan.__aenter__(), STARTUP_SECONDS)
+                except TimeoutError:
+                    self.stuck = (f"the resource server's startup hooks did not finish within {STARTUP_SECONDS:g} s "
+                                  "(one may wait for a service that is not here: a sandbox, a model server); "
+                                  "restart the server once it can be reached, or give them longer with "
+                                  "OPENENV_GYM_NEMO_STARTUP_SECONDS")
+                    raise EnvError(self.stuck) from None
                 self._lifespan, self.started = lifespan, True
 
     def client(self) -> httpx.AsyncClient:

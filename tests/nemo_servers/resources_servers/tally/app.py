@@ -2,6 +2,7 @@
 /verify rewards an episode whose tally reached the row's expected total. Written to NeMo Gym's published rules
 for resource servers (a SimpleResourcesServer subclass; its routes added in setup_webserver)."""
 
+import asyncio
 import sys
 
 from fastapi import FastAPI, Request
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 
 class TallyConfig(BaseResourcesServerConfig):
     limit: int = 1000  # the largest amount one `add` takes
+    startup_seconds: float = 0  # how long its startup hook takes (a preload: competitive_coding_challenges')
 
 
 class TallySeed(BaseSeedSessionRequest):
@@ -49,7 +51,11 @@ class TallyServer(SimpleResourcesServer):
         app.post("/add")(self.add)
         app.post("/total")(self.total)
         app.post("/halt")(self.halt)
+        app.router.add_event_handler("startup", self.preload)
         return app
+
+    async def preload(self) -> None:
+        await asyncio.sleep(self.config.startup_seconds)
 
     async def seed_session(self, request: Request, body: TallySeed) -> BaseSeedSessionResponse:
         self.totals[request.session[SESSION_ID_KEY]] = body.start
