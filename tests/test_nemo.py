@@ -387,3 +387,15 @@ def test_a_startup_that_never_finishes_fails_resets_with_the_reason_and_the_serv
         assert server.alive
     finally:
         server.stop()
+
+
+def test_a_checkout_imports_each_of_its_servers_and_leaves_out_a_base_to_derive_from(tmp_path):
+    """A folder with resources_servers/ is a checkout: every server folder in it is an environment (NAME-<server>);
+    one whose config runs an abstract base (NeMo's resources_servers/gymnasium) is none, and alone is refused."""
+    from openenv_gym.importers import ImportFailedError
+
+    results = import_environment(FIXTURES.parent, "fixtures", tmp_path / "all", check=False)
+    assert sorted(load_manifest(result.folder).name for result in results) == [
+        f"fixtures-{name}" for name in ("judged_answer", "optional_judge", "reverse_gym", "tally")]
+    with pytest.raises(ImportFailedError, match="no environment found"):
+        import_environment(FIXTURES / "counting_base", "base", tmp_path / "one", check=False)

@@ -69,8 +69,18 @@ class Server:
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
-    return [base.id if isinstance(base, ast.Name) else base.attr for base in node.bases
+    """The names of a class's bases: `Base`, `module.Base`, and a generic one's, `Base[Env, Dataset]` (aviary's)."""
+    bases = [base.value if isinstance(base, ast.Subscript) else base for base in node.bases]
+    return [base.id if isinstance(base, ast.Name) else base.attr for base in bases
             if isinstance(base, ast.Name | ast.Attribute)]
+
+
+def _abstract(node: ast.ClassDef) -> bool:
+    """Whether a class is a base to derive servers from: an ABC, or one with abstract methods."""
+    return "ABC" in _base_names(node) or any(
+        isinstance(decorator, ast.Name | ast.Attribute) and ast.unparse(decorator).endswith("abstractmethod")
+        for method in node.body if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef)
+        for decorator in method.decorator_list)
 
 
 def _module_file(root: Path | None, module: str) -> Path | None:
@@ -133,7 +143,8 @@ def find_server(folder: Path) -> Server | None:
         tree = parse_python(app.read_text(errors="replace"))
     except SyntaxError:
         return None
-    defined = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in known]
+    defined = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in known
+               and node.name not in SERVER_BASES and not _abstract(node)]  # (resources_servers/gymnasium: a base)
     used_as_base = {name for node in defined for name in _base_names(node)}
     leaves = [node.name for node in defined if node.name not in used_as_base]
     if not leaves:
