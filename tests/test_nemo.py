@@ -399,3 +399,38 @@ def test_a_checkout_imports_each_of_its_servers_and_leaves_out_a_base_to_derive_
         f"fixtures-{name}" for name in ("judged_answer", "optional_judge", "reverse_gym", "tally")]
     with pytest.raises(ImportFailedError, match="no environment found"):
         import_environment(FIXTURES / "counting_base", "base", tmp_path / "one", check=False)
+
+
+NEED_STYLES = {  # what the checkout's servers do, each in tally's copy: (file, line added) -> the need recorded
+    "a key from the environment (critpt, finance_agent_v2)": (
+        "configs/tally.yaml", "      search_api_key: ${oc.env:SEARCH_API_KEY,null}", "a web API's key"),
+    "a value of NeMo's global config": (
+        "configs/tally.yaml", "      base_url: ${policy_base_url}", "values of NeMo Gym's global config"),
+    "an environment variable with a default (math_formal_lean's port)": (
+        "configs/tally.yaml", "      port_hint: ${oc.env:TALLY_PORT,6000}", None),
+    "a git clone at startup (ether0)": (
+        "app.py", 'CLONE = ["git", "clone", "--depth=1", "https://example.org/repo"]', "data downloaded at run time"),
+    "an archive fetched from GitHub (legal_agent_bench)": (
+        "app.py", 'ARCHIVE = "https://codeload.github.com/owner/repo/tar.gz/abc"', "data downloaded at run time"),
+    "urlopen (bird_sql)": ("app.py", "OPENED = lambda url: urllib.request.urlopen(url)", "data downloaded at run time"),
+    "NeMo Skills' sandbox (math_formal_lean, ns_tools)": (
+        "app.py", 'SANDBOX = {"sandbox_host": "127.0.0.1", "sandbox_port": 6000}', "a sandbox provider"),
+}
+
+
+@pytest.mark.parametrize("style", NEED_STYLES)
+def test_what_a_server_needs_that_is_not_here_is_recorded_at_import(style, tmp_path):
+    import shutil
+
+    file, line, need = NEED_STYLES[style]
+    source = tmp_path / "resources_servers" / "tally"
+    shutil.copytree(TALLY, source)
+    path = source / file
+    text = path.read_text()
+    path.write_text(text.replace("      limit: 100\n", f"      limit: 100\n{line}\n") if file.endswith(".yaml")
+                    else f"{text}\n{line}\n")
+    needs = load_manifest(import_environment(source, "styled", tmp_path / "out", check=False)[0].folder).needs
+    if need is None:
+        assert needs == []
+    else:
+        assert len(needs) == 1 and needs[0].startswith(need), needs

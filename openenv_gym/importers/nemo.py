@@ -50,7 +50,8 @@ HINTS = {  # what a server's code says it needs, that a machine with no internet
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"
                                      r"|\bsandbox_host\b|\bLocalSandbox\b|\bwait_for_sandbox\("),  # (NeMo Skills')
     "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
-                                              r"|\burl(?:open|retrieve)\("),
+                                              r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|https://codeload\.github"
+                                              r"\.com/"),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
 }
 
@@ -242,6 +243,10 @@ def _without_defaulted(text: str) -> str:
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
     needs, interpolated = [], _interpolated(config)
+    keys = [f"{path}: {value}" for path, value in _nodes(config)
+            if path.endswith("api_key") and isinstance(value, str) and "${" in value]  # (critpt's, with a default)
+    if keys:
+        needs.append(f"a web API's key, from NeMo Gym's global config or the environment ({'; '.join(keys[:3])})")
     if interpolated:
         needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
                      f"here ({'; '.join(interpolated[:3])})")
