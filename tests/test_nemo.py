@@ -413,6 +413,9 @@ NEED_STYLES = {  # what the checkout's servers do, each in tally's copy: (file, 
     "an archive fetched from GitHub (legal_agent_bench)": (
         "app.py", 'ARCHIVE = "https://codeload.github.com/owner/repo/tar.gz/abc"', "data downloaded at run time"),
     "urlopen (bird_sql)": ("app.py", "OPENED = lambda url: urllib.request.urlopen(url)", "data downloaded at run time"),
+    "rows whose prompt the paired agent builds (scicode)": (
+        "data/example.jsonl", '{"responses_create_params": {"input": []}, "sub_steps": ["..."], "start": 0}',
+        "the prompts its paired agent builds (simple_agent"),
     "NeMo Skills' sandbox (math_formal_lean, ns_tools)": (
         "app.py", 'SANDBOX = {"sandbox_host": "127.0.0.1", "sandbox_port": 6000}', "a sandbox provider"),
 }
@@ -428,7 +431,7 @@ def test_what_a_server_needs_that_is_not_here_is_recorded_at_import(style, tmp_p
     path = source / file
     text = path.read_text()
     path.write_text(text.replace("      limit: 100\n", f"      limit: 100\n{line}\n") if file.endswith(".yaml")
-                    else f"{text}\n{line}\n")
+                    else f"{line}\n{text}" if file.endswith(".jsonl") else f"{text}\n{line}\n")
     needs = load_manifest(import_environment(source, "styled", tmp_path / "out", check=False)[0].folder).needs
     if need is None:
         assert needs == []

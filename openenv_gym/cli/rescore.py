@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
+from openenv_gym.manifests.schema import NEMO_ROW_INPUT
 from openenv_gym.rollout.groups import advantages
 from openenv_gym.rollout.records import read_lines
 from openenv_gym.rollout.rescore import Rescored, rescore
@@ -71,7 +72,7 @@ def run_rescore(args: argparse.Namespace) -> None:
 def _nemo_rollouts(path: Path) -> bool:
     """Whether a file holds NeMo Gym rollouts (its first row has a Responses request and a response)."""
     for _, record in read_lines(path):
-        return isinstance(record, dict) and isinstance(record.get("responses_create_params"), dict) \
+        return isinstance(record, dict) and isinstance(record.get(NEMO_ROW_INPUT), dict) \
             and isinstance(record.get("response"), dict)
     return False
 

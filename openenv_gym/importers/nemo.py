@@ -26,6 +26,7 @@ here (a sandbox provider, a web API) is recorded too, and a reset says it.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from openenv_gym.importers.nemo_requirements import PROJECT, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.pythons import NoFittingPythonError, choose
+from openenv_gym.manifests.schema import NEMO_ROW_INPUT as INPUT
 from openenv_gym.runtime.pyparse import parse as parse_python
 
 PACKAGE = "resources_servers"
@@ -181,9 +183,17 @@ def _yaml_blocks(folder: Path) -> list[tuple[str, dict[str, Any]]]:
     return blocks
 
 
-def server_config(server: Server) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
-    """(the instance's name, its config fields, the datasets paired with it) from the server's config files: the
-    first instance of this server, and the datasets of the agents that name that instance (or its own)."""
+@dataclass
+class ServerConfig:
+    instance: str  # the instance's name
+    fields: dict[str, Any]  # its config
+    datasets: list[dict[str, Any]]  # its own and those of the agents paired with it
+    agents: list[str]  # the kinds of the agents paired with it (simple_agent, scicode_agent, ...)
+
+
+def server_config(server: Server) -> ServerConfig:
+    """The server's config, from its config files: the first instance of this server, and the agents that name that
+    instance."""
     blocks = _yaml_blocks(server.folder)
     instances = [(name, block[PACKAGE][server.folder.name]) for name, block in blocks
                  if isinstance(block.get(PACKAGE), dict) and isinstance(block[PACKAGE].get(server.folder.name), dict)]
@@ -191,13 +201,14 @@ def server_config(server: Server) -> tuple[str, dict[str, Any], list[dict[str, A
         raise ImportFailedError(f"{server.folder}/configs has no instance of the server ({PACKAGE}: "
                                 f"{server.folder.name}: ...); NeMo Gym could not start it either")
     instance, fields = instances[0]
-    datasets = list(fields.get("datasets") or [])
+    datasets, agents = list(fields.get("datasets") or []), []
     for _, block in blocks:
-        for agent in (block.get("responses_api_agents") or {}).values():
+        for kind, agent in (block.get("responses_api_agents") or {}).items():
             if isinstance(agent, dict) and (agent.get("resources_server") or {}).get("name") == instance:
                 datasets += [dataset for dataset in agent.get("datasets") or [] if isinstance(dataset, dict)]
+                agents.append(kind)
     config = {key: value for key, value in fields.items() if key != "datasets"}
-    return instance, _without_nulls(config), datasets
+    return ServerConfig(instance, _without_nulls(config), datasets, agents)
 
 
 def _without_nulls(value: Any) -> Any:
@@ -254,6 +265,21 @@ def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
     needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
               if (match := pattern.search(code))]
     return needs
+
+
+def _agent_built_prompts(folder: Path, splits: dict[str, str], agents: list[str]) -> list[str]:
+    """A need where the rows hold no prompt (an empty input: scicode's), which the agent paired with the server builds
+    from the row's other fields; episodes here start from the row's own input."""
+    for path in splits.values():
+        first = next((line for line in (folder / path).read_bytes().splitlines() if line.strip()), b"{}")
+        try:
+            given = json.loads(first).get(INPUT, {}).get("input")
+        except (ValueError, AttributeError):
+            continue
+        if given in ([], "", None):
+            return [f"the prompts its paired agent builds ({', '.join(agents) or 'an agent of its own'}: the rows' "
+                    f"{INPUT}.input is empty; episodes here start from a row's own input)"]
+    return []
 
 
 def served_modules(server: Server) -> set[Path]:
@@ -343,7 +369,8 @@ class NemoImporter:
             python = choose(wanted.requires_python, f"{PROJECT} {wanted.nemo_gym}")
         except NoFittingPythonError as exc:
             raise ImportFailedError(str(exc)) from None
-        instance, config, datasets = server_config(server)
+        paired = server_config(server)
+        instance, config, datasets = paired.instance, paired.fields, paired.datasets
         vendored = folder / "vendor"
         report = VendorReport()
         notes = list(wanted.notes)
@@ -384,7 +411,7 @@ class NemoImporter:
                                     f"{', '.join(str(d.get('jsonl_fpath')) for d in datasets) or 'data/*.jsonl'})")
         note = python.note(f"{PROJECT} {wanted.nemo_gym}", wanted.requires_python)
         notes += [note] if note else []
-        needs = unreachable_needs(server, config)
+        needs = unreachable_needs(server, config) + _agent_built_prompts(folder, splits, paired.agents)
         notes += [f"it needs {need}: its resets are refused until it has it" for need in needs]
         called = model_servers(config)
         if called:

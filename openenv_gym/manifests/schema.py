@@ -213,6 +213,9 @@ class HarborManifest(ImportedManifest):
     limits: AgentLimits = AgentLimits()
 
 
+NEMO_ROW_INPUT = "responses_create_params"  # a NeMo Gym dataset row's Responses request: its input and tools
+
+
 class NemoManifest(ImportedManifest):
     """A NeMo Gym resource server (vendor/resources_servers/<name>/, its datasets in data/): its app loaded once per
     worker and called through ASGI, one cookie jar per episode. `entry` is its server class; `protocol` says whether

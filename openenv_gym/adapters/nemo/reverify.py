@@ -26,7 +26,7 @@ import orjson
 from openenv_gym.adapters.nemo.app import ServerApp, answered, post
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.manifests import load_manifest
-from openenv_gym.manifests.schema import NemoManifest
+from openenv_gym.manifests.schema import NEMO_ROW_INPUT, NemoManifest
 from openenv_gym.protocol.openai_chat import ChatRequestError
 from openenv_gym.protocol.openai_responses import responses_request
 
@@ -44,7 +44,7 @@ class NotStatelessError(OpenEnvGymError):
 def input_key(row: dict[str, Any]) -> bytes | None:
     """A task row's input, in one spelling (the messages it reads as), to find the row a rollout played."""
     try:
-        return orjson.dumps(responses_request(row["responses_create_params"]).messages)
+        return orjson.dumps(responses_request(row[NEMO_ROW_INPUT]).messages)
     except (ChatRequestError, KeyError, TypeError):
         return None
 

@@ -34,11 +34,11 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
+from openenv_gym.manifests.schema import NEMO_ROW_INPUT as INPUT
 from openenv_gym.manifests.schema import NemoManifest
 from openenv_gym.protocol.openai_chat import ChatRequestError, tool_names
 from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
 
-INPUT = "responses_create_params"
 SHOWN_FIELDS = ("id",)  # of a row, besides its input; the rest (expected answers) only with expose_answer
 MODEL = "policy"
 
