@@ -416,6 +416,9 @@ NEED_STYLES = {  # what the checkout's servers do, each in tally's copy: (file, 
     "rows whose prompt the paired agent builds (scicode)": (
         "data/example.jsonl", '{"responses_create_params": {"input": []}, "sub_steps": ["..."], "start": 0}',
         "the prompts its paired agent builds (simple_agent"),
+    "Ray actors on a GPU (wmt_translation)": (
+        "app.py", 'POOL = dict(num_gpus=0, resources={"extra_gpu": 1})', "a GPU"),
+    "Ray actors on a share of a GPU (longmt_eval)": ("app.py", "ACTOR = dict(num_gpus=0.25)", "a GPU"),
     "NeMo Skills' sandbox (math_formal_lean, ns_tools)": (
         "app.py", 'SANDBOX = {"sandbox_host": "127.0.0.1", "sandbox_port": 6000}', "a sandbox provider"),
 }

@@ -55,6 +55,7 @@ HINTS = {  # what a server's code says it needs, that a machine with no internet
                                               r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|https://codeload\.github"
                                               r"\.com/"),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
+    "a GPU": re.compile(r"\bextra_gpu\b|\bnum_gpus\s*=\s*(?:0?\.\d*[1-9]|[1-9])|\.cuda\(\)"),  # (Ray actors on one)
 }
 
 
