@@ -404,12 +404,16 @@ def test_a_checkout_imports_each_of_its_servers_and_leaves_out_a_base_to_derive_
 NEED_STYLES = {  # what the checkout's servers do, each in tally's copy: (file, line added) -> the need recorded
     "a key from the environment (critpt, finance_agent_v2)": (
         "configs/tally.yaml", "      search_api_key: ${oc.env:SEARCH_API_KEY,null}", "a web API's key"),
+    "a key its config class requires and its YAML does not give (google_search)": (
+        "app.py", "class SearchConfig(TallyConfig):\n    search_api_key: str", "a web API's key"),
     "a value of NeMo's global config": (
         "configs/tally.yaml", "      base_url: ${policy_base_url}", "values of NeMo Gym's global config"),
     "an environment variable with a default (math_formal_lean's port)": (
         "configs/tally.yaml", "      port_hint: ${oc.env:TALLY_PORT,6000}", None),
     "a git clone at startup (ether0)": (
         "app.py", 'CLONE = ["git", "clone", "--depth=1", "https://example.org/repo"]', "data downloaded at run time"),
+    "a git clone in a shell command (vlm_eval_kit)": (
+        "app.py", 'SETUP = "cd here && git clone https://example.org/kit && cd kit"', "data downloaded at run time"),
     "an archive fetched from GitHub (legal_agent_bench)": (
         "app.py", 'ARCHIVE = "https://codeload.github.com/owner/repo/tar.gz/abc"', "data downloaded at run time"),
     "urlopen (bird_sql)": ("app.py", "OPENED = lambda url: urllib.request.urlopen(url)", "data downloaded at run time"),

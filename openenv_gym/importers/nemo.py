@@ -47,12 +47,14 @@ PACKAGE = "resources_servers"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
 JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a server's judge off
 DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an interpolation with a default
+PUNCTUATION = "( ,'\""  # around what a hint matched
+REQUIRED_KEY = re.compile(r"^[ \t]+(\w*api_key)[ \t]*:[ \t]*str[ \t]*(?:#.*)?$", re.M)  # a config field, no default
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"
                                      r"|\bsandbox_host\b|\bLocalSandbox\b|\bwait_for_sandbox\("),  # (NeMo Skills')
     "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
-                                              r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|https://codeload\.github"
+                                              r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|\bgit clone |https://codeload\.github"
                                               r"\.com/"),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
     "a GPU": re.compile(r"\bextra_gpu\b|\bnum_gpus\s*=\s*(?:0?\.\d*[1-9]|[1-9])|\.cuda\(\)"),  # (Ray actors on one)
@@ -255,15 +257,16 @@ def _without_defaulted(text: str) -> str:
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
     needs, interpolated = [], _interpolated(config)
+    code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
     keys = [f"{path}: {value}" for path, value in _nodes(config)
             if path.endswith("api_key") and isinstance(value, str) and "${" in value]  # (critpt's, with a default)
+    keys += [f"{name}, which its config does not give" for name in REQUIRED_KEY.findall(code) if name not in config]
     if keys:
         needs.append(f"a web API's key, from NeMo Gym's global config or the environment ({'; '.join(keys[:3])})")
     if interpolated:
         needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
                      f"here ({'; '.join(interpolated[:3])})")
-    code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
-    needs += [f"{what} (its code uses {match.group(0).strip('(')})" for what, pattern in HINTS.items()
+    needs += [f"{what} (its code uses {match.group(0).strip(PUNCTUATION)})" for what, pattern in HINTS.items()
               if (match := pattern.search(code))]
     return needs
 
@@ -278,8 +281,9 @@ def _agent_built_prompts(folder: Path, splits: dict[str, str], agents: list[str]
         except (ValueError, AttributeError):
             continue
         if given in ([], "", None):
-            return [f"the prompts its paired agent builds ({', '.join(agents) or 'an agent of its own'}: the rows' "
-                    f"{INPUT}.input is empty; episodes here start from a row's own input)"]
+            agent = ", ".join(dict.fromkeys(agents)) or "an agent of its own"
+            return [f"the prompts its paired agent builds ({agent}: the rows' {INPUT}.input is empty; episodes here "
+                    "start from a row's own input)"]
     return []
 
 
