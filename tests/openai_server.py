@@ -56,6 +56,8 @@ class Handler(BaseHTTPRequestHandler):
         model = request.get("model", "")
         if self.path != "/v1/chat/completions":
             return self._answer(404, {"error": {"message": f"no route {self.path}"}})
+        if not request.get("messages"):  # as real servers answer an empty conversation
+            return self._answer(400, {"error": {"message": "messages must be a non-empty list"}})
         if model == "broken":
             return self._answer(400, {"error": {"message": "this model refuses every request"}})
         if model == "flaky" and self.server.first_time(request["messages"]):

@@ -7,7 +7,7 @@ client of its own on the app (ASGITransport, no socket), so a cookie jar of its 
 rollout. The app's lifespan (startup hooks) runs once, before the first episode. A route that calls sys.exit
 answers its request with a 500, as any error of its code, rather than ending the worker. The worker's working directory
 is the server's folder, as NeMo Gym's launcher runs each server there. The model servers its config calls (a judge)
-are NeMo Gym's own, on the endpoint the user gives (model_servers.py), where one is given.
+are NeMo Gym's own, in a process of their own, on the endpoint the user gives (model_servers.py), where one is given.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from openenv_gym.adapters.nemo.model_servers import ModelServers
-from openenv_gym.errors import EnvError
-from openenv_gym.manifests.judge_endpoint import JudgeEndpoint
+from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE, JudgeEndpoint
 from openenv_gym.manifests.schema import ManifestError, NemoManifest
 
 BASE_URL = "http://nemo"  # what the episodes' clients call the app (no socket: ASGI)
@@ -41,7 +41,10 @@ class ServerApp:
         endpoint = JudgeEndpoint.from_environment()
         names = sorted(set(manifest.model_servers.values()))
         self.model_servers = ModelServers(names, endpoint) if names and endpoint else None
-        self.server, self.app = build(manifest, self.model_servers)
+        # model servers it calls and no endpoint to answer them: its resets are refused, and it is not even made
+        # (a server may wait for its model servers as it sets up: xstest)
+        self.unanswered = bool(names) and endpoint is None
+        self.server, self.app = (None, None) if self.unanswered else build(manifest, self.model_servers)
         self.transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)  # a raise is a 500, as uvicorn
         self.routes = {getattr(route, "path", "") for route in getattr(self.app, "routes", [])}
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
@@ -50,16 +53,22 @@ class ServerApp:
         self.stuck = ""  # why its startup never finished: every later reset says it
         self.reverify_mode: str | None = None
 
+    def refuse_unanswered(self) -> None:
+        """Refuse to play a server whose model servers nothing answers, saying what to set."""
+        if self.unanswered:
+            called = ", ".join(f"{key}: {name}" for key, name in self.manifest.model_servers.items())
+            raise BadRequestError(f"{self.manifest.name} calls model servers of NeMo Gym's ({called}: an LLM judge "
+                                  f"or a user simulator), which its server was not given: {HOW_TO_GIVE}")
+
     async def start(self) -> None:
-        """The model servers it calls, then the app's lifespan (its startup hooks), entered once."""
+        """The app's lifespan (its startup hooks), entered once."""
+        self.refuse_unanswered()
         if self.started:
             return
         async with self._starting:
             if not self.started:
                 if self.stuck:
                     raise EnvError(self.stuck)
-                if self.model_servers is not None:
-                    await self.model_servers.start(self.server.server_client)
                 lifespan = self.app.router.lifespan_context(self.app)
                 try:
                     await asyncio.wait_for(lifespan.__aenter__(), STARTUP_SECONDS)
@@ -97,7 +106,7 @@ class ServerApp:
         if lifespan is not None:
             await lifespan.__aexit__(None, None, None)
         if self.model_servers is not None:
-            await self.model_servers.aclose()
+            self.model_servers.close()
 
 
 def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> tuple[Any, Any]:
@@ -138,6 +147,8 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         own_folder.name: {**manifest.server_config, **head}}}}
     global_config |= model_servers.global_config() if model_servers else {}
     os.environ[CONFIG_VARIABLE], os.environ[CONFIG_PATH_VARIABLE] = json.dumps(global_config), manifest.instance
+    if model_servers is not None:
+        model_servers.start()  # before the server is made: some wait for theirs as they set up (xstest)
     client = ServerClient(head_server_config=BaseServerConfig(**head),
                           global_config_dict=OmegaConf.create(global_config))
     server = cls(config=config, server_client=client)

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from openenv_gym.adapters.nemo.app import ServerApp, answered, post
-from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.errors import BadRequestError, OpenEnvGymError
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.schema import NEMO_ROW_INPUT, NemoManifest
 from openenv_gym.protocol.openai_chat import ChatRequestError
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         lines, mode = asyncio.run(reverify(manifest, rows, _read(args.inputs) if args.inputs else None, args.force,
                                            args.concurrency))
-    except NotStatelessError as exc:
+    except (NotStatelessError, BadRequestError) as exc:  # (BadRequestError: its model servers are not answered)
         sys.exit(str(exc))
     out = output_path(args.out, args.force and mode != STATELESS)
     out.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))

@@ -33,7 +33,6 @@ from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError
-from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.schema import NEMO_ROW_INPUT as INPUT
 from openenv_gym.manifests.schema import NemoManifest
 from openenv_gym.protocol.openai_chat import ChatRequestError, tool_names
@@ -127,10 +126,7 @@ class NemoSession(Environment):
         chosen = await choose_task(factory, factory.name, seed, options)
         if manifest.needs:
             raise BadRequestError(f"{factory.name} cannot be played here: it needs {'; and '.join(manifest.needs)}")
-        if manifest.model_servers and self.server.model_servers is None:
-            called = ", ".join(f"{key}: {name}" for key, name in manifest.model_servers.items())
-            raise BadRequestError(f"{factory.name} calls model servers of NeMo Gym's ({called}: an LLM judge or a "
-                                  f"user simulator), which its server was not given: {HOW_TO_GIVE}")
+        self.server.refuse_unanswered()
         row = factory.datasets[chosen["split"]].row(chosen["index"])
         try:
             request = responses_request(row[INPUT])

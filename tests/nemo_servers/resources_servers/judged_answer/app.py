@@ -1,6 +1,8 @@
 """An answer judged by a model server of NeMo Gym's (an LLM judge named in its config), written to NeMo Gym's rules
 for judged servers: the judge is asked in the Responses API whether the episode's last text matches the expected
-answer."""
+answer. As xstest does, it waits for its judge's model server to answer before it serves."""
+
+import time
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -21,6 +23,11 @@ class JudgedAnswerVerifyRequest(BaseVerifyRequest):
 
 class JudgedAnswerServer(SimpleResourcesServer):
     config: JudgedAnswerConfig
+
+    def setup_webserver(self):
+        while self.server_client.poll_for_status(self.config.judge_model_server.name) != "success":
+            time.sleep(1)
+        return super().setup_webserver()
 
     async def verify(self, body: JudgedAnswerVerifyRequest) -> BaseVerifyResponse:
         given = body.response.output_text
