@@ -42,9 +42,10 @@ $(BWRAP):
 # The project's own modules are compiled first, as pip compiles what it installs (an editable install is not):
 # where bytecode is not written (PYTHONDONTWRITEBYTECODE), each of the suite's server processes would compile
 # what it imports again, 0.13 s of a server's start.
+# The suite runs on every core, each test file's tests together in one process (their module fixtures once).
 test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP)
 	$(PY) -m compileall -q openenv_gym servers benchmarks tests examples >/dev/null
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 # The README's screenshots (docs/images/), taken by the browser tests.
 screenshots: $(VENV)/.installed $(CHROMIUM)

@@ -3,7 +3,7 @@ import, how many are refused for what they need that is not reachable from here 
 API), how many play (a reset on each of the first rows of their first split, then a reply without a tool call, which
 makes a "resources" server verify the episode), and why each other one does not.
 
-    python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--out nemo_examples.json]
+    python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--only-judged] [--out FILE.json]
 
 Each server is imported alone (check=False, into a temporary folder, registered nowhere), its venv built with a time
 bound (a server whose extra requirements fail to install is recorded, and the sweep goes on; servers with the same
@@ -11,7 +11,8 @@ requirements share one venv), then served by one `openenv-gym serve` subprocess,
 Classes: played (every row reset and verified without error: its rewards), failed (at the venv build, the server's
 start, a reset or a step: the error's first line and its gist, the exception the server's log ends with), refused
 at import (the importer's message), needs unreachable (the manifest's `needs`, and its model servers where no judge
-endpoint is given, OPENENV_GYM_JUDGE_URL: its resets are refused).
+endpoint is given, OPENENV_GYM_JUDGE_URL: its resets are refused). With --only-judged, the servers whose one need is a
+judge are played with a stand-in one (the tests' scripted chat server): whether judged servers run, not how well.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from benchmarks.measures import save_result
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.nemo import PACKAGE
 from openenv_gym.manifests import load_manifest
-from openenv_gym.manifests.judge_endpoint import JudgeEndpoint
+from openenv_gym.manifests.judge_endpoint import JUDGE_MODEL, JUDGE_URL, JudgeEndpoint
 from openenv_gym.manifests.venvs import venv_ready, venvs_dir
 
 ACTION = "I cannot do this."  # a reply without a tool call: a "resources" server's episode ends, and is verified
@@ -147,6 +149,8 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
     manifest = load_manifest(imported)
     found: dict[str, Any] = {"protocol": manifest.protocol, "splits": list(manifest.splits),
                              "dependencies": manifest.dependencies, "notes": results[0].notes}
+    if args.only_judged and (manifest.needs or not manifest.model_servers):
+        return {"class": "skipped"}  # (it needs more than a judge, or none)
     needs = list(manifest.needs)
     if manifest.model_servers and JudgeEndpoint.from_environment() is None:
         needs.append(f"a judge endpoint for the model servers its config calls ({', '.join(manifest.model_servers)})")
@@ -189,9 +193,42 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--build-timeout", type=float, default=900.0, help="seconds one server's venv build may take")
     parser.add_argument("--call-timeout", type=float, default=180.0, help="seconds a reset or a step may take")
     parser.add_argument("--out", type=Path, help="the JSON details (default: benchmarks/results/nemo_examples.json)")
+    parser.add_argument("--only-judged", action="store_true",
+                        help="only the servers whose one need is a judge, played with a stand-in one: the tests' "
+                             "scripted chat server (its answers mean nothing: this checks that judged servers run)")
     args = parser.parse_args(argv)
     folders = server_folders(args.checkout.resolve(), args.server)
     os.environ.setdefault("OPENENV_GYM_VENVS", str(venvs_dir()))  # the venvs of this machine's, shared ...
+    with contextlib.ExitStack() as stack:
+        if args.only_judged:
+            judge = stack.enter_context(stand_in_judge())
+        result = sweep(args, folders)
+        if args.only_judged:
+            result["judge_requests"] = judge.requests
+            print(f"the stand-in judge was asked {judge.requests} times")
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1, default=str))
+    else:
+        save_result("nemo_examples", result)
+    return result
+
+
+@contextlib.contextmanager
+def stand_in_judge() -> Iterator[Any]:
+    """The tests' scripted chat server as the judge endpoint of the servers this process starts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from openai_server import ScriptedServer
+
+    with ScriptedServer() as judge:
+        os.environ.update({JUDGE_URL: judge.url, JUDGE_MODEL: "judge"})
+        try:
+            yield judge
+        finally:
+            for name in (JUDGE_URL, JUDGE_MODEL):
+                os.environ.pop(name, None)
+
+
+def sweep(args: argparse.Namespace, folders: list[Path]) -> dict[str, Any]:
     outcomes: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="nemo-examples-") as scratch:
@@ -200,6 +237,9 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"[{number}/{len(folders)}] {folder.name}", flush=True)
             begun = time.monotonic()
             outcomes[folder.name] = try_server(folder, Path(scratch) / "envs", args)
+            if outcomes[folder.name]["class"] == "skipped":
+                del outcomes[folder.name]
+                continue
             outcomes[folder.name]["seconds"] = round(time.monotonic() - begun, 1)
             outcome = outcomes[folder.name]
             print(f"  {outcome['class']}{' at ' + outcome['stage'] if 'stage' in outcome else ''}: "
@@ -216,13 +256,8 @@ def main(argv: list[str] | None = None) -> dict:
             if outcome["class"] == kind:
                 where = f" at {outcome['stage']}" if "stage" in outcome else ""
                 print(f"  {kind}{where:9} {name}: {first_line(outcome['reason'], 240)}")
-    result = {"checkout": str(args.checkout), "counts": {kind: counts[kind] for kind in CLASSES},
-              "failed_stages": dict(stages), "servers": outcomes}
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=1, default=str))
-    else:
-        save_result("nemo_examples", result)
-    return result
+    return {"checkout": str(args.checkout), "counts": {kind: counts[kind] for kind in CLASSES},
+            "failed_stages": dict(stages), "servers": outcomes}
 
 
 if __name__ == "__main__":

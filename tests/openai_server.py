@@ -43,6 +43,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
+        if body.get("object") == "chat.completion":
+            body.setdefault("created", int(time.time()))  # (as every server says; NeMo's model servers require it)
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -73,7 +75,7 @@ class Handler(BaseHTTPRequestHandler):
             text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
             expected, given = MATCH.search(text).groups()
             verdict = "yes" if expected.strip().lower() == given.strip().lower() else "no"
-            return self._answer(200, {"id": "chatcmpl-m", "object": "chat.completion", "created": 0, "model": model,
+            return self._answer(200, {"id": "chatcmpl-m", "object": "chat.completion", "model": model,
                                       "choices": [{"index": 0, "message": {"role": "assistant", "content": verdict},
                                                    "finish_reason": "stop"}]})
         if model in ("group-judge", "miscounting-judge"):  # scores each attempt by the length of its text

@@ -242,3 +242,23 @@ def test_nemo_comparison_runs(tmp_path):
     assert figures["ours"]["steps"] == figures["nemo_gym_server"]["steps"] == 12  # 4 players x 3 calls
     assert figures["capacity"] | {"seconds": 0} == {"episodes": 40, "errors": 0, "cross_episode_state": 0,
                                                    "seconds": 0, "error_kinds": []}
+
+
+@pytest.mark.env_venvs(ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally")
+@BENCH
+@pytest.mark.parametrize("judged", [False, True])
+def test_nemo_checkout_sweep_runs(tmp_path, judged):
+    """The sweep over our fixtures as a checkout: each server in its class; with --only-judged, the judged one alone,
+    played through the stand-in judge."""
+    out = tmp_path / "sweep.json"
+    result = run_module("benchmarks.nemo_examples", str(ROOT / "tests" / "nemo_servers"), "--rows", "2", "--out",
+                        str(out), *(["--only-judged"] if judged else []), timeout=900)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    classes = {name: outcome["class"] for name, outcome in figures["servers"].items()}
+    if judged:
+        assert classes == {"counting_base": "refused at import", "judged_answer": "played"}
+        assert figures["judge_requests"] == 2
+    else:
+        assert classes == {"counting_base": "refused at import", "judged_answer": "needs unreachable",
+                           "optional_judge": "played", "reverse_gym": "played", "tally": "played"}
