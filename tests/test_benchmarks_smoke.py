@@ -262,3 +262,14 @@ def test_nemo_checkout_sweep_runs(tmp_path, judged):
     else:
         assert classes == {"counting_base": "refused at import", "judged_answer": "needs unreachable",
                            "optional_judge": "played", "reverse_gym": "played", "tally": "played"}
+
+
+@pytest.mark.env_venvs(ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally")
+@BENCH
+def test_nemo_layers_benchmark_runs():
+    result = run_module("benchmarks.nemo_layers", "--sessions", "2", "--rounds", "1", timeout=600)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((ROOT / "benchmarks" / "results" / "nemo_layers.json").read_text())
+    assert set(figures) == {"workplace_assistant", "example_session_state_mgmt"}
+    assert all(set(rates) == {"session_step", "httpx_to_app", "raw_asgi"} and min(rates.values()) > 0
+               for rates in figures.values())
