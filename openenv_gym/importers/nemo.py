@@ -18,16 +18,14 @@ name that are present are copied with it (a dataset fetched from elsewhere, such
 Its venv holds the nemo-gym its requirements ask for: the checkout's version (nemo_gym/package_info.py, or the
 installed package's metadata) from PyPI, without the [dev] extra (NeMo's own test tools), on the newest Python
 that release accepts; where the machine has only an older patch level of that series, the check is relaxed and
-the import says so (manifests/pythons.py). The model servers its config calls (an LLM judge, a user simulator) are
-recorded, to be answered by the judge endpoint a server is given; what else it needs that cannot be reached from
-here (a sandbox provider, a web API) is recorded too, and a reset says it.
+the import says so (manifests/pythons.py; nemo_requirements.py). The model servers its config calls (an LLM judge, a
+user simulator) are recorded, to be answered by the judge endpoint a server is given; what else it needs that
+cannot be reached from here (a sandbox provider, a web API) is recorded too, and a reset says it (nemo_needs.py).
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,29 +34,15 @@ from typing import Any
 import yaml
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.nemo_needs import agent_built_prompts, model_servers, unreachable_needs
 from openenv_gym.importers.nemo_requirements import PROJECT, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.pythons import NoFittingPythonError, choose
-from openenv_gym.manifests.schema import NEMO_ROW_INPUT as INPUT
 from openenv_gym.runtime.pyparse import parse as parse_python
 
 PACKAGE = "resources_servers"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
-JUDGE_SWITCHES = ("should_use_judge", "use_judge")  # config keys that turn a server's judge off
-DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an interpolation with a default
-PUNCTUATION = "( ,'\""  # around what a hint matched
-REQUIRED_KEY = re.compile(r"^[ \t]+(\w*api_key)[ \t]*:[ \t]*str[ \t]*(?:#.*)?$", re.M)  # a config field, no default
-MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
-HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
-    "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"
-                                     r"|\bsandbox_host\b|\bLocalSandbox\b|\bwait_for_sandbox\("),  # (NeMo Skills')
-    "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
-                                              r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|\bgit clone |https://codeload\.github"
-                                              r"\.com/"),
-    "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
-    "a GPU": re.compile(r"\bextra_gpu\b|\bnum_gpus\s*=\s*(?:0?\.\d*[1-9]|[1-9])|\.cuda\(\)"),  # (Ray actors on one)
-}
 
 
 @dataclass(frozen=True)
@@ -128,11 +112,8 @@ def _entrypoint(folder: Path) -> str:
         blocks = _yaml_blocks(folder)
     except ImportFailedError:
         return "app.py"
-    for _, block in blocks:
-        instance = (block.get(PACKAGE) or {}).get(folder.name) if isinstance(block.get(PACKAGE), dict) else None
-        if isinstance(instance, dict) and isinstance(instance.get("entrypoint"), str):
-            return instance["entrypoint"]
-    return "app.py"
+    return next((fields["entrypoint"] for _, fields in _instances(blocks, folder.name)
+                 if isinstance(fields.get("entrypoint"), str)), "app.py")
 
 
 def find_server(folder: Path) -> Server | None:
@@ -186,6 +167,12 @@ def _yaml_blocks(folder: Path) -> list[tuple[str, dict[str, Any]]]:
     return blocks
 
 
+def _instances(blocks: list[tuple[str, dict[str, Any]]], server: str) -> list[tuple[str, dict[str, Any]]]:
+    """(instance name, its config fields) of each instance of the server the config blocks declare."""
+    return [(name, block[PACKAGE][server]) for name, block in blocks
+            if isinstance(block.get(PACKAGE), dict) and isinstance(block[PACKAGE].get(server), dict)]
+
+
 @dataclass
 class ServerConfig:
     instance: str  # the instance's name
@@ -198,8 +185,7 @@ def server_config(server: Server) -> ServerConfig:
     """The server's config, from its config files: the first instance of this server, and the agents that name that
     instance."""
     blocks = _yaml_blocks(server.folder)
-    instances = [(name, block[PACKAGE][server.folder.name]) for name, block in blocks
-                 if isinstance(block.get(PACKAGE), dict) and isinstance(block[PACKAGE].get(server.folder.name), dict)]
+    instances = _instances(blocks, server.folder.name)
     if not instances:
         raise ImportFailedError(f"{server.folder}/configs has no instance of the server ({PACKAGE}: "
                                 f"{server.folder.name}: ...); NeMo Gym could not start it either")
@@ -221,97 +207,6 @@ def _without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_nulls(item) for item in value if item is not None]
     return value
-
-
-def _nodes(value: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every (key path, value) of a config, itself first: `judge.name`, `items[0]`."""
-    found = [(path, value)]
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found += _nodes(item, f"{path}.{key}".lstrip(".") if isinstance(value, dict) else f"{path}[{key}]")
-    return found
-
-
-def model_servers(config: dict[str, Any]) -> dict[str, str]:
-    """The model servers the config references (an LLM judge, a user simulator): {config key: their name}, but a
-    judge the config turns off."""
-    judge_off = any(config.get(switch) is False for switch in JUDGE_SWITCHES)  # (math_with_judge's default)
-    return {path or "(the config)": str(value.get("name")) for path, value in _nodes(config)
-            if isinstance(value, dict) and value.get("type") == MODEL_SERVERS and not (judge_off and "judge" in path)}
-
-
-def _interpolated(config: dict[str, Any]) -> list[str]:
-    """The config keys whose values are interpolations of NeMo Gym's global config with no default
-    (`${policy_base_url}`; not `${oc.env:PORT,6000}`, which the worker resolves to its default)."""
-    return [f"{path}: {value}" for path, value in _nodes(config) if isinstance(value, str)
-            and "${" in _without_defaulted(value)]
-
-
-def _without_defaulted(text: str) -> str:
-    """The text with its interpolations that have a default (innermost first: `${oc.select:k,${oc.env:K,null}}`)
-    taken out."""
-    while (reduced := DEFAULTED.sub("", text)) != text:
-        text = reduced
-    return text
-
-
-def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
-    needs, interpolated = [], _interpolated(config)
-    code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
-    keys = [f"{path}: {value}" for path, value in _nodes(config)
-            if path.endswith("api_key") and isinstance(value, str) and "${" in value]  # (critpt's, with a default)
-    keys += [f"{name}, which its config does not give" for name in REQUIRED_KEY.findall(code) if name not in config]
-    if keys:
-        needs.append(f"a web API's key, from NeMo Gym's global config or the environment ({'; '.join(keys[:3])})")
-    if interpolated:
-        needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
-                     f"here ({'; '.join(interpolated[:3])})")
-    needs += [f"{what} (its code uses {match.group(0).strip(PUNCTUATION)})" for what, pattern in HINTS.items()
-              if (match := pattern.search(code))]
-    return needs
-
-
-def _agent_built_prompts(folder: Path, splits: dict[str, str], agents: list[str]) -> list[str]:
-    """A need where the rows hold no prompt (an empty input: scicode's), which the agent paired with the server builds
-    from the row's other fields; episodes here start from the row's own input."""
-    for path in splits.values():
-        first = next((line for line in (folder / path).read_bytes().splitlines() if line.strip()), b"{}")
-        try:
-            given = json.loads(first).get(INPUT, {}).get("input")
-        except (ValueError, AttributeError):
-            continue
-        if given in ([], "", None):
-            agent = ", ".join(dict.fromkeys(agents)) or "an agent of its own"
-            return [f"the prompts its paired agent builds ({agent}: the rows' {INPUT}.input is empty; episodes here "
-                    "start from a row's own input)"]
-    return []
-
-
-def served_modules(server: Server) -> set[Path]:
-    """The files of the server's folder that serving it runs: app.py and what it imports from its folder (not its
-    dataset scripts or tests)."""
-    package = f"{PACKAGE}.{server.folder.name}"
-    found, pending = set(), [server.folder / server.entrypoint]
-    while pending:
-        path = pending.pop()
-        if path in found or not path.is_file():
-            continue
-        found.add(path)
-        try:
-            tree = parse_python(path.read_text(errors="replace"))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith(package)):
-                base = path.parent if node.level else server.folder
-                parts = node.module.split(".")[0 if node.level else 2:]
-                module = base.joinpath(*parts)
-                pending += [module.with_suffix(".py"), module / "__init__.py",
-                            *(module / f"{alias.name}.py" for alias in node.names)]
-            elif isinstance(node, ast.Import):
-                pending += [server.folder.joinpath(*alias.name.split(".")[2:]).with_suffix(".py")
-                            for alias in node.names if alias.name.startswith(f"{package}.")]
-    return found
 
 
 def _dataset_file(server: Server, dataset: dict[str, Any]) -> Path | None:
@@ -416,7 +311,7 @@ class NemoImporter:
                                     f"{', '.join(str(d.get('jsonl_fpath')) for d in datasets) or 'data/*.jsonl'})")
         note = python.note(f"{PROJECT} {wanted.nemo_gym}", wanted.requires_python)
         notes += [note] if note else []
-        needs = unreachable_needs(server, config) + _agent_built_prompts(folder, splits, paired.agents)
+        needs = unreachable_needs(server, config) + agent_built_prompts(folder, splits, paired.agents)
         notes += [f"it needs {need}: its resets are refused until it has it" for need in needs]
         called = model_servers(config)
         if called:

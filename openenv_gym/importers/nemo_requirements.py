@@ -79,7 +79,7 @@ def _pyproject_lines(folder: Path) -> list[str]:
     for dependency in document.get("project", {}).get("dependencies", []):
         name = NAME_END.split(dependency, maxsplit=1)[0]
         source = sources.get(name) or sources.get(name.replace("_", "-"))
-        if not isinstance(source, dict) or name.replace("_", "-").lower() == PROJECT:
+        if not isinstance(source, dict) or _is_project(name):
             lines.append(dependency)  # (nemo-gym's path is the checkout: its version is the checkout's)
         elif "git" in source:
             revision = source.get("rev") or source.get("tag") or source.get("branch")
@@ -87,6 +87,11 @@ def _pyproject_lines(folder: Path) -> list[str]:
         else:
             lines.append(f"{name} @ {source.get('url') or source.get('path')}")
     return lines
+
+
+def _is_project(name: str) -> bool:
+    """Whether a requirement's name is nemo-gym's, however spelled (nemo_gym, NeMo-Gym)."""
+    return name.replace("_", "-").lower() == PROJECT
 
 
 def _pyproject_requires_python(root: Path) -> str | None:
@@ -146,7 +151,7 @@ def requirements(server: Server) -> Requirements:
         name = NAME_END.split(editable, maxsplit=1)[0]
         if name.startswith((".", "/")) and _is_nemo_gym(server.folder / name):  # "-e ../../": the checkout itself
             continue
-        if name.replace("_", "-").lower() == PROJECT:
+        if _is_project(name):
             try:
                 requirement = Requirement(editable)
             except InvalidRequirement:

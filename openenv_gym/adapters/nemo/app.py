@@ -134,8 +134,8 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         raise ManifestError(f"{manifest.name}: cannot load its server {manifest.entry}: {type(exc).__name__}: "
                             f"{exc}") from exc
     config_type = cls.model_fields["config"].annotation
-    fields = {"entrypoint": "app.py", **_resolved(manifest.server_config), "host": "127.0.0.1", "port": 0,
-              "name": manifest.instance}
+    server_config = _resolved(manifest.server_config)
+    fields = {"entrypoint": "app.py", **server_config, "host": "127.0.0.1", "port": 0, "name": manifest.instance}
     try:
         config = config_type.model_validate(fields)
     except Exception as exc:  # pydantic's ValidationError, of the server's own config type
@@ -144,7 +144,7 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
     # with Hydra, and exits on ours)
     head = {"host": "127.0.0.1", "port": 0}
     global_config = {"head_server": head, manifest.instance: {"resources_servers": {
-        own_folder.name: {**manifest.server_config, **head}}}}
+        own_folder.name: {**server_config, **head}}}}
     global_config |= model_servers.global_config() if model_servers else {}
     os.environ[CONFIG_VARIABLE], os.environ[CONFIG_PATH_VARIABLE] = json.dumps(global_config), manifest.instance
     if model_servers is not None:
