@@ -8,7 +8,9 @@ Models with special behaviour: "judge" judges AWM episodes (complete when the fa
 "task_done": true); "group-judge" scores the attempts of a group (the length of each, up to 10), and
 "miscounting-judge" gives one score too few; "match-judge" says yes or no to whether the "Expected answer:" and
 "Given answer:" lines of the last message match; "broken" answers 400 to everything; "flaky" answers 503
-the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering.
+the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering;
+"thinker" answers with its reasoning too, as vLLM with a reasoning parser does (`reasoning_content`; "thinker-0.16" as
+vLLM from 0.16 does: `reasoning`), its tokens among the completion's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ def next_guess(messages: list[dict[str, Any]], low: int = 1, high: int = 100) ->
                 else:
                     high = min(high, int(number) - 1)
     return (low + high) // 2
+
+
+def thought(messages: list[dict[str, Any]]) -> str:
+    """What the "thinker" model reasons: it names the last message it read."""
+    content = messages[-1].get("content")
+    text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content or [])
+    return f"The last message says {text[:40]!r}; the middle of the range it leaves is the guess."
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -98,6 +107,9 @@ class Handler(BaseHTTPRequestHandler):
             message = {"role": "assistant", "content": f'<tool_call>{{"name": "guess", "arguments": {arguments}}}'
                                                        f"</tool_call>"}
         completion_ids = [7, number, 8]
+        if model.startswith("thinker"):
+            message["reasoning" if model == "thinker-0.16" else "reasoning_content"] = thought(request["messages"])
+            completion_ids = [5, 6, *completion_ids]
         choice = {"index": 0, "message": message, "finish_reason": "stop", "token_ids": completion_ids,
                   "logprobs": {"content": [{"token": str(t), "logprob": -0.5, "top_logprobs": []}
                                            for t in completion_ids]}}

@@ -1,7 +1,8 @@
 """The model endpoint in each API agents speak: OpenAI Responses, Anthropic Messages and Gemini, besides chat
 completions. Each is played by a program with that API's own client package (`openai`, `anthropic`,
 `google-genai`), streamed and not, through a real server on loopback; the session sees one shape of messages and
-tools whatever the program speaks, and the program gets the policy's answer in its own API.
+tools whatever the program speaks, and the program gets the policy's answer in its own API: a thinking model's
+reasoning too, which the program's client reads where its API puts it and sends back, and the session sees again.
 """
 
 import json
@@ -10,7 +11,8 @@ import pytest
 from conftest import play_episode as play
 from test_agent_env import agent_env
 
-CLIENTS = ["responses", "responses_stream", "anthropic", "anthropic_stream", "gemini", "gemini_stream"]
+CLIENTS = ["responses", "responses_stream", "anthropic", "anthropic_stream", "gemini", "gemini_stream", "chat",
+           "chat_stream"]
 
 PROGRAM = '''
     import json, os, sys
@@ -40,6 +42,8 @@ PROGRAM = '''
         items = [{"role": "user", "content": prompt}]
         first = ask(items)
         call = next(item for item in first.output if item.type == "function_call")
+        thought = next(item for item in first.output if item.type == "reasoning")
+        reasoning, signature = thought.summary[0].text, None
         answer = {"type": "function_call_output", "call_id": call.call_id, "output": "42"}
         # streamed: the whole input again; plain: only the new item, going on from the first response by its id
         second = ask([*items, *[item.model_dump() for item in first.output], answer]) if stream \\
@@ -66,11 +70,43 @@ PROGRAM = '''
         messages = [{"role": "user", "content": prompt}]
         first = ask(messages)
         use = next(block for block in first.content if block.type == "tool_use")
+        thought = next(block for block in first.content if block.type == "thinking")
+        reasoning, signature = thought.thinking, thought.signature
         messages += [{"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]}]
         second = ask(messages)
         text, arguments = "".join(b.text for b in second.content if b.type == "text"), use.input
         sampled = None  # (the Messages API has no place for them)
+
+    elif client_name.startswith("chat"):
+        from openai import OpenAI
+
+        client = OpenAI()
+        tools = [{"type": "function", "function": {"name": "look", "description": "Look at something.",
+                                                   "parameters": schema}}]
+
+        def ask(messages):
+            common = dict(model=model, messages=[{"role": "system", "content": "Be brief."}, *messages], tools=tools)
+            if not stream:
+                message = client.chat.completions.create(**common).choices[0].message
+                return message.model_dump(exclude_none=True) | (message.model_extra or {})
+            message = {"role": "assistant", "content": "", "reasoning_content": ""}
+            for chunk in client.chat.completions.create(**common, stream=True):
+                delta = chunk.choices[0].delta if chunk.choices else None
+                extra = (delta.model_extra or {}) if delta else {}
+                message["content"] += (delta.content or "") if delta else ""
+                message["reasoning_content"] += extra.get("reasoning_content") or ""
+                for call in (delta.tool_calls or []) if delta else []:
+                    message.setdefault("tool_calls", []).append(call.model_dump(exclude_none=True))
+            return message
+
+        messages = [{"role": "user", "content": prompt}]
+        first = ask(messages)
+        call = first["tool_calls"][0]
+        reasoning, signature = first["reasoning_content"], None
+        messages += [first, {"role": "tool", "tool_call_id": call["id"], "content": "42"}]
+        second = ask(messages)
+        text, arguments, sampled = second["content"], json.loads(call["function"]["arguments"]), None
 
     else:
         from google import genai
@@ -92,6 +128,7 @@ PROGRAM = '''
         contents = [types.Content(role="user", parts=[types.Part(text=prompt)])]
         first = ask(contents)
         call = first.function_calls[0]
+        reasoning, signature = "".join(p.text for p in first.candidates[0].content.parts if p.thought), None
         contents += [first.candidates[0].content, types.Content(role="user", parts=[types.Part(
             function_response=types.FunctionResponse(id=call.id, name=call.name, response={"output": "42"}))])]
         second = ask(contents)
@@ -99,7 +136,8 @@ PROGRAM = '''
         chosen = second.candidates[0].logprobs_result
         sampled = [candidate.token_id for candidate in chosen.chosen_candidates] if chosen else None
 
-    print(json.dumps({"reward": float(text == "done"), "arguments": arguments, "sampled": sampled}))
+    print(json.dumps({"reward": float(text == "done"), "arguments": arguments, "sampled": sampled,
+                      "reasoning": reasoning, "signature": signature}))
 '''
 
 
@@ -114,9 +152,12 @@ def dialects_url(tmp_path_factory):
     server.stop()
 
 
+THOUGHT = "The sky may tell.\nLook first."
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(dialects_url, client):
-    look = {"name": "look", "arguments": {"what": "sky"}}
+    look = {"reasoning_content": THOUGHT, "tool_calls": [{"name": "look", "arguments": {"what": "sky"}}]}
     done = {"content": "done", "completion_ids": [7, 8], "logprobs": [-0.5, -0.25]}
     (obs, info), called, last = play(dialects_url, [look, done], {"index": CLIENTS.index(client)})
     dialect = client.removesuffix("_stream")
@@ -129,12 +170,17 @@ def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(di
     assert (obs, reward, terminated) == ("42", 0.0, False)
     call, answer = info["messages"][-2:]
     assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "look"
+    # the reasoning came back with the call, as the program's client sent it (an Anthropic signature as it came)
+    assert call["reasoning_content"] == THOUGHT
     assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"what": "sky"}
     assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": "42"}
     _, reward, terminated, _, info = last
     assert (reward, terminated, info.get("endpoint_errors")) == (1.0, True, None), info
     assert info["result"]["arguments"] == {"what": "sky"}
-    assert info["result"]["sampled"] == (None if dialect == "anthropic" else [7, 8])
+    assert info["result"]["sampled"] == (None if dialect in ("anthropic", "chat") else [7, 8])
+    assert info["result"]["reasoning"] == THOUGHT  # (read by the program's own client, where its API puts it)
+    assert (info["result"]["signature"] is not None) == (dialect == "anthropic")
+    assert call.get("reasoning_signature") == info["result"]["signature"]  # (kept as the client sent it back)
 
 
 BAD_REQUESTS = '''

@@ -159,6 +159,28 @@ def test_breaking_out_or_cancelling_closes_every_session(guess_url, model_server
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
 
+@pytest.mark.parametrize("model", ["thinker", "thinker-0.16"])
+def test_a_thinking_models_reasoning_is_kept_in_the_records_and_the_action_stays_a_tool_call(guess_url, model_server,
+                                                                                              model):
+    """vLLM with a reasoning parser returns the reasoning beside the content (`reasoning_content`; from 0.16,
+    `reasoning`): each turn's assistant message keeps it, and its tokens are the turn's; guess, whose actions are tool
+    calls, gets the call alone."""
+    async def main():
+        policy = OpenAIPolicy(model_server.url, model, max_concurrency=2)
+        try:
+            return await play(guess_url, policy, num_envs=2, episodes=2, seed=7)
+        finally:
+            await policy.aclose()
+
+    for episode in run(main()):
+        assert episode.error is None and episode.terminated
+        calls = [message for message in episode.messages if message["role"] == "assistant"]
+        assert calls and all(call["reasoning_content"].startswith("The last message says") for call in calls)
+        assert all(turn.completion_ids[:2] == [5, 6] for turn in episode.tokens)
+        assert json.loads(json.dumps(episode.to_json()))["messages"] == episode.messages  # (its JSON line keeps it)
+    assert "reasoning_content" in model_server.bodies[-1]["messages"][-2]  # (sent back with the conversation)
+
+
 def test_reply_of_reads_tool_calls_tokens_and_refuses_nonsense():
     reply = reply_of({"choices": [{"message": {"content": None, "tool_calls": [
         {"id": "c1", "function": {"name": "guess", "arguments": '{"number": 4}'}},

@@ -94,6 +94,32 @@ def test_single_turn_quiz(imported):
     assert results[1][4]["metrics"]["correct_answer"] == 0.0
 
 
+def test_a_thinking_models_reasoning_reaches_the_rubric_as_from_verifiers_own_client(imported):
+    """OpenAIPolicy plays the quiz with a model server that answers as vLLM with a reasoning parser does; the
+    reasoning reaches verifiers where its own client puts it (the completion's assistant message), so the quiz's
+    `reasoned` metric, and every score, are those of verifiers' own client asking the same server."""
+    from openai_server import ScriptedServer
+
+    from openenv_gym import OpenAIPolicy, rollouts
+
+    async def ours(url):
+        policy = OpenAIPolicy(url, "thinker")
+        try:
+            async with contextlib.aclosing(rollouts("openenv/verifiers-quiz", policy, num_envs=1, episodes=1,
+                                                    tasks=[{"split": "eval", "index": 0}])) as stream:
+                return [episode async for episode in stream]
+        finally:
+            await policy.aclose()
+
+    with ScriptedServer() as model:
+        [episode] = asyncio.run(ours(model.url))
+        [oracle] = in_process(imported, "quiz", [{"split": "eval", "index": 0,
+                                                  "model": {"base_url": model.url, "name": "thinker"}}])
+    assert episode.error is None and episode.messages[1]["reasoning_content"]
+    assert episode.info["metrics"] == oracle["metrics"] and oracle["metrics"]["reasoned"] == 1.0
+    assert episode.total_reward == oracle["reward"]
+
+
 def render_final(messages):
     return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages)
 

@@ -78,14 +78,20 @@ def scored(final: tuple) -> dict:
             "stop_condition": info["stop_condition"], "ok": info["ok"]}
 
 
-@pytest.mark.parametrize("reply", ["apple", "It is apple."])
+THOUGHT = "The word is given: repeat it, nothing else."
+
+
+@pytest.mark.parametrize("reply", ["apple", "It is apple.", {"content": "apple", "reasoning_content": THOUGHT}])
 def test_a_single_turn_taskset_scores_as_verifiers_own_runner_scores_it(served, reply):
+    """A thinking model's reasoning reaches Verifiers as a reasoning parser's does: its trace's assistant message
+    holds it (the taskset's reasoning_chars metric reads it there)."""
     url, python = served["word_echo"]
     (obs, info), final = ours(url, 0, [reply])
-    theirs = verifiers_own(python, WORD_ECHO, 0, [reply])
+    theirs = verifiers_own(python, WORD_ECHO, 0, [reply if isinstance(reply, str) else json.dumps(reply)])
     assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
     assert obs == "The word is: apple" and info["messages"] == theirs["asked"][0]  # the same request, the same words
-    assert theirs["reward"] == (1.5 if reply == "apple" else 0.5)
+    assert theirs["reward"] == (0.5 if reply == "It is apple." else 1.5)
+    assert final[4]["metrics"]["reasoning_chars"] == (0 if isinstance(reply, str) else len(THOUGHT))
 
 
 def test_a_multi_turn_env_plays_the_user_as_verifiers_does(served):
@@ -133,7 +139,8 @@ def test_a_harness_speaking_responses_or_anthropic_plays_and_scores_as_verifiers
 
     server = LocalServer(str(shell_dialects), 1, 10, "--env-args", json.dumps(harness(streamed)))
     replies = [*({"name": "shell", "arguments": {"command": command}}
-                 for command in ("cat note.txt", "echo RIVER > answer.txt")), "Wrote RIVER to answer.txt."]
+                 for command in ("cat note.txt", "echo RIVER > answer.txt")),
+               {"content": "Wrote RIVER to answer.txt.", "reasoning_content": THOUGHT}]  # (in the dialect's shape)
     try:
         answers = ours(server.url, 1, replies)
     finally:
@@ -147,7 +154,7 @@ def test_a_harness_speaking_responses_or_anthropic_plays_and_scores_as_verifiers
     assert [answer[-1]["messages"] for answer in answers[:3]] == theirs["asked"]
     assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
                                                                "ok")}
-    assert answers[-1][1] == 1.5
+    assert answers[-1][1] == 1.5 and answers[-1][4]["metrics"]["reasoning_chars"] == len(THOUGHT)
 
 
 def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):

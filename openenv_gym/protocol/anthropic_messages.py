@@ -7,23 +7,28 @@ as a `message` object (text and `tool_use` blocks) or as its named server-sent e
 
 Read: `system` as a string or text blocks; messages of `user` and `assistant`, and `system` ones between them (Claude
 Code sends one); blocks `text`, `image` and `document` (named in brackets), `tool_use`, `tool_result` (a tool message
-each, before the user's text), and what a policy does not read (`thinking`, `redacted_thinking`, server tools'
-blocks), passed over; `cache_control` anywhere. Tools with an `input_schema`; server tools (web search) are
-tolerated and not offered to the policy. A `tool_result` for a call no assistant message made is refused. Sampled
-token ids and logprobs have no place in this API: they stay in the episode's trace.
+each, before the user's text), `thinking` (the assistant message's reasoning, its signature kept as the client sent
+it), and what a policy does not read (`redacted_thinking`, server tools' blocks), passed over; `cache_control`
+anywhere. Tools with an `input_schema`; server tools (web search) are tolerated and not offered to the policy. A
+`tool_result` for a call no assistant message made is refused. A reply's reasoning is a `thinking` block before its
+text, signed with the signature the policy gave with it, else with one of ours (clients send it back, and check
+nothing of it). Sampled token ids and logprobs have no place in this API: they stay in the episode's trace.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
 import orjson
 
+from openenv_gym.episode.assistant import REASONING, SIGNATURE
 from openenv_gym.protocol.openai_chat import ChatRequest, ChatRequestError, conversation
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-PASSED_OVER = {"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+PASSED_OVER = {"redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
                "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload", "search_result"}
 NAMED = {"image", "document"}  # read as [image], [document]
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -59,7 +64,7 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
         raise ChatRequestError(f"{where}.content: a string or a list of content blocks", param=where)
     for index, block in enumerate(content):
-        if block.get("type") not in ("text", "tool_use", "tool_result", *NAMED, *PASSED_OVER):
+        if block.get("type") not in ("text", "tool_use", "tool_result", "thinking", *NAMED, *PASSED_OVER):
             raise ChatRequestError(f"{where}.content.{index}: a content block of type {block.get('type')!r} is not "
                                    "read here (text, image, document, tool_use, tool_result and thinking are)",
                                    param=f"{where}.content.{index}")
@@ -81,6 +86,11 @@ def _assistant(content: Any, where: str, calls: set[str]) -> dict[str, Any]:
     blocks = _blocks(content, where)
     message: dict[str, Any] = {"role": "assistant", "content": _text([b for b in blocks if b["type"] != "tool_use"],
                                                                      where) or None}
+    thoughts = [block for block in blocks if block["type"] == "thinking" and isinstance(block.get("thinking"), str)]
+    if thoughts:
+        message[REASONING] = "\n".join(block["thinking"] for block in thoughts)
+        if isinstance(thoughts[-1].get("signature"), str):
+            message[SIGNATURE] = thoughts[-1]["signature"]
     uses = [block for block in blocks if block["type"] == "tool_use"]
     if uses:
         message["tool_calls"] = [{"id": str(use.get("id")), "type": "function", "function": {
@@ -126,8 +136,19 @@ def count_tokens(body: Any) -> dict[str, int]:
 
 # -- answers --------------------------------------------------------------------------------------------
 
+def signature(thinking: str) -> str:
+    """A thinking block's signature, where the policy gave none: opaque, as Anthropic's are, and the same for the same
+    text (clients only send it back)."""
+    return base64.b64encode(hashlib.blake2b(thinking.encode(), digest_size=32).digest()).decode()
+
+
 def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+    blocks: list[dict[str, Any]] = []
+    if message.get(REASONING):
+        blocks.append({"type": "thinking", "thinking": message[REASONING],
+                       "signature": message.get(SIGNATURE) or signature(message[REASONING])})
+    if message.get("content"):
+        blocks.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or ():
         try:
             arguments = orjson.loads(call["arguments"])
@@ -161,7 +182,12 @@ def message_events(message: dict[str, Any], model: str, message_id: str) -> byte
     event("message_start", message={**whole, "content": [], "stop_reason": None,
                                     "usage": {**whole["usage"], "output_tokens": 0}})
     for index, block in enumerate(whole["content"]):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            event("content_block_start", index=index, content_block={**block, "thinking": "", "signature": ""})
+            event("content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": block["thinking"]})
+            event("content_block_delta", index=index, delta={"type": "signature_delta",
+                                                             "signature": block["signature"]})
+        elif block["type"] == "text":
             event("content_block_start", index=index, content_block={"type": "text", "text": ""})
             event("content_block_delta", index=index, delta={"type": "text_delta", "text": block["text"]})
         else:

@@ -8,8 +8,9 @@ the body's. Errors have Google's shape (`{"error": {"code", "message", "status"}
 
 Read: `systemInstruction`; `contents` of roles `user` and `model`, with parts `text`, `functionCall`,
 `functionResponse` (a tool message, matched to its call by id, else by name), `inlineData` and `fileData` (named in
-brackets), and thoughts passed over; `tools[].functionDeclarations` (others, such as `googleSearch`, tolerated and
-not offered to the policy). Sampled logprobs go where Gemini puts them (`logprobsResult.chosenCandidates`).
+brackets), and thoughts (text parts marked `thought`: a model turn's reasoning); `tools[].functionDeclarations`
+(others, such as `googleSearch`, tolerated and not offered to the policy). A reply's reasoning is a text part marked
+`thought`, before its text. Sampled logprobs go where Gemini puts them (`logprobsResult.chosenCandidates`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.episode.assistant import REASONING
 from openenv_gym.protocol.openai_chat import ChatRequest, ChatRequestError, conversation
 
 ROUTE = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>generateContent|"
@@ -76,6 +78,9 @@ def _text(parts: list[dict[str, Any]]) -> str:
 
 def _model_turn(parts: list[dict[str, Any]], position: int, pending: list[dict[str, Any]]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": _text(parts) or None}
+    thoughts = [part["text"] for part in parts if part.get("thought") and isinstance(part.get("text"), str)]
+    if thoughts:
+        message[REASONING] = "".join(thoughts)
     calls = []
     for index, part in enumerate(parts):
         call = part.get("functionCall")
@@ -132,7 +137,9 @@ def count_tokens(body: Any) -> dict[str, int]:
 
 def content_response(message: dict[str, Any], model: str, response_id: str) -> dict[str, Any]:
     """The `GenerateContentResponse` that answers a request with `message`."""
-    parts: list[dict[str, Any]] = [{"text": message["content"]}] if message.get("content") else []
+    parts: list[dict[str, Any]] = [{"text": message[REASONING], "thought": True}] if message.get(REASONING) else []
+    if message.get("content"):
+        parts.append({"text": message["content"]})
     for call in message.get("tool_calls") or ():
         try:
             arguments = orjson.loads(call["arguments"])

@@ -7,8 +7,10 @@ role, the content, each tool call, the finish, the usage when `stream_options.in
 Errors have OpenAI's shape (`error_body`), so the program's own client raises its usual exception.
 
 An assistant message here is {"content": str | None, "tool_calls": [{"id", "name", "arguments": JSON text}]},
-optionally with "completion_ids" and "logprobs" (the sampled tokens' ids and logprobs, when the policy has them),
-which are written where vLLM writes them.
+optionally with "reasoning_content" (a thinking model's reasoning), "completion_ids" and "logprobs" (the sampled
+tokens' ids and logprobs, when the policy has them), which are written where vLLM writes them: the reasoning as
+`reasoning_content`, and as `reasoning` too (vLLM's name from 0.16; clients read one or the other). A request's
+assistant messages that carry reasoning under either name are read with it as `reasoning_content`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from openenv_gym.episode.assistant import REASONING, chat_tool_calls
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -74,6 +78,9 @@ def chat_request(body: Any) -> ChatRequest:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ChatRequestError(f"messages[{index}] must be an object with a 'role'", param=f"messages[{index}]")
+        if REASONING not in message and isinstance(message.get("reasoning"), str):  # (vLLM 0.16's name for it)
+            messages = messages if messages is not body["messages"] else list(messages)  # (the body's, untouched)
+            messages[index] = {**message, REASONING: message["reasoning"]}
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
         raise ChatRequestError("'tools' must be a list of tool objects", param="tools")
@@ -112,11 +119,6 @@ def tool_names(tools: list[dict[str, Any]]) -> set[str]:
 
 # -- answers --------------------------------------------------------------------------------------------
 
-def _wire_tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
-            for call in message.get("tool_calls") or ()]
-
-
 def _finish_reason(message: dict[str, Any]) -> str:
     return "tool_calls" if message.get("tool_calls") else "stop"
 
@@ -135,10 +137,16 @@ def _logprobs(message: dict[str, Any]) -> dict[str, Any] | None:
                         for token, value in zip(ids, logprobs, strict=False)]}
 
 
+def _reasoning(message: dict[str, Any]) -> dict[str, str]:
+    """The message's reasoning as vLLM's servers write it, under both of their names."""
+    reasoning = message.get(REASONING)
+    return {REASONING: reasoning, "reasoning": reasoning} if reasoning else {}
+
+
 def completion(message: dict[str, Any], model: str, completion_id: str) -> dict[str, Any]:
     """The `chat.completion` object that answers a non-streaming request with `message`."""
-    wire: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    calls = _wire_tool_calls(message)
+    wire: dict[str, Any] = {"role": "assistant", "content": message.get("content"), **_reasoning(message)}
+    calls = chat_tool_calls(message)
     if calls:
         wire["tool_calls"] = calls
     choice: dict[str, Any] = {"index": 0, "message": wire, "finish_reason": _finish_reason(message),
@@ -158,12 +166,14 @@ def completion_events(message: dict[str, Any], model: str, completion_id: str, i
         return b"data: " + orjson.dumps({**head, "choices": [choice]}) + b"\n\n"
 
     events = [chunk({"role": "assistant", "content": ""})]
+    if message.get(REASONING):
+        events.append(chunk(_reasoning(message)))
     if message.get("content"):
         extra = {"logprobs": _logprobs(message)} if message.get("logprobs") else {}
         if message.get("completion_ids") is not None:
             extra["token_ids"] = message["completion_ids"]
         events.append(chunk({"content": message["content"]}, **extra))
-    for index, call in enumerate(_wire_tool_calls(message)):
+    for index, call in enumerate(chat_tool_calls(message)):
         events.append(chunk({"tool_calls": [{"index": index, **call}]}))
     events.append(chunk({}, _finish_reason(message)))
     if include_usage:

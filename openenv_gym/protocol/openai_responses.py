@@ -6,10 +6,12 @@ with is written back as a `response` object or as its typed server-sent events (
 `response.completed`, each with its `sequence_number`; no `[DONE]`). Errors are OpenAI's, as for chat.
 
 Input items: `message` (any role; `developer` is a system message), `function_call` (an assistant's tool call),
-`function_call_output` (its result), `custom_tool_call` and its output (a tool that takes text), and what clients
-replay that a policy does not read (`reasoning`, hosted tools' calls): kept in the request's body, not in its
-messages. Tools: `function`, and functions inside a `namespace`; hosted ones (`web_search`) are tolerated, and not
-offered to the policy, which could not run them. Sampled token ids and logprobs go on the output items as NeMo Gym
+`function_call_output` (its result), `custom_tool_call` and its output (a tool that takes text), `reasoning` (the
+reasoning of the assistant message it comes before: its summary's text, else its content's), and what clients
+replay that a policy does not read (hosted tools' calls): kept in the request's body, not in its messages. Tools:
+`function`, and functions inside a `namespace`; hosted ones (`web_search`) are tolerated, and not offered to the
+policy, which could not run them. A reply's reasoning is a `reasoning` item with its summary, before its message and
+calls, as NeMo Gym's model servers write it. Sampled token ids and logprobs go on the last output item as NeMo Gym
 puts them (`generation_token_ids`, `generation_log_probs`) and on the text as OpenAI's `logprobs`.
 """
 
@@ -20,10 +22,11 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.episode.assistant import REASONING
 from openenv_gym.protocol.openai_chat import MAX_MESSAGES, ChatRequest, ChatRequestError
 
 RESPONSES_PATH = "/v1/responses"
-PASSED_OVER = {"reasoning", "item_reference", "web_search_call", "file_search_call", "computer_call",
+PASSED_OVER = {"item_reference", "web_search_call", "file_search_call", "computer_call",
                "computer_call_output", "image_generation_call", "code_interpreter_call", "mcp_call",
                "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "compaction"}
 TOOL_CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
@@ -63,8 +66,19 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         role = item.get("role")
         if role not in ("user", "assistant", "system", "developer"):
             raise ChatRequestError(f"{where}.role must be user, assistant, system or developer", param=where)
-        messages.append({"role": "system" if role == "developer" else role, "content": _text(item.get("content"),
-                                                                                            where)})
+        text = _text(item.get("content"), where)
+        last = messages[-1] if messages else None
+        if role == "assistant" and _reasoning_alone(last):  # (the message its reasoning came before)
+            messages[-1] = {**last, "content": text}  # (a copy: the last may be a remembered conversation's)
+        else:
+            messages.append({"role": "system" if role == "developer" else role, "content": text})
+    elif kind == "reasoning":
+        text = _reasoning_text(item, where)
+        last = messages[-1] if messages else None
+        if text and _reasoning_alone(last):  # (a reasoning of several items)
+            messages[-1] = {**last, REASONING: f"{last[REASONING]}\n{text}"}
+        elif text:
+            messages.append({"role": "assistant", "content": None, REASONING: text})
     elif kind in TOOL_CALLS:
         name = item.get("name") or ("shell" if kind == "local_shell_call" else None)
         arguments = item.get("arguments") if kind == "function_call" else \
@@ -75,7 +89,7 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
                 "function": {"name": name, "arguments": arguments}}
         last = messages[-1] if messages else None
         if last is not None and last["role"] == "assistant":  # (the calls of one reply: one message)
-            last.setdefault("tool_calls", []).append(call)
+            messages[-1] = {**last, "tool_calls": [*last.get("tool_calls", ()), call]}
         else:
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
     elif kind in TOOL_OUTPUTS:
@@ -91,6 +105,23 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
                                "tools' items are passed over)", param=where)
 
 
+def _reasoning_alone(message: dict[str, Any] | None) -> bool:
+    """Whether a message is the reasoning of an assistant message to come, and nothing else yet."""
+    return message is not None and message["role"] == "assistant" and message.get("content") is None \
+        and not message.get("tool_calls") and REASONING in message
+
+
+def _reasoning_text(item: dict[str, Any], where: str) -> str:
+    """A reasoning item's text: its summary's, else its content's (reasoning_text parts: vLLM's gpt-oss)."""
+    for key in ("summary", "content"):
+        parts = item.get(key)
+        if parts and not isinstance(parts, list):
+            raise ChatRequestError(f"{where}.{key} must be a list of text parts", param=where)
+        if parts:
+            return _text(parts, f"{where}.{key}")
+    return ""
+
+
 def _text(content: Any, where: str) -> str:
     """A content's text: a string, or its text parts joined (others named in brackets: [input_image])."""
     if content is None or isinstance(content, str):
@@ -100,7 +131,8 @@ def _text(content: Any, where: str) -> str:
     parts = []
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
-        parts.append(part.get("text", "") if kind in ("input_text", "output_text", "text", "summary_text")
+        parts.append(part.get("text", "") if kind in ("input_text", "output_text", "text", "summary_text",
+                                                      "reasoning_text")
                      else f"[{kind or 'part'}]")
     return "".join(parts)
 
@@ -128,6 +160,9 @@ def function_tools(tools: Any) -> list[dict[str, Any]]:
 
 def output_items(message: dict[str, Any], response_id: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    if message.get(REASONING):
+        items.append({"id": f"rs_{response_id}", "type": "reasoning", "encrypted_content": None,
+                      "summary": [{"type": "summary_text", "text": message[REASONING]}]})
     if message.get("content"):
         part: dict[str, Any] = {"type": "output_text", "text": message["content"], "annotations": []}
         if message.get("logprobs"):
@@ -139,9 +174,9 @@ def output_items(message: dict[str, Any], response_id: str) -> list[dict[str, An
     for index, call in enumerate(message.get("tool_calls") or ()):
         items.append({"type": "function_call", "id": f"fc_{response_id}_{index}", "call_id": call["id"],
                       "name": call["name"], "arguments": call["arguments"], "status": "completed"})
-    if items and message.get("completion_ids") is not None:
-        items[0]["generation_token_ids"] = message["completion_ids"]
-        items[0]["generation_log_probs"] = message.get("logprobs") or []
+    if items and message.get("completion_ids") is not None:  # (on the last item, where NeMo Gym's servers put them)
+        items[-1]["generation_token_ids"] = message["completion_ids"]
+        items[-1]["generation_log_probs"] = message.get("logprobs") or []
     return items
 
 
@@ -175,7 +210,15 @@ def response_events(message: dict[str, Any], model: str, response_id: str, reque
     event("response.created", response=started)
     event("response.in_progress", response=started)
     for index, item in enumerate(output_items(message, response_id)):
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            part = item["summary"][0]
+            event("response.output_item.added", output_index=index, item={**item, "summary": []})
+            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+            event("response.reasoning_summary_part.added", **where, part={**part, "text": ""})
+            event("response.reasoning_summary_text.delta", **where, delta=part["text"])
+            event("response.reasoning_summary_text.done", **where, text=part["text"])
+            event("response.reasoning_summary_part.done", **where, part=part)
+        elif item["type"] == "message":
             part = item["content"][0]
             event("response.output_item.added", output_index=index, item={**item, "status": "in_progress",
                                                                           "content": []})

@@ -1,7 +1,7 @@
 """OpenAIPolicy: a policy served by an OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, ...), over httpx.
 
     policy = OpenAIPolicy("http://127.0.0.1:8000/v1", "Qwen/Qwen3-0.6B", max_concurrency=128)
-    reply = await policy(messages, tools)       # text, tool calls, and token ids / logprobs when served
+    reply = await policy(messages, tools)       # text, tool calls, reasoning, and token ids / logprobs when served
 
 At most `max_concurrency` requests are in flight (the connection pool is sized to match, so no hidden cap
 sits below it). Refused connections, timeouts, 429 and 5xx answers are retried `max_retries` times with
@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
+from openenv_gym.episode.assistant import reasoning_of
 from openenv_gym.errors import ModelServerError
 from openenv_gym.rollout.turns import Reply, ToolCall
 
@@ -124,6 +125,8 @@ def reply_of(data: dict[str, Any]) -> Reply:
     content_logprobs = (choice.get("logprobs") or {}).get("content")
     if content_logprobs:
         logprobs = [float(entry["logprob"]) for entry in content_logprobs]
+    reasoning = reasoning_of(message)  # (a server with a reasoning parser: vLLM, SGLang)
     return Reply(text=message.get("content") or "", tool_calls=calls,
+                 reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
                  prompt_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
                  completion_ids=choice.get("token_ids"), logprobs=logprobs)

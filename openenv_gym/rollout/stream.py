@@ -22,6 +22,7 @@ from typing import Any
 
 from openenv_gym.client.results import VectorResult
 from openenv_gym.client.vector import AsyncVectorClient
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
 from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.errors import EnvError
@@ -113,6 +114,8 @@ class _Driver:
         self.scoring: set[asyncio.Task] = set()
         self.finished: deque[Any] = deque()  # episodes (or groups) to yield
         self.tools: list[dict[str, Any]] = []
+        # the env reads assistant messages (it plays a model conversation): the whole turn goes, its reasoning too
+        self.messages = bool(client.description.get(ASSISTANT_MESSAGES))
         self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
         self.reset_bound = max(10, 3 * client.num_envs)
         self.eager = EagerStarter(asyncio.get_running_loop())  # policy calls run at once until they first wait
@@ -306,7 +309,7 @@ class _Driver:
         game.episode.messages.append(assistant_message(reply))
         if reply.completion_ids is not None or reply.logprobs is not None:
             game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
-        self.client.send([action_of(reply)], [env])
+        self.client.send([action_of(reply, self.messages)], [env])
 
     def _policy_failed(self, env: int, exc: Exception) -> None:
         """The model server (or the policy) failed: this episode only ends."""

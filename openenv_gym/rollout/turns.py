@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.episode.assistant import REASONING
 from openenv_gym.episode.results import Action
 
 
@@ -25,10 +26,12 @@ class ToolCall:
 
 @dataclass(slots=True)
 class Reply:
-    """What a policy answered: text and/or tool calls, and the tokens when the model server gives them."""
+    """What a policy answered: text and/or tool calls, a thinking model's reasoning, and the tokens when the model
+    server gives them (the reasoning's among the completion's)."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None
     prompt_ids: list[int] | None = None
     completion_ids: list[int] | None = None
     logprobs: list[float] | None = None
@@ -45,9 +48,14 @@ def as_reply(answer: Reply | str) -> Reply:
     raise TypeError(f"a policy must return a Reply or a str, got {type(answer).__name__}")
 
 
-def action_of(reply: Reply) -> Action:
+def action_of(reply: Reply, messages: bool = False) -> Action:
     """The env's action: the first tool call (one env step per turn), else the text, which may hold a tool call
-    written out (the env finds it, see episode/toolcalls.py)."""
+    written out (the env finds it, see episode/toolcalls.py). For an env whose actions are assistant messages (it
+    plays a model conversation: `messages`), the turn's message, its reasoning and tokens with it."""
+    if messages:  # (the call without its id: the env numbers the calls of its own conversation)
+        calls = [{"name": call.name, "arguments": call.arguments} for call in reply.tool_calls[:1]]
+        message = {"content": reply.text if reply.text or not calls else None, "tool_calls": calls}
+        return message | ({REASONING: reply.reasoning} if reply.reasoning else {}) | _tokens(reply)
     if reply.tool_calls:
         call = reply.tool_calls[0]
         return {"name": call.name, "arguments": call.arguments}
@@ -58,11 +66,19 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
     """The reply as an OpenAI assistant message; only the tool call that was played is kept, so that every call
     in the conversation has its answer."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.reasoning:
+        message[REASONING] = reply.reasoning
     if reply.tool_calls:
         call = reply.tool_calls[0]
         message["tool_calls"] = [{"id": call.id, "type": "function", "function": {
             "name": call.name, "arguments": orjson.dumps(call.arguments).decode()}}]
     return message
+
+
+def _tokens(reply: Reply) -> dict[str, Any]:
+    """The turn's sampled tokens, for an env that keeps them with its messages."""
+    return {key: value for key, value in (("completion_ids", reply.completion_ids), ("logprobs", reply.logprobs))
+            if value is not None}
 
 
 def observation_message(observation: str, reply: Reply) -> dict[str, Any]:

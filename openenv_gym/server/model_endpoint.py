@@ -27,6 +27,7 @@ import h11
 import orjson
 
 from openenv_gym.adapters.policy_turns import Ask, TurnRefused
+from openenv_gym.episode.assistant import conversation_message
 from openenv_gym.protocol.dialects import CHAT, RESPONSES, SERVED, Call, Dialect, dialect_of, match
 from openenv_gym.protocol.openai_chat import ChatRequestError
 
@@ -266,7 +267,7 @@ class ModelEndpointServer:
             return _error(dialect, HTTPStatus.CONFLICT, str(exc), "request_refused")
         reply_id = lease.next_id(dialect.reply_prefix)
         if dialect is RESPONSES:
-            lease.remember(reply_id, [*chat.messages, reply_message(message)])
+            lease.remember(reply_id, [*chat.messages, conversation_message(message)])
         content_type, data = call.answer(message, lease.model, reply_id, chat)
         return HTTPStatus.OK, content_type, data
 
@@ -297,15 +298,6 @@ class ModelEndpointServer:
             return keys, path
         key, _, rest = path[1:].partition("/")
         return [key], "/" + rest
-
-
-def reply_message(message: dict) -> dict:
-    """The policy's answer as the assistant message of a conversation (chat completions' shape)."""
-    reply: dict = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        reply["tool_calls"] = [{"id": call["id"], "type": "function", "function": {
-            "name": call["name"], "arguments": call["arguments"]}} for call in message["tool_calls"]]
-    return reply
 
 
 def _json_or_none(body: bytes) -> object:

@@ -4,6 +4,8 @@ Run with the environment venv's python:
     python replay.py < {"source": ".../guessing.py", "env_args": {}, "episodes": [
                           {"split": "train", "index": 3, "replies": [{"content": "...", "tool_calls": [...]}]}]}
 Prints a JSON list with each episode's reward, metrics and stop condition, as verifiers computed them.
+An episode with "model": {"base_url", "name"} instead of replies asks that OpenAI-compatible server, through
+verifiers' own client.
 A job with "groups" instead (lists of such episodes) runs each group as `run_group` does: every rollout
 unscored, then the rubric's `score_group` over their states; it prints one list per group.
 """
@@ -61,7 +63,14 @@ def load(source: str, env_args: dict):
 async def replay(env, episode: dict) -> dict:
     data = env.get_eval_dataset() if episode["split"] == "eval" else env.get_dataset()
     row = dict(data[episode["index"]])
-    output = await env.run_rollout(row, ReplayClient(episode["replies"]), "replay", {})
+    if "model" in episode:  # verifiers' own client, as its eval runs make it
+        import os
+
+        os.environ["REPLAY_MODEL_KEY"] = "unused"
+        client = vf.ClientConfig(api_base_url=episode["model"]["base_url"], api_key_var="REPLAY_MODEL_KEY")
+        output = await env.run_rollout(row, client, episode["model"]["name"], {})
+    else:
+        output = await env.run_rollout(row, ReplayClient(episode["replies"]), "replay", {})
     return {"reward": output["reward"], "metrics": output["metrics"], "stop_condition": output["stop_condition"]}
 
 

@@ -32,7 +32,7 @@ from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.python import import_entry
 from openenv_gym.adapters.workplace import Workplace
-from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
@@ -83,7 +83,7 @@ class AgentFactory:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.manifest.description or "an agent program stepped one model "
                 "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent",
-                "reset_options": vocabulary(CATALOG_OPTIONS, ("task_spec",))}
+                "reset_options": vocabulary(CATALOG_OPTIONS, ("task_spec",)), ASSISTANT_MESSAGES: True}
 
     async def workplace(self) -> Workplace:
         """Where an episode's program runs: its sandbox (or, served --no-sandbox, a temporary folder)."""

@@ -35,7 +35,7 @@ from openenv_gym.adapters.verifiers.classic_rollout import (
     message_dicts,
     render_messages,
 )
-from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
@@ -86,7 +86,7 @@ class VerifiersFactory:
         return {"name": self.name, "description": doc, "action": "tools" if self.tools else "text",
                 "tools": self.tools, "max_steps": self.max_turns, "source": "verifiers",
                 "class": type(self.env).__name__, "env_args": self.env_args,
-                "reset_options": vocabulary(CATALOG_OPTIONS)}
+                "reset_options": vocabulary(CATALOG_OPTIONS), ASSISTANT_MESSAGES: True}
 
     # -- catalog -------------------------------------------------------------------------------
 

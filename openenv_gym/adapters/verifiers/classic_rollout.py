@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
+from openenv_gym.episode.assistant import REASONING
 from openenv_gym.errors import EnvError
 
 MODEL = "policy"  # the model name the environment sees in its state
@@ -32,7 +33,8 @@ HINTS = {  # what to do about failures older environments meet on newer verifier
 
 def callback_client_class(vf: Any) -> type:
     """A vf.Client subclass whose model is an async callable, `CallbackClient(model)`: it gets the prompt
-    messages and returns the assistant message {"content", "tool_calls": [{"id", "name", "arguments"}]}.
+    messages and returns the assistant message {"content", "tool_calls": [{"id", "name", "arguments"}]} (and its
+    "reasoning_content", where the policy gave some).
     (vf is the verifiers module; its types are resolved once: from 0.3, each `vf.X` goes through the
     module's __getattr__ and an import_module call.)"""
     tool_call, response_message, response = vf.ToolCall, vf.ResponseMessage, vf.Response
@@ -56,8 +58,10 @@ def callback_client_class(vf: Any) -> type:
 
         async def from_native_response(self, message: dict[str, Any]) -> Any:
             calls = [tool_call(**call) for call in message["tool_calls"]] or None
+            # (its reasoning where verifiers' own client puts a reasoning parser's: the message's reasoning_content)
             reply = response_message(content=message["content"], tool_calls=calls, is_truncated=False,
-                                     finish_reason="tool_calls" if calls else "stop")
+                                     finish_reason="tool_calls" if calls else "stop",
+                                     reasoning_content=message.get(REASONING))
             return response(id=f"step-{time.monotonic_ns()}", created=int(time.time()), model=MODEL, message=reply)
 
         async def close(self) -> None:

@@ -39,7 +39,7 @@ from openenv_gym.adapters.verifiers.classic_rollout import jsonable
 from openenv_gym.adapters.verifiers.runtime import install as install_runtime
 from openenv_gym.adapters.verifiers.v1_config import env_config
 from openenv_gym.adapters.verifiers.v1_tasks import LazyTasks
-from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
@@ -75,7 +75,7 @@ class V1Factory:
         return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
                 "source": "verifiers", "api": "v1", "class": type(self.env.taskset).__name__,
                 "env_args": self.manifest.env_args, "endless": self.task_reader.endless,
-                "reset_options": vocabulary(CATALOG_OPTIONS)}
+                "reset_options": vocabulary(CATALOG_OPTIONS), ASSISTANT_MESSAGES: True}
 
     async def splits(self) -> list[dict[str, str]]:
         return [{"name": SPLIT, "type": "train"}]

@@ -14,7 +14,12 @@ def load_environment(system_prompt: str = "Reason in <reasoning> tags, then answ
         given = parser.parse_answer(completion) or ""
         return 1.0 if given.strip().lower() == answer.lower() else 0.0
 
-    rubric = vf.Rubric(funcs=[correct_answer, parser.get_format_reward_func()], weights=[1.0, 0.2], parser=parser)
+    def reasoned(completion, **kwargs) -> float:  # a thinking model's reasoning, where a reasoning parser puts it
+        return float(any(message.get("role") == "assistant" and message.get("reasoning_content")
+                         for message in completion))
+
+    rubric = vf.Rubric(funcs=[correct_answer, parser.get_format_reward_func(), reasoned], weights=[1.0, 0.2, 0.0],
+                       parser=parser)
     return vf.SingleTurnEnv(
         dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in TRAIN]),
         eval_dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in EVAL]),

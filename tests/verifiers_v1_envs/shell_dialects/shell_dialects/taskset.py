@@ -28,6 +28,12 @@ class ShellDialectsTask(vf.Task[ShellDialectsData]):
     async def said_it(self, trace: vf.Trace) -> float:
         return float(self.data.answer.upper() in (trace.last_reply or ""))
 
+    @vf.metric
+    async def reasoning_chars(self, trace: vf.Trace) -> float:
+        """How much reasoning verifiers read from the model's replies (a thinking model's, as a reasoning parser
+        gives it)."""
+        return float(sum(len(message.reasoning_content or "") for message in trace.assistant_messages))
+
 
 class ShellDialectsTaskset(vf.Taskset[ShellDialectsTask, vf.TasksetConfig]):
     def load(self) -> list[ShellDialectsTask]:

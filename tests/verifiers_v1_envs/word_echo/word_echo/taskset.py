@@ -28,6 +28,12 @@ class WordEchoTask(vf.Task[WordEchoData]):
     async def reply_chars(self, trace: vf.Trace) -> float:
         return float(len(trace.last_reply or ""))
 
+    @vf.metric
+    async def reasoning_chars(self, trace: vf.Trace) -> float:
+        """How much reasoning verifiers read from the model's replies (a thinking model's, as a reasoning parser
+        gives it)."""
+        return float(sum(len(message.reasoning_content or "") for message in trace.assistant_messages))
+
 
 class WordEchoTaskset(vf.Taskset[WordEchoTask, vf.TasksetConfig]):
     def load(self) -> list[WordEchoTask]:
