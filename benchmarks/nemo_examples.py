@@ -3,7 +3,7 @@ import, how many are refused for what they need that is not reachable from here 
 API), how many play (a reset on each of the first rows of their first split, then a reply without a tool call, which
 makes a "resources" server verify the episode), and why each other one does not.
 
-    python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--only-judged] [--out FILE.json]
+    python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--only-judged] [--replay] [--out F.json]
 
 Each server is imported alone (check=False, into a temporary folder, registered nowhere), its venv built with a time
 bound (a server whose extra requirements fail to install is recorded, and the sweep goes on; servers with the same
@@ -13,6 +13,10 @@ start, a reset or a step: the error's first line and its gist, the exception the
 at import (the importer's message), needs unreachable (the manifest's `needs`, and its model servers where no judge
 endpoint is given, OPENENV_GYM_JUDGE_URL: its resets are refused). With --only-judged, the servers whose one need is a
 judge are played with a stand-in one (the tests' scripted chat server): whether judged servers run, not how well.
+With --replay, a server's stored rollouts (data/example_rollouts.jsonl), where it has them, are replayed turn by
+turn instead, each to its stored reward (nemo_replay.py: a difference is told as NeMo's or ours by NeMo's own server
+process); a server is played where every difference is NeMo's. CHECKOUT may also be the folder a nemo-gym wheel is
+unpacked in (site-packages' layout: its resource servers run on that release).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.measures import save_result
+from benchmarks.nemo_replay import ROLLOUTS, plan, replay
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.nemo import PACKAGE
 from openenv_gym.manifests import load_manifest
@@ -151,27 +156,40 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
                              "dependencies": manifest.dependencies, "notes": results[0].notes}
     if args.only_judged and (manifest.needs or not manifest.model_servers):
         return {"class": "skipped"}  # (it needs more than a judge, or none)
-    needs = list(manifest.needs)
-    if manifest.model_servers and JudgeEndpoint.from_environment() is None:
-        needs.append(f"a judge endpoint for the model servers its config calls ({', '.join(manifest.model_servers)})")
+    judge = [f"a judge endpoint for the model servers its config calls ({', '.join(manifest.model_servers)})"] \
+        if manifest.model_servers and JudgeEndpoint.from_environment() is None else []
+    if not manifest.needs and not judge:  # its venv built, it is loaded as `import` loads it (what it needs as it
+        failed = build_venv(imported, args.build_timeout)  # loads is recorded then)
+        if failed is not None:
+            return found | {"class": "failed", "stage": "venv", "reason": failed}
+        try:
+            found["notes"] = import_environment(folder, folder.name, scratch, force=True)[0].notes
+        except ImportFailedError as exc:
+            return found | {"class": "failed", "stage": "load", "reason": gist(str(exc), [])}
+        manifest = load_manifest(imported)
+    needs = [*manifest.needs, *judge]
     if needs:
         return found | {"class": "needs unreachable", "reason": "; ".join(needs), "needs": needs}
     split = next(iter(manifest.splits))
     count = sum(1 for line in (imported / manifest.splits[split]).read_bytes().splitlines() if line.strip())
     found |= {"split": split, "split_rows": count}
-    failed = build_venv(imported, args.build_timeout)
-    if failed is not None:
-        return found | {"class": "failed", "stage": "venv", "reason": failed}
+    stored = folder / ROLLOUTS
+    played = plan(imported, folder, split) if args.replay and stored.is_file() else None
     try:
         server = LocalServer(str(imported), 1, 1000)
     except Exception as exc:  # ServerStartError, or whatever else starting it raised
         error = f"{type(exc).__name__}: {exc}"
         return found | {"class": "failed", "stage": "start", "reason": gist(error, []), "error": error[-3000:]}
     try:
-        rows = asyncio.run(play_rows(server.url, split, min(args.rows, count), args.call_timeout))
+        if played is not None:
+            replays = replay(server.url, imported, played, args.call_timeout)
+        else:
+            rows = asyncio.run(play_rows(server.url, split, min(args.rows, count), args.call_timeout))
         log = list(getattr(server, "_tail", []))  # the server's last lines: a 500's traceback ends there
     finally:
         server.stop()
+    if played is not None:
+        return found | replayed_class(replays, log)
     found["rows"] = rows
     broken = [row for row in rows if "error" in row]
     if not rows:
@@ -185,6 +203,21 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
     return found | {"class": "played", "reason": f"rewards {rewards}", "rewards": rewards}
 
 
+def replayed_class(replays: list[dict[str, Any]], log: list[str]) -> dict[str, Any]:
+    """A server whose stored rollouts were replayed: played where each reward is the stored one, or differs on NeMo's
+    side alone; else failed, with the first of ours."""
+    verdicts = collections.Counter(result["verdict"].split(":")[0] for result in replays)
+    summary = f"{verdicts['same']} of {len(replays)} replayed to their stored reward, {verdicts['theirs']} differ " \
+              f"on NeMo's side"
+    ours = [result for result in replays if result["verdict"].startswith(("ours", "unended"))]
+    if not ours:
+        return {"class": "played", "reason": summary, "replays": replays}
+    first = ours[0]
+    detail = first.get("error") or f"stored {first['stored']}, ours {first.get('ours')}, NeMo's own {first.get('own')}"
+    return {"class": "failed", "stage": "replay", "reason": f"{summary}; {len(ours)} ours: {first['verdict']} "
+            f"({gist(detail, log)})", "replays": replays}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkout", type=Path, help="a NeMo Gym checkout (or its resources_servers folder)")
@@ -192,6 +225,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rows", type=int, default=5, help="rows of the first split played per server")
     parser.add_argument("--build-timeout", type=float, default=900.0, help="seconds one server's venv build may take")
     parser.add_argument("--call-timeout", type=float, default=180.0, help="seconds a reset or a step may take")
+    parser.add_argument("--replay", action="store_true", help="replay each server's stored rollouts, where it has "
+                        "them, to their stored rewards")
     parser.add_argument("--out", type=Path, help="the JSON details (default: benchmarks/results/nemo_examples.json)")
     parser.add_argument("--only-judged", action="store_true",
                         help="only the servers whose one need is a judge, played with a stand-in one: the tests' "

@@ -13,6 +13,7 @@ __all__ = [
     "ErrorCode", "InvalidActionError", "ModelServerError", "NoEpisodeError", "OpenEnvGymError", "ProtocolError",
     "RequestTimeoutError", "ResumeFailedError", "ServerRefusedError", "ServerStartError", "ServerUnreachableError",
     "StepTimeoutError", "TooLargeError", "UnauthorizedError", "UnknownOpError", "UnknownSessionError",
+    "UnmetNeedError",
 ]
 
 
@@ -122,6 +123,11 @@ class EnvNotFoundError(OpenEnvGymError, LookupError):
 
 class ModelServerError(OpenEnvGymError):
     """The model server a policy talks to refused a request or kept failing (after its retries)."""
+
+
+class UnmetNeedError(OpenEnvGymError):
+    """An environment needs what cannot be reached from here (a value of its framework's global config that is not
+    set, say): not a fault of its code. The import records it, and its resets are refused saying what to provide."""
 
 
 class SandboxUnavailableError(OpenEnvGymError):

@@ -10,25 +10,28 @@ process (run_webserver, as `gym env start` starts it) verifying the same episode
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import in_parallel, play_episode
+from conftest import in_parallel, play_episode, write_files
 
 import openenv_gym
 from benchmarks.nemo_peer import NemoOwnServer
+from benchmarks.nemo_replay import replayed_actions, rows, same_outputs, stored_outputs, task_of
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import BadRequestError
-from openenv_gym.importers import import_environment
+from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 
 FIXTURES = Path(__file__).parent / "nemo_servers" / "resources_servers"
 TALLY, REVERSE = FIXTURES / "tally", FIXTURES / "reverse_gym"
-EXAMPLES = ("example_session_state_mgmt", "example_multi_step", "workplace_assistant", "example_multi_turn_gymnasium")
+EXAMPLES = ("example_session_state_mgmt", "example_multi_step", "workplace_assistant", "example_multi_turn_gymnasium",
+            "lc_niah")  # (lc_niah scores a thinking model's reasoning: its overlap with the prompt costs reward)
 # (workplace_assistant's stored rollouts play other tasks than its example rows, and do not carry the tasks'
 # ground truth that its /verify reads: it is played to its ground truth instead, below)
 REPLAYED = tuple(name for name in EXAMPLES if name != "workplace_assistant")
@@ -62,59 +65,6 @@ def nemo(installed, tmp_path_factory):
     in_parallel(*(server.stop for server in servers))
 
 
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def replayed_actions(output: list[dict]) -> list[dict]:
-    """The policy's replies in a stored rollout's output: each run of its model items (text, function calls) up to
-    the tool outputs or user messages that answer them."""
-    actions: list[dict] = []
-    current: dict | None = None
-    for item in output:
-        kind = item.get("type", "message")
-        if kind == "function_call" or (kind == "message" and item.get("role") == "assistant"):
-            if current is None:
-                current = {"content": None, "tool_calls": []}
-                actions.append(current)
-            if kind == "function_call":
-                current["tool_calls"].append({"id": item["call_id"], "type": "function",
-                                              "function": {"name": item["name"], "arguments": item["arguments"]}})
-            else:
-                text = "".join(part.get("text", "") for part in item["content"]) if isinstance(item["content"], list) \
-                    else item["content"]
-                current["content"] = (current["content"] or "") + text
-        elif kind in ("function_call_output", "message"):
-            current = None  # answered: the next model item is the next reply
-    return actions
-
-
-def stored_outputs(output: list[dict]) -> list[str]:
-    return [item["output"] for item in output if item.get("type") == "function_call_output"]
-
-
-def _value(text: str):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def task_of(dataset: list[dict], rollout: dict) -> int:
-    """The index of the dataset row a stored rollout played (the same input)."""
-    given = rollout["responses_create_params"]["input"]
-    found = [i for i, row in enumerate(dataset) if _texts(row["responses_create_params"]["input"]) == _texts(given)]
-    assert found, "every stored rollout plays a row of the example dataset"
-    return found[0]
-
-
-def _texts(items) -> list:
-    if isinstance(items, str):
-        return [items]
-    return [(item.get("role"), item.get("content") if isinstance(item.get("content"), str)
-             else "".join(part.get("text", "") for part in item.get("content") or [])) for item in items]
-
-
 @pytest.mark.parametrize("name", REPLAYED)
 def test_every_stored_example_rollout_replayed_through_our_sessions_gets_its_stored_reward(nemo, name):
     url, folder, source = nemo[name]
@@ -124,10 +74,25 @@ def test_every_stored_example_rollout_replayed_through_our_sessions_gets_its_sto
         answers = play_episode(url, actions, options={"task": task_of(dataset, rollout)})
         if "response" in answers[-1][4]:  # the tools answered as they did for NeMo Gym (JSON: its spacing aside)
             ours = stored_outputs(answers[-1][4]["response"]["output"])
-            assert list(map(_value, ours)) == list(map(_value, stored_outputs(rollout["response"]["output"])))
+            assert same_outputs(ours, stored_outputs(rollout["response"]["output"]))
         total = sum(answer[1] for answer in answers[1:])
-        assert total == pytest.approx(rollout["reward"]), (name, rollout["reward"], answers[-1])
+        assert total == pytest.approx(stored_reward(name, rollout)), (name, rollout["reward"], answers[-1])
         assert answers[-1][2] or answers[-1][3]
+
+
+def stored_plays(dataset: list[dict], source: Path) -> list[tuple[int, list[dict]]]:
+    """(task, the replies) of each of a server's stored example rollouts."""
+    return [(task_of(dataset, rollout), replayed_actions(rollout["response"]["output"]))
+            for rollout in rows(source / "data" / "example_rollouts.jsonl")]
+
+
+def stored_reward(name: str, rollout: dict) -> float:
+    """The reward NeMo Gym stored with a rollout, under the config the server ships. (lc_niah's were scored with its
+    `lcs` overlap rule; it ships `ngram16`, whose overlap of the same reasoning it stored too: 0.031, 0.003 and 0.019
+    for three of the five, the reward answer_score x (1 - overlap).)"""
+    if name == "lc_niah":
+        return rollout["answer_score"] * (1.0 - rollout["overlap_ngram16"])
+    return rollout["reward"]
 
 
 def ground_truth_play(row: dict) -> list:
@@ -148,9 +113,7 @@ def test_workplace_assistant_played_to_its_ground_truth_is_rewarded_and_a_wrong_
 def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(nemo):
     """Each example episode played through our session ends with the Responses object it built; NeMo Gym's own
     server process, given the same calls over HTTP with its cookies, verifies that object to the same reward."""
-    plays = {"example_multi_step": lambda dataset, source: [
-                 (task_of(dataset, rollout), replayed_actions(rollout["response"]["output"]))
-                 for rollout in rows(source / "data" / "example_rollouts.jsonl")],
+    plays = {"example_multi_step": stored_plays, "lc_niah": stored_plays,
              "workplace_assistant": lambda dataset, source: [
                  (index, play) for index, row in enumerate(dataset)
                  for play in (ground_truth_play(row), ["I did nothing."])],
@@ -159,6 +122,7 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
                           {"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
                           "Done."]) for index, row in enumerate(dataset) for miss in (0, 1)]}
     owns = in_parallel(*(lambda name=name: NemoOwnServer.of(load_manifest(nemo[name][1])) for name in plays))
+    overlaps: list[float] = []
     for (name, episodes), own in zip(plays.items(), owns, strict=True):
         url, folder, source = nemo[name]
         try:
@@ -174,8 +138,12 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
                 # the same tool calls in NeMo's process, in one session: the same answers, errors included
                 assert outputs == stored_outputs(response["output"]), (name, task)
                 assert theirs["reward"] == answers[-1][1], (name, task, theirs)
+                if name == "lc_niah":  # the reasoning reached /verify as NeMo's agent sends it: its overlap
+                    assert theirs["reasoning_overlap"] == answers[-1][4]["metrics"]["reasoning_overlap"]
+                    overlaps.append(theirs["reasoning_overlap"])
         finally:
             own.stop()
+    assert sum(overlap > 0 for overlap in overlaps) == 3  # (with the prompt: it cost three of five their reward)
 
 
 def test_concurrent_episodes_keep_their_own_cookie_state(nemo):
@@ -357,8 +325,6 @@ def test_a_servers_pyproject_dependencies_from_git_are_urls_and_from_a_path_are_
     """code_fim's style: no requirements.txt, its pyproject's [tool.uv.sources] says where a dependency comes from."""
     import shutil
 
-    from openenv_gym.importers import ImportFailedError
-
     source = tmp_path / "resources_servers" / "optional_judge"
     shutil.copytree(FIXTURES / "optional_judge", source)
     pyproject = source / "pyproject.toml"
@@ -392,8 +358,6 @@ def test_a_startup_that_never_finishes_fails_resets_with_the_reason_and_the_serv
 def test_a_checkout_imports_each_of_its_servers_and_leaves_out_a_base_to_derive_from(tmp_path):
     """A folder with resources_servers/ is a checkout: every server folder in it is an environment (NAME-<server>);
     one whose config runs an abstract base (NeMo's resources_servers/gymnasium) is none, and alone is refused."""
-    from openenv_gym.importers import ImportFailedError
-
     results = import_environment(FIXTURES.parent, "fixtures", tmp_path / "all", check=False)
     assert sorted(load_manifest(result.folder).name for result in results) == [
         f"fixtures-{name}" for name in ("judged_answer", "optional_judge", "reverse_gym", "tally")]
@@ -444,3 +408,89 @@ def test_what_a_server_needs_that_is_not_here_is_recorded_at_import(style, tmp_p
         assert needs == []
     else:
         assert len(needs) == 1 and needs[0].startswith(need), needs
+
+
+# what servers do as they load that cannot work here, each in tally's copy (file, text replaced, its replacement),
+# the import's load check on: the need it records (its start), or None where the import fails, the code's own fault
+LOAD_STYLES = {
+    "a value of NeMo's global config its config class requires, null here (critpt)": [
+        ("configs/tally.yaml", "      limit: 100\n",
+         "      limit: 100\n      grader_url: ${oc.select:grading_service_url,null}\n"),
+        ("app.py", "    limit: int = 1000", "    grader_url: str\n    limit: int = 1000"),
+        "values of NeMo Gym's global config (its env.yaml) that TallyConfig requires and that are not set here "
+        "(grader_url: ${oc.select:grading_service_url,null})"],
+    "a download as it loads (legal_agent_bench's, with requests)": [
+        ("app.py", "        app = super().setup_webserver()\n",
+         "        app = super().setup_webserver()\n        httpx.get('https://rows.example.invalid/rows.tar.gz')\n"),
+        ("app.py", "import asyncio\n", "import asyncio\n\nimport httpx\n"),
+        "network access as it loads, which is not reachable here: rows.example.invalid (a lookup of "
+        "rows.example.invalid)"],
+    "a git clone as it loads (newton_bench)": [
+        ("app.py", "        app = super().setup_webserver()\n", "        app = super().setup_webserver()\n"
+         "        subprocess.run(['git', 'clone', '--depth=1', 'https://git.example.invalid/bench'], check=True)\n"),
+        ("app.py", "import asyncio\n", "import asyncio\nimport subprocess\n"),
+        "network access as it loads, which is not reachable here: git.example.invalid (git clone --depth=1 "
+        "https://git.example.invalid/bench)"],
+    "code that fails on its own": [
+        ("app.py", "        app = super().setup_webserver()\n",
+         "        app = super().setup_webserver()\n        raise KeyError('a bug of its own')\n"), None],
+}
+
+
+def styled_tally(tmp_path: Path, changes: list[tuple[str, str, str]]) -> Path:
+    """A copy of tally, laid out as a checkout's server, with these changes made."""
+    import shutil
+
+    source = tmp_path / "resources_servers" / "tally"
+    shutil.copytree(TALLY, source)
+    for file, old, new in changes:
+        text = (source / file).read_text()
+        assert old in text
+        (source / file).write_text(text.replace(old, new, 1))
+    return source
+
+
+@pytest.mark.parametrize("style", LOAD_STYLES)
+def test_what_a_server_needs_as_it_loads_is_recorded_and_its_resets_say_it(installed, style, tmp_path, start_server):
+    """Not reaching the network as it loads, or a required config value that NeMo's global config would give: the
+    import records a need naming the host or the key (it fails only for code that fails on its own), the server
+    starts without making the resource server, and its resets say what it needs."""
+    *changes, need = LOAD_STYLES[style]
+    source = styled_tally(tmp_path, changes)
+    if need is None:
+        with pytest.raises(ImportFailedError, match=r"a bug of its own.*fails as it loads"):
+            import_environment(source, "styled", tmp_path / "out")
+        return
+    [result] = import_environment(source, "styled", tmp_path / "out")
+    needs = load_manifest(result.folder).needs
+    assert needs[-1] == need, needs  # (a git clone is a need its code shows too: the one before)
+    assert any(need in note for note in result.notes)
+    url = start_server(str(result.folder))
+    with pytest.raises(BadRequestError, match="cannot be played here: it needs .*" + re.escape(need[-40:])):
+        play_episode(url, [], options={"task": 0})
+
+
+def test_a_package_vendored_in_the_servers_folder_is_installed_from_there(installed, tmp_path, start_server):
+    """browsecomp_advanced_harness's `-e ./pocketshell[pcre]`: a requirement that is a path inside the server's
+    folder is taken along with it, and its venv installs it from the import's copy (with its extra), as NeMo's
+    launcher installs it from the server's folder."""
+    source = styled_tally(tmp_path, [
+        ("requirements.txt", "nemo-gym==0.7.0", "nemo-gym==0.7.0\n-e ./pocketcount[loud]"),
+        ("limits.py", '    return f"at most {limit} at a time"',
+         '    from pocketcount import says\n\n    return says(f"at most {limit} at a time")')])
+    package = source / "pocketcount"
+    write_files(package, {
+        "pyproject.toml": '[project]\nname = "pocketcount"\nversion = "0.1.0"\n'
+                          '[project.optional-dependencies]\nloud = []\n'
+                          '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n',
+        # (in src/: importable only where it is installed)
+        "src/pocketcount/__init__.py": "def says(text):\n    return text.upper()\n"})
+    [result] = import_environment(source, "pocket", tmp_path / "out")
+    manifest = load_manifest(result.folder)
+    assert manifest.dependencies == ["nemo-gym==0.7.0", "./vendor/resources_servers/tally/pocketcount[loud]"]
+    url = start_server(str(result.folder))
+    answers = play_episode(url, [{"name": "add", "arguments": {"amount": 5000}}, "Done."], options={"task": 0})
+    assert json.loads(answers[1][0]) == {"error": "AT MOST 100 AT A TIME"}  # (said by the vendored package)
+    outside = styled_tally(tmp_path / "outside", [("requirements.txt", "nemo-gym==0.7.0", "nemo-gym==0.7.0\n-e ../x")])
+    with pytest.raises(ImportFailedError, match="names a path outside the server's folder"):
+        import_environment(outside, "outside", tmp_path / "out", check=False)

@@ -13,19 +13,42 @@ from pathlib import Path
 from typing import Any
 
 from openenv_gym.adapters import load_factory, runs_programs
+from openenv_gym.adapters.reached import ReachedHosts, causes
+from openenv_gym.errors import UnmetNeedError
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.schema import BaseManifest
 
 
 def loading_problem(env: str) -> dict[str, Any] | None:
     """None if the environment `env` (a name, gym id or folder) loads and describes itself as the server's worker
-    would; else {"error", "where", "code", "hint"}."""
-    manifest = None
+    would; else {"error", "where", "code", "hint"}, and "need" where what fails is no fault of its code: it needs
+    what cannot be reached from here (the network as it loads, a value of its framework's config that is not set;
+    or, having needs recorded already, it fails without them)."""
+    manifest, recorded = None, []
+    watch = ReachedHosts.install()
     try:
         manifest = find_manifest(env)
+        recorded = list(getattr(manifest, "needs", None) or [])
+        if recorded:  # (recorded needs keep its server from being made: it is made here, to see what else fails)
+            manifest = manifest.model_copy(update={"needs": []})
         load_factory(manifest, sandboxed=False).describe()  # (whether this machine can sandbox it is not the code's)
     except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
-        return _problem(exc, manifest)
+        problem = _problem(exc, manifest)
+        need = _need(exc, watch.unreachable(exc), recorded, problem)
+        return problem | ({"need": need} if need else {})
+    return None
+
+
+def _need(exc: BaseException, hosts: dict[str, str], recorded: list[str], problem: dict[str, Any]) -> str | None:
+    """What a failed load needs that cannot be reached from here, if that is why it failed."""
+    unmet = next((cause for cause in causes(exc) if isinstance(cause, UnmetNeedError)), None)
+    if unmet is not None:
+        return str(unmet)
+    if hosts:
+        named = "; ".join(f"{host} ({how})" for host, how in hosts.items())
+        return f"network access as it loads, which is not reachable here: {named}"
+    if recorded:
+        return f"what it needs met before it loads: here it fails as it loads with {problem['error'][:500]}"
     return None
 
 

@@ -69,8 +69,11 @@ def _run_build(args: argparse.Namespace) -> None:
     print(f"the venv of {manifest.name} is ready: {venv_path(manifest)}")
     from openenv_gym.importers.loadcheck import check_loads
 
-    check_loads(manifest.folder)
-    print(f"{manifest.name} loads in it as the server will load it")
+    needs = check_loads(manifest.folder)
+    if needs:
+        print(f"{manifest.name} does not load here, for what it needs that is not reachable: {'; '.join(needs)}")
+    else:
+        print(f"{manifest.name} loads in it as the server will load it")
 
 
 def _run_check(args: argparse.Namespace) -> None:

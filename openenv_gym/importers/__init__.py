@@ -17,7 +17,7 @@ from typing import Any
 import tomli_w
 
 from openenv_gym.importers.awm import AwmImporter
-from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions
+from openenv_gym.importers.base import Detected, Importer, ImportFailedError, ImportOptions, need_note
 from openenv_gym.importers.harbor import HarborImporter
 from openenv_gym.importers.loadcheck import check_loads
 from openenv_gym.importers.nemo import NemoImporter
@@ -130,11 +130,13 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                 name=env_name, kind=found.kind, dependencies=dependencies, imported_from=imported_from or str(source),
                 folder=folder, source_hash=tree_hash(staged / written.content), **written.fields)
             _write_manifest(staged, manifest)
-            if check:  # what `serve` would fail on fails here, and nothing is left behind
-                check_loads(staged)
+            found_needs = check_loads(staged) if check else []  # what `serve` would fail on fails here
+            if found_needs:  # (or, where it is no fault of its code, is recorded: its resets say it)
+                manifest = manifest.model_copy(update={"needs": [*getattr(manifest, "needs", []), *found_needs]})
+                _write_manifest(staged, manifest)
         record_dir(output_dir)
         results.append(ImportResult(env_name, folder, found, dependencies, written.report, manifest.gym_id,
-                                    written.notes))
+                                    [*written.notes, *map(need_note, found_needs)]))
     return results
 
 

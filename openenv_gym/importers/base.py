@@ -57,6 +57,11 @@ class Written:
     notes: list[str]  # what the user should know (changed pins, hazards, what was skipped), printed at import
 
 
+def need_note(need: str) -> str:
+    """What the import says of a need it recorded."""
+    return f"it needs {need}: its resets are refused until it has it"
+
+
 class Importer(Protocol):
     kind: str  # manifest kind: "ors", "verifiers", ...
     looks_for: str  # for the "nothing found" message

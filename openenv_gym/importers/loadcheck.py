@@ -21,8 +21,10 @@ from openenv_gym.manifests.venvs import VenvBuildError, ensure_venv, needs_venv
 LOAD_TIMEOUT = 300.0
 
 
-def check_loads(folder: Path) -> None:
-    """ImportFailedError, saying where and what to do, unless the environment written in `folder` loads."""
+def check_loads(folder: Path) -> list[str]:
+    """What the environment written in `folder` needs that cannot be reached from here, found as it loads, where its
+    kind records such needs (its resets are then refused, saying so); ImportFailedError, saying where and what to
+    do, where it does not load for any other reason. Nothing: it loads."""
     manifest = load_manifest(folder)
     try:
         python = str(ensure_venv(manifest)) if needs_venv(manifest) else sys.executable
@@ -47,10 +49,13 @@ def check_loads(folder: Path) -> None:
     except json.JSONDecodeError:
         problem = None
     if done.returncode == 0:
-        return
+        return []
+    if isinstance(problem, dict) and problem.get("need") and "needs" in type(manifest).model_fields:
+        return [problem["need"]]
     if not isinstance(problem, dict):
         raise ImportFailedError(f"loading {manifest.name} as the server would failed (exit {done.returncode}):\n"
                                 f"{done.stderr[-3000:]}")
     where = f"{problem['where']} ({problem['code']}): " if problem.get("where") else ""
+    needs = f" It needs {problem['need']}." if problem.get("need") else ""
     raise ImportFailedError(f"{manifest.name} does not load as `openenv-gym serve` would load it, so it was not "
-                            f"imported. {where}{problem['error']}; {problem['hint']}")
+                            f"imported. {where}{problem['error']}; {problem['hint']}.{needs}")

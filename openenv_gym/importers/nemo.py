@@ -33,15 +33,14 @@ from typing import Any
 
 import yaml
 
-from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written, need_note
 from openenv_gym.importers.nemo_needs import agent_built_prompts, model_servers, unreachable_needs
-from openenv_gym.importers.nemo_requirements import PROJECT, requirements
+from openenv_gym.importers.nemo_requirements import PACKAGE, PROJECT, VENDORED, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.pythons import NoFittingPythonError, choose
 from openenv_gym.runtime.pyparse import parse as parse_python
 
-PACKAGE = "resources_servers"
 SERVER_BASES = {"SimpleResourcesServer": "resources", "GymnasiumServer": "gymnasium"}
 
 
@@ -271,7 +270,6 @@ class NemoImporter:
             raise ImportFailedError(str(exc)) from None
         paired = server_config(server)
         instance, config, datasets = paired.instance, paired.fields, paired.datasets
-        vendored = folder / "vendor"
         report = VendorReport()
         notes = list(wanted.notes)
         packages, pending = set(), [server.folder.name]
@@ -285,7 +283,7 @@ class NemoImporter:
                 notes.append(f"{PACKAGE}.{name}, which it imports, is not in the source: the one of the installed "
                              f"{PROJECT} is used")
                 continue
-            part = vendor(here, vendored / PACKAGE / name)
+            part = vendor(here, folder / VENDORED / name)
             report.copied += [Path(PACKAGE) / name / path for path in part.copied]
             report.left_out += part.left_out
             pending += sorted(_imported_packages(here) - packages)
@@ -312,7 +310,7 @@ class NemoImporter:
         note = python.note(f"{PROJECT} {wanted.nemo_gym}", wanted.requires_python)
         notes += [note] if note else []
         needs = unreachable_needs(server, config) + agent_built_prompts(folder, splits, paired.agents)
-        notes += [f"it needs {need}: its resets are refused until it has it" for need in needs]
+        notes += map(need_note, needs)
         called = model_servers(config)
         if called:
             notes.append(f"its config calls model servers ({', '.join(f'{k}: {v}' for k, v in called.items())}): "

@@ -23,10 +23,13 @@ DEFAULTED = re.compile(r"\$\{oc\.(?:env|select):[^${},]+,[^${}]*\}")  # an inter
 PUNCTUATION = "( ,'\""  # around what a hint matched
 REQUIRED_KEY = re.compile(r"^[ \t]+(\w*api_key)[ \t]*:[ \t]*str[ \t]*(?:#.*)?$", re.M)  # a config field, no default
 MODEL_SERVERS = "responses_api_models"  # a config reference of this type is a model server the server calls
+DOWNLOADS = "data downloaded at run time"
+URL_HOST = re.compile(r"[\"']https?://([A-Za-z0-9.-]+\.[A-Za-z]{2,})")  # (in a string: not a comment's)
+LOCAL_HOSTS = {"localhost", "example.com", "example.org"}
 HINTS = {  # what a server's code says it needs, that a machine with no internet cannot give it
     "a sandbox provider": re.compile(r"\bnemo_gym\.sandbox\b|\bdaytona\b|\be2b\b|\bopensandbox\b"
                                      r"|\bsandbox_host\b|\bLocalSandbox\b|\bwait_for_sandbox\("),  # (NeMo Skills')
-    "data downloaded at run time": re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
+    DOWNLOADS: re.compile(r"\bload_dataset\(|\bnltk\.download\(|\b(?:hf_hub|snapshot)_download\("
                                               r"|\burl(?:open|retrieve)\(|[\"']clone[\"'],|\bgit clone |https://codeload\.github"
                                               r"\.com/"),
     "a web API key": re.compile(r"(?:environ|getenv)\W+[\"'][A-Z_]*API_KEY"),
@@ -67,19 +70,29 @@ def _without_defaulted(text: str) -> str:
 
 
 def unreachable_needs(server: Server, config: dict[str, Any]) -> list[str]:
-    needs, interpolated = [], _interpolated(config)
+    needs = []
     code = "\n".join(path.read_text(errors="replace") for path in sorted(served_modules(server)))
     keys = [f"{path}: {value}" for path, value in _nodes(config)
             if path.endswith("api_key") and isinstance(value, str) and "${" in value]  # (critpt's, with a default)
+    interpolated = [value for value in _interpolated(config) if value not in keys]  # (each said once)
     keys += [f"{name}, which its config does not give" for name in REQUIRED_KEY.findall(code) if name not in config]
     if keys:
         needs.append(f"a web API's key, from NeMo Gym's global config or the environment ({'; '.join(keys[:3])})")
     if interpolated:
         needs.append(f"values of NeMo Gym's global config (its env.yaml: an endpoint, a key), which are not given "
                      f"here ({'; '.join(interpolated[:3])})")
-    needs += [f"{what} (its code uses {match.group(0).strip(PUNCTUATION)})" for what, pattern in HINTS.items()
-              if (match := pattern.search(code))]
+    for what, pattern in HINTS.items():
+        match = pattern.search(code)
+        if match:
+            hosts = _named_hosts(code) if what == DOWNLOADS else ""
+            needs.append(f"{what} (its code uses {match.group(0).strip(PUNCTUATION)}{hosts})")
     return needs
+
+
+def _named_hosts(code: str) -> str:
+    """The hosts the URLs written in the code name (where it downloads from, most likely), for the need's words."""
+    hosts = [host for host in dict.fromkeys(URL_HOST.findall(code)) if host not in LOCAL_HOSTS]
+    return f"; the hosts its code names: {', '.join(hosts[:5])}" if hosts else ""
 
 
 def agent_built_prompts(folder: Path, splits: dict[str, str], agents: list[str]) -> list[str]:

@@ -3,8 +3,10 @@
 Its requirements.txt (else its pyproject.toml's dependencies, their [tool.uv.sources] read as URLs) says:
 `-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym, whose version
 its nemo_gym/package_info.py gives (or the installed package's metadata, for a server the package ships), installed
-from PyPI without the [dev] extra; a pin says its version; URLs go to the installer as they are; paths are refused.
-requires-python comes with the version, from the same place, else from what the releases declared.
+from PyPI without the [dev] extra; a pin says its version; URLs go to the installer as they are; a path inside the
+server's folder (`-e ./pocketshell[pcre]`: a package vendored with it) is installed from the copy the import vendors;
+other paths are refused. requires-python comes with the version, from the same place, else from what the releases
+declared.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from openenv_gym.importers.nemo import Server
 
 PROJECT = "nemo-gym"
+PACKAGE = "resources_servers"  # NeMo Gym's package of resource servers, each server a folder of it
+VENDORED = f"vendor/{PACKAGE}"  # where an import puts the servers' folders, in the env's folder
 NAME_END = re.compile(r"[\s\[@=<>!~;]")  # what ends a requirement's name
 # nemo-gym's requires-python by release, for a version whose metadata is not at hand (its pyproject.toml at each tag)
 REQUIRES_PYTHON = [("0.5.0", ">=3.13.14"), ("0.0.0", ">=3.12")]
@@ -103,6 +107,21 @@ def _is_nemo_gym(folder: Path) -> bool:
     return _pyproject_project(folder).get("name") == PROJECT
 
 
+def _in_folder(line: str, server: Server, listed: Path) -> str:
+    """A path requirement (`./pocketshell[pcre]`, `name @ ./x`) as the env's dependency on the vendored copy of what
+    it names (`./vendor/resources_servers/<server>/pocketshell[pcre]`, installed from the env's folder), where that
+    lies inside the server's folder, which the import takes along; else ImportFailedError."""
+    path = line.split(" @ ", 1)[-1].strip().removeprefix("file:")
+    path, bracket, extras = path.partition("[")
+    target = (server.folder / path).resolve()
+    if server.folder.resolve() not in target.parents or not target.exists():
+        raise ImportFailedError(f"{listed}: {line!r} names a path outside the server's folder, which the import "
+                                "cannot take along; put what it names on the package index, or a URL of it, in its "
+                                "place")
+    relative = target.relative_to(server.folder.resolve()).as_posix()
+    return f"./{VENDORED}/{server.folder.name}/{relative}{bracket}{extras}"
+
+
 def requires_python(version: str) -> str:
     from packaging.version import Version
 
@@ -162,9 +181,12 @@ def requirements(server: Server) -> Requirements:
                 notes.append(f"{listed.name} asks for {PROJECT}[{','.join(sorted(requirement.extras))}]: the "
                              f"extras are NeMo Gym's own development tools, not installed")
             continue
+        if editable.startswith("-"):
+            raise ImportFailedError(f"{listed}: {line!r} is an installer's option, which the import does not take: "
+                                    "list the requirements themselves")
         if line.startswith(("-", ".", "/")) or "@ ." in line or "@ file:" in line:
-            raise ImportFailedError(f"{listed}: {line!r} names a path, which the import cannot take along; put what "
-                                    "it names on the package index, or a URL of it, in its place")
+            packages.append(_in_folder(editable, server, listed))
+            continue
         packages.append(line)  # (a name, or a URL: git+https://..., a wheel's; the venv build fetches it)
     found = source_nemo_gym(server)
     if pinned is not None:

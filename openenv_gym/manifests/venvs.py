@@ -4,7 +4,9 @@ The venv holds openenv_gym itself and the environment's dependencies (for exampl
 `verifiers<0.4`). Venvs live in $OPENENV_GYM_VENVS (default $OPENENV_GYM_HOME/venvs):
 
 - a venv is named by the key of a requirement list (canonicalized: names, extras and specifiers in one
-  spelling and order, so lists written differently share a key);
+  spelling and order, so lists written differently share a key); a requirement may be a path in the env's
+  folder (`./vendor/x/pkg[extra]`: a package vendored with it), installed from there, the key then holding the
+  hash of what the import vendored;
 - it is built with uv where the uv package is installed (seconds, files linked from one shared cache), else with
   venv and pip (installer.py); the build's output goes to `logs/<key>.log` (its end is shown if the build fails),
   and a failed build leaves nothing behind;
@@ -45,6 +47,7 @@ READY_MARKER = ".openenv-gym-ready"
 INDEX_FILE = "index.json"
 BUILD_TIMEOUT = 1800.0  # seconds one step of a build (creating the venv, pip install) may take
 LOG_TAIL = 25  # lines of the build's log shown when it fails
+LOCAL = "./"  # a requirement that starts so is a path in the env's folder
 
 
 class VenvBuildError(OpenEnvGymError):
@@ -90,9 +93,21 @@ def _hash(*parts: object, python: str | None = None) -> str:
     return hashlib.sha256(json.dumps([*parts, self_requirement(), [int(n) for n in series]]).encode()).hexdigest()[:16]
 
 
+def _local(requirement: str) -> bool:
+    """Whether a requirement is a path in the env's folder (a package vendored with it)."""
+    return requirement.startswith(LOCAL)
+
+
+def installed_requirements(manifest: BaseManifest) -> list[str]:
+    """The manifest's requirements as the installer takes them: a path in the env's folder made absolute."""
+    return [str(manifest.folder / d) if _local(d) else d for d in manifest.dependencies]
+
+
 def requirements_key(manifest: BaseManifest) -> str:
     """The key of a manifest's requirement list (and its constraints), however it was spelt."""
     key: list = sorted({_canonical(d) for d in manifest.dependencies})
+    if any(map(_local, manifest.dependencies)):  # (what the paths hold: the vendored source's)
+        key.append({"local": getattr(manifest, "source_hash", "")})
     if manifest.npm:
         key.append({"npm": sorted(manifest.npm)})
     if manifest.python_resolve_as:
@@ -196,7 +211,7 @@ def _build(manifest: BaseManifest, key: str) -> Path:
 
 def _install(venv: Path, installer: Installer, output, manifest: BaseManifest, log: Path) -> None:
     """The dependencies, at the constrained versions if they fit together, else without the constraints."""
-    requirements = [*self_requirement(), *manifest.dependencies]
+    requirements = [*self_requirement(), *installed_requirements(manifest)]
     if manifest.constraints:
         constraints = log.with_suffix(".constraints.txt")
         constraints.write_text("\n".join(manifest.constraints) + "\n")

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from openenv_gym.adapters.nemo.model_servers import ModelServers
-from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.errors import BadRequestError, EnvError, UnmetNeedError
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE, JudgeEndpoint
 from openenv_gym.manifests.schema import ManifestError, NemoManifest
 
@@ -42,9 +42,11 @@ class ServerApp:
         names = sorted(set(manifest.model_servers.values()))
         self.model_servers = ModelServers(names, endpoint) if names and endpoint else None
         # model servers it calls and no endpoint to answer them: its resets are refused, and it is not even made
-        # (a server may wait for its model servers as it sets up: xstest)
+        # (a server may wait for its model servers as it sets up: xstest); nor is one that needs what cannot be
+        # reached from here (it may fetch it as it loads: a git clone)
         self.unanswered = bool(names) and endpoint is None
-        self.server, self.app = (None, None) if self.unanswered else build(manifest, self.model_servers)
+        made = not (self.unanswered or manifest.needs)
+        self.server, self.app = build(manifest, self.model_servers) if made else (None, None)
         self.transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)  # a raise is a 500, as uvicorn
         self.routes = {getattr(route, "path", "") for route in getattr(self.app, "routes", [])}
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
@@ -53,8 +55,12 @@ class ServerApp:
         self.stuck = ""  # why its startup never finished: every later reset says it
         self.reverify_mode: str | None = None
 
-    def refuse_unanswered(self) -> None:
-        """Refuse to play a server whose model servers nothing answers, saying what to set."""
+    def refuse_unmet(self) -> None:
+        """Refuse to play a server that needs what cannot be reached from here, or whose model servers nothing
+        answers, saying what to provide."""
+        if self.manifest.needs:
+            raise BadRequestError(f"{self.manifest.name} cannot be played here: it needs "
+                                  f"{'; and '.join(self.manifest.needs)}")
         if self.unanswered:
             called = ", ".join(f"{key}: {name}" for key, name in self.manifest.model_servers.items())
             raise BadRequestError(f"{self.manifest.name} calls model servers of NeMo Gym's ({called}: an LLM judge "
@@ -62,7 +68,7 @@ class ServerApp:
 
     async def start(self) -> None:
         """The app's lifespan (its startup hooks), entered once."""
-        self.refuse_unanswered()
+        self.refuse_unmet()
         if self.started:
             return
         async with self._starting:
@@ -139,6 +145,10 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
     try:
         config = config_type.model_validate(fields)
     except Exception as exc:  # pydantic's ValidationError, of the server's own config type
+        unset = _unset_globals(manifest.server_config, server_config, exc)
+        if unset:
+            raise UnmetNeedError(f"values of NeMo Gym's global config (its env.yaml) that {config_type.__name__} "
+                                 f"requires and that are not set here ({'; '.join(unset)})") from exc
         raise ManifestError(f"{manifest.name}: its config does not fit {config_type.__name__}: {exc}") from exc
     # the global config NeMo's launcher injects, for the code that reads it (else NeMo parses this process's argv
     # with Hydra, and exits on ours)
@@ -159,6 +169,15 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         if hasattr(route, "app"):
             route.app = _exit_as_error(route.app, getattr(route, "path", "?"))
     return server, app
+
+
+def _unset_globals(given: dict[str, Any], resolved: dict[str, Any], error: Exception) -> list[str]:
+    """The config fields a validation `error` refused whose values were null interpolations of NeMo's global config
+    (critpt's `api_key: ${oc.select:artificial_analysis_api_key,null}`): `field: what it reads`."""
+    errors = error.errors() if callable(getattr(error, "errors", None)) else []  # (pydantic's ValidationError)
+    refused = {str(entry["loc"][0]) for entry in errors if entry.get("loc")}
+    return [f"{field}: {given[field]}" for field in sorted(refused)
+            if isinstance(given.get(field), str) and "${" in given[field] and resolved.get(field) is None]
 
 
 def _resolved(config: dict[str, Any]) -> dict[str, Any]:

@@ -28,11 +28,11 @@ import orjson
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.nemo.app import ServerApp, answered, post
-from openenv_gym.episode.assistant import assistant_message
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message, conversation_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.errors import EnvError
 from openenv_gym.manifests.schema import NEMO_ROW_INPUT as INPUT
 from openenv_gym.manifests.schema import NemoManifest
 from openenv_gym.protocol.openai_chat import ChatRequestError, tool_names
@@ -78,7 +78,7 @@ class NemoFactory:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.manifest.description, "action": "tools", "tools": [],
                 "max_steps": None, "source": "nemo", "protocol": self.manifest.protocol,
-                "reset_options": vocabulary(CATALOG_OPTIONS)}
+                "reset_options": vocabulary(CATALOG_OPTIONS), ASSISTANT_MESSAGES: True}
 
     async def splits(self) -> list[dict[str, str]]:
         return [{"name": split, "type": split} for split in self.datasets]
@@ -124,9 +124,7 @@ class NemoSession(Environment):
         options = options or {}
         factory, manifest = self.factory, self.factory.manifest
         chosen = await choose_task(factory, factory.name, seed, options)
-        if manifest.needs:
-            raise BadRequestError(f"{factory.name} cannot be played here: it needs {'; and '.join(manifest.needs)}")
-        self.server.refuse_unanswered()
+        self.server.refuse_unmet()
         row = factory.datasets[chosen["split"]].row(chosen["index"])
         try:
             request = responses_request(row[INPUT])
@@ -156,9 +154,7 @@ class NemoSession(Environment):
             return invalid_action(message)
         items = output_items(message, f"{self.episode_id}_{self.turns}")
         self.output += items
-        self.messages.append({"role": "assistant", "content": message["content"],
-                              **({"tool_calls": [_chat_call(call) for call in message["tool_calls"]]}
-                                 if message["tool_calls"] else {})})
+        self.messages.append(conversation_message(message))
         if self.factory.manifest.protocol == "gymnasium":
             return await self._gymnasium_step(message, items)
         outputs = [await self._call(call) for call in message["tool_calls"]]
@@ -237,10 +233,6 @@ class NemoSession(Environment):
             pass  # the episode is over either way; the server's own state is its to keep
         finally:
             await client.aclose()
-
-
-def _chat_call(call: dict[str, str]) -> dict[str, Any]:
-    return {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
 
 
 def load_nemo_environment(manifest: NemoManifest) -> NemoFactory:
