@@ -31,7 +31,7 @@ class VariedPolicy:
                 low, high = (max(low, int(number) + 1), high) if hint == "higher" else (low, min(high, int(number) - 1))
         guess = (low + high) // 2 if style < 0.6 else self.random.randint(1, 100)
         return Reply(text=f"Trying {guess}.", tool_calls=[ToolCall("guess", {"number": guess})],
-                     completion_ids=[1, 2, 3])
+                     completion_ids=[1, 2, 3], reasoning=f"Between {low} and {high}: {guess}.")
 
 
 async def write_episodes(path: Path, url: str, count: int, *, max_turns: int = 8) -> list[dict]:

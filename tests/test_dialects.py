@@ -170,8 +170,9 @@ def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(di
     assert (obs, reward, terminated) == ("42", 0.0, False)
     call, answer = info["messages"][-2:]
     assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "look"
-    # the reasoning came back with the call, as the program's client sent it (an Anthropic signature as it came)
-    assert call["reasoning_content"] == THOUGHT
+    # the reasoning came back with the call, as the program's client sent it (an Anthropic signature as it came),
+    # and the request goes on from the first: the turn graph links turns whether their reasoning is sent back or not
+    assert call["reasoning_content"] == THOUGHT and info["turn"]["kind"] == "continues"
     assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"what": "sky"}
     assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": "42"}
     _, reward, terminated, _, info = last

@@ -470,6 +470,19 @@ def test_what_a_server_needs_as_it_loads_is_recorded_and_its_resets_say_it(insta
         play_episode(url, [], options={"task": 0})
 
 
+def test_the_installed_package_is_the_nemo_gym_its_servers_name_as_their_checkout(installed, tmp_path):
+    """arc_agi's `-e ../../` (the checkout's nemo-gym), where the server is one the nemo-gym package ships: `../../` is
+    the site-packages it is installed in, and its version the package's."""
+    import shutil
+
+    _, site = installed
+    source = styled_tally(tmp_path / "site", [("requirements.txt", "nemo-gym==0.7.0", "-e ../../")])
+    [info] = site.glob("nemo_gym-*.dist-info")
+    shutil.copytree(info, tmp_path / "site" / info.name)
+    [result] = import_environment(source, "shipped", tmp_path / "out", check=False)
+    assert load_manifest(result.folder).dependencies == ["nemo-gym==0.7.0"]
+
+
 def test_a_package_vendored_in_the_servers_folder_is_installed_from_there(installed, tmp_path, start_server):
     """browsecomp_advanced_harness's `-e ./pocketshell[pcre]`: a requirement that is a path inside the server's
     folder is taken along with it, and its venv installs it from the import's copy (with its extra), as NeMo's

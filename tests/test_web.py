@@ -316,6 +316,10 @@ def test_the_viewer_opens_a_thousand_episodes_and_filters_them(browser, guess_ur
     assert page.locator("#turns .tool-result pre").last.inner_text() == results[-1]["content"]
     first_arguments = json.loads(calls[0]["tool_calls"][0]["function"]["arguments"])
     assert page.locator("#turns .tool-call pre").first.inner_text() == json.dumps(first_arguments, indent=2)
+    thought = page.locator("#turns .reasoning").first  # a thinking model's reasoning, folded before its text
+    assert thought.locator("pre").is_hidden()
+    thought.locator("summary").click()
+    assert thought.locator("pre").inner_text() == calls[0]["reasoning_content"]
     page.click("#clear")
     page.set_viewport_size({"width": 1000, "height": 1500})
     page.evaluate("window.scrollTo(0, 0)")

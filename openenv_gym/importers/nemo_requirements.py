@@ -1,7 +1,8 @@
 """Which nemo-gym a NeMo Gym resource server runs on, and what else its venv holds (importers/nemo.py imports it).
 
 Its requirements.txt (else its pyproject.toml's dependencies, their [tool.uv.sources] read as URLs) says:
-`-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym, whose version
+`-e nemo-gym[dev] @ ../../` (or `-e ../../`) is the checkout's own nemo-gym (the installed package, where
+`../../` is the site-packages it lies in), whose version
 its nemo_gym/package_info.py gives (or the installed package's metadata, for a server the package ships), installed
 from PyPI without the [dev] extra; a pin says its version; URLs go to the installer as they are; a path inside the
 server's folder (`-e ./pocketshell[pcre]`: a package vendored with it) is installed from the copy the import vendors;
@@ -104,7 +105,9 @@ def _pyproject_requires_python(root: Path) -> str | None:
 
 
 def _is_nemo_gym(folder: Path) -> bool:
-    return _pyproject_project(folder).get("name") == PROJECT
+    """Whether a folder is nemo-gym's: a checkout of it, or the site-packages its package is installed in (where
+    its resource servers lie, `../../` from each)."""
+    return _pyproject_project(folder).get("name") == PROJECT or _installed_metadata(folder) is not None
 
 
 def _in_folder(line: str, server: Server, listed: Path) -> str:

@@ -1,5 +1,6 @@
-// Chat messages (the OpenAI format) as a list: each message under its role, tool calls and tool results apart.
-// Shared by the playground (chat environments put their messages in info.messages) and the episode viewer.
+// Chat messages (the OpenAI format) as a list: each message under its role, a thinking model's reasoning folded
+// before its text, tool calls and tool results apart. Shared by the playground (chat environments put their messages
+// in info.messages) and the episode viewer.
 "use strict";
 
 function messageText(content) {
@@ -47,6 +48,17 @@ function messageElement(message) {
   role.className = "label";
   role.textContent = message.role;
   item.append(role);
+  const reasoning = message.reasoning_content || message.reasoning;  // (vLLM's two names for it)
+  if (typeof reasoning === "string" && reasoning) {
+    const folded = document.createElement("details");
+    folded.className = "reasoning";
+    const summary = document.createElement("summary");
+    summary.textContent = "reasoning";
+    const body = document.createElement("pre");
+    body.textContent = reasoning;
+    folded.append(summary, body);
+    item.append(folded);
+  }
   if (text) {
     const body = document.createElement("pre");
     body.textContent = text;
