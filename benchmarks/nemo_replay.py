@@ -1,7 +1,7 @@
 """A NeMo Gym resource server's stored rollouts (data/example_rollouts.jsonl) replayed turn by turn through our
 sessions, the model's reasoning included, each to the reward NeMo Gym stored with it. Where the two differ, NeMo
-Gym's own server process (nemo_peer.NemoOwnServer) plays the same episode twice, to say whose the difference is:
-its own reward agrees with ours (the stored one came from another version or config of the server), its two
+Gym's own server process (nemo_peer.NemoOwnServer) plays the same episode three times, to say whose the difference is:
+its own reward agrees with ours (the stored one came from another version or config of the server), its
 answers differ (the server's results differ between runs on NeMo's side), or ours is the one that differs.
 
     actions = replayed_actions(rollout["response"]["output"])   # each model turn as a step's action
@@ -23,6 +23,7 @@ INPUT = "responses_create_params"
 ROLLOUTS = Path("data") / "example_rollouts.jsonl"
 REPLAYED_SPLIT = "replayed"  # the rows of stored rollouts that play no example row, added to the env by the replay
 CLOSE = 1e-6  # rewards this close are the same
+OWN_RUNS = 3  # how many times NeMo's own process plays an episode whose reward differs (does it differ itself?)
 
 
 def rows(path: Path) -> list[dict]:
@@ -185,17 +186,19 @@ def _or_none(function: Any, *args: Any) -> Any:
         return None
 
 
-def verdict(ours: dict, stored: float, own: tuple[float | None, float | None] | None) -> str:
-    """Whose a replay's reward is: "same", or why it differs."""
-    if not ours["ended"]:
-        return "unended: the stored turns did not end the episode here"
-    if abs(ours["reward"] - stored) <= CLOSE:
+def verdict(ours: dict, stored: float, own: tuple[float | None, ...] | None) -> str:
+    """Whose a replay's reward is: "same", or why it differs (`own`: NeMo's own process's rewards for the same
+    episode, played OWN_RUNS times)."""
+    if ours["ended"] and abs(ours["reward"] - stored) <= CLOSE:
         return "same"
-    if own is None or own[0] is None:
-        return "ours: differs from the stored reward (NeMo's own process could not replay it)"
-    if own[1] is None or abs(own[0] - own[1]) > CLOSE:
+    runs = [reward for reward in own or () if reward is not None]
+    if len(runs) > 1 and max(runs) - min(runs) > CLOSE:
         return "theirs: NeMo's own process gives this episode different rewards from run to run"
-    if abs(own[0] - ours["reward"]) <= CLOSE:
+    if not ours["ended"]:
+        return "ours: the stored turns did not end the episode here"
+    if not runs:
+        return "ours: differs from the stored reward (NeMo's own process could not replay it)"
+    if abs(runs[0] - ours["reward"]) <= CLOSE:
         return "theirs: NeMo's own process gives our reward; the stored one came from another version or config"
     return "ours: NeMo's own process gives another reward"
 
@@ -226,13 +229,13 @@ def replay(url: str, folder: Path, played: list[tuple[dict, dict, dict]], timeou
                                 "error": f"{type(exc).__name__}: {exc}"[:1000]})
                 continue
             checked = None
-            if ours["ended"] and abs(ours["reward"] - stored) > CLOSE:
+            if not ours["ended"] or abs(ours["reward"] - stored) > CLOSE:
+                response = ours["response"] or rollout["response"]  # (unended: the stored one's calls)
                 try:
                     own = own or NemoOwnServer.of(manifest)
-                    checked = tuple(_or_none(own_reward, own.url, manifest.protocol, row, actions, ours["response"])
-                                    for _ in range(2))
+                    checked = tuple(_or_none(own_reward, own.url, manifest.protocol, row, actions, response)
+                                    for _ in range(OWN_RUNS))
                 except Exception as exc:  # (NeMo's own process would not start, or not answer)
-                    checked = (None, None)
                     ours["own_error"] = f"{type(exc).__name__}: {exc}"[:500]
             results.append({"rollout": number, "stored": stored, "ours": ours["reward"], "own": checked,
                             "verdict": verdict(ours, stored, checked), "own_error": ours.get("own_error"),

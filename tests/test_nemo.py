@@ -95,6 +95,25 @@ def stored_reward(name: str, rollout: dict) -> float:
     return rollout["reward"]
 
 
+def test_a_server_that_exposes_its_tools_over_mcp_offers_them_and_plays_its_stored_rollouts(installed, tmp_path,
+                                                                                              start_server):
+    """example_mcp_weather's rows offer no tools: its config exposes its routes over MCP, where its agent (Claude
+    Code) lists them. Built as NeMo's run_webserver builds it, its tools are the episode's, and its stored rollouts
+    replay to their rewards (a call through its route: the same state as through MCP)."""
+    _, site = installed
+    source = site / "resources_servers" / "example_mcp_weather"
+    url = start_server(str(import_environment(source, "mcp_weather", tmp_path, check=False)[0].folder))
+    dataset = rows(source / "data" / "example.jsonl")
+    for rollout in rows(source / "data" / "example_rollouts.jsonl"):
+        answers = play_episode(url, replayed_actions(rollout["response"]["output"]),
+                               options={"task": task_of(dataset, rollout)})
+        tools = answers[0][1]["tools"]
+        assert [tool["function"]["name"] for tool in tools] == ["get_weather"]
+        assert tools[0]["function"]["parameters"]["required"] == ["city"]
+        assert answers[-1][1:3] == (rollout["reward"], True) == (1.0, True)
+    assert play_episode(url, ["It is sunny."], options={"task": 0})[-1][1] == 0.0  # (no call: no reward)
+
+
 def ground_truth_play(row: dict) -> list:
     """workplace_assistant's oracle policy: the row's ground-truth calls, one reply, then a last word."""
     calls = [{"id": f"gt_{i}", "type": "function", "function": call} for i, call in enumerate(row["ground_truth"])]
@@ -481,6 +500,27 @@ def test_the_installed_package_is_the_nemo_gym_its_servers_name_as_their_checkou
     shutil.copytree(info, tmp_path / "site" / info.name)
     [result] = import_environment(source, "shipped", tmp_path / "out", check=False)
     assert load_manifest(result.folder).dependencies == ["nemo-gym==0.7.0"]
+
+
+def test_an_episode_takes_the_model_turns_its_paired_agent_lets_it(installed, tmp_path, start_server):
+    """circle_click's simple_agent says `max_steps: 1`: NeMo's agent verifies after one model turn, its calls made.
+    An agent that says nothing bounds them by its own config's default (gymnasium_agent's 10), where the source
+    has the agent."""
+    source = styled_tally(tmp_path, [("configs/tally.yaml", "      entrypoint: app.py\n      resources_server:",
+                                      "      entrypoint: app.py\n      max_steps: 1\n      resources_server:")])
+    [result] = import_environment(source, "one_turn", tmp_path / "out", check=False)
+    assert load_manifest(result.folder).max_steps == 1
+    url = start_server(str(result.folder))
+    row = rows(TALLY / "data" / "example.jsonl")[0]
+    _, (_, reward, terminated, truncated, info) = play_episode(url, [
+        {"name": "add", "arguments": {"amount": row["expected_total"] - row["start"]}}], options={"task": 0})
+    assert (reward, terminated, truncated) == (1.0, False, True) and info["metrics"]["calls"] == 1
+    _, site = installed
+    gymnasium = site / "resources_servers" / "example_multi_turn_gymnasium"
+    config = (gymnasium / "configs" / "example_multi_turn_gymnasium.yaml").read_text()
+    said = re.search(r"max_steps: (\d+)", config)
+    [result] = import_environment(gymnasium, "gym_turns", tmp_path / "out", check=False)
+    assert load_manifest(result.folder).max_steps == (int(said[1]) if said else 10)
 
 
 def test_a_package_vendored_in_the_servers_folder_is_installed_from_there(installed, tmp_path, start_server):

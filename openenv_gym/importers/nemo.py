@@ -29,11 +29,9 @@ import ast
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written, need_note
+from openenv_gym.importers.nemo_config import dataset_file, instances, server_config, yaml_blocks
 from openenv_gym.importers.nemo_needs import agent_built_prompts, model_servers, unreachable_needs
 from openenv_gym.importers.nemo_requirements import PACKAGE, PROJECT, VENDORED, requirements
 from openenv_gym.importers.vendor import VendorReport, vendor
@@ -108,10 +106,10 @@ def _protocols(file: Path, root: Path | None, seen: set[Path]) -> dict[str, str]
 def _entrypoint(folder: Path) -> str:
     """The file the server's first instance in its configs runs (app.py unless it says another)."""
     try:
-        blocks = _yaml_blocks(folder)
+        blocks = yaml_blocks(folder)
     except ImportFailedError:
         return "app.py"
-    return next((fields["entrypoint"] for _, fields in _instances(blocks, folder.name)
+    return next((fields["entrypoint"] for _, fields in instances(blocks, folder.name)
                  if isinstance(fields.get("entrypoint"), str)), "app.py")
 
 
@@ -149,74 +147,6 @@ def servers_in(source: Path) -> list[Server]:
     if folder is None:
         return []
     return [server for child in sorted(folder.iterdir()) if child.is_dir() and (server := find_server(child))]
-
-
-# -- its configs and data --------------------------------------------------------------------------------------
-
-
-def _yaml_blocks(folder: Path) -> list[tuple[str, dict[str, Any]]]:
-    blocks = []
-    for path in sorted((folder / "configs").glob("*.y*ml")):
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ImportFailedError(f"{path} is not valid YAML: {exc}") from None
-        if isinstance(loaded, dict):
-            blocks += [(name, block) for name, block in loaded.items() if isinstance(block, dict)]
-    return blocks
-
-
-def _instances(blocks: list[tuple[str, dict[str, Any]]], server: str) -> list[tuple[str, dict[str, Any]]]:
-    """(instance name, its config fields) of each instance of the server the config blocks declare."""
-    return [(name, block[PACKAGE][server]) for name, block in blocks
-            if isinstance(block.get(PACKAGE), dict) and isinstance(block[PACKAGE].get(server), dict)]
-
-
-@dataclass
-class ServerConfig:
-    instance: str  # the instance's name
-    fields: dict[str, Any]  # its config
-    datasets: list[dict[str, Any]]  # its own and those of the agents paired with it
-    agents: list[str]  # the kinds of the agents paired with it (simple_agent, scicode_agent, ...)
-
-
-def server_config(server: Server) -> ServerConfig:
-    """The server's config, from its config files: the first instance of this server, and the agents that name that
-    instance."""
-    blocks = _yaml_blocks(server.folder)
-    instances = _instances(blocks, server.folder.name)
-    if not instances:
-        raise ImportFailedError(f"{server.folder}/configs has no instance of the server ({PACKAGE}: "
-                                f"{server.folder.name}: ...); NeMo Gym could not start it either")
-    instance, fields = instances[0]
-    datasets, agents = list(fields.get("datasets") or []), []
-    for _, block in blocks:
-        for kind, agent in (block.get("responses_api_agents") or {}).items():
-            if isinstance(agent, dict) and (agent.get("resources_server") or {}).get("name") == instance:
-                datasets += [dataset for dataset in agent.get("datasets") or [] if isinstance(dataset, dict)]
-                agents.append(kind)
-    config = {key: value for key, value in fields.items() if key != "datasets"}
-    return ServerConfig(instance, _without_nulls(config), datasets, agents)
-
-
-def _without_nulls(value: Any) -> Any:
-    """The config without its null values (the manifest is TOML, which has none): such a key keeps its default."""
-    if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value if item is not None]
-    return value
-
-
-def _dataset_file(server: Server, dataset: dict[str, Any]) -> Path | None:
-    """Where a dataset's JSONL lies in the source (its path is the checkout's), if it is there."""
-    given = dataset.get("jsonl_fpath")
-    if not isinstance(given, str):
-        return None
-    path = Path(given)
-    candidates = [server.root / path] if server.root is not None else []
-    candidates.append(server.folder / "data" / path.name)
-    return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
 # -- the importer ------------------------------------------------------------------------------------------------
@@ -289,7 +219,7 @@ class NemoImporter:
             pending += sorted(_imported_packages(here) - packages)
         splits: dict[str, str] = {}
         for dataset in datasets:
-            name, path = str(dataset.get("name") or dataset.get("type") or "example"), _dataset_file(server, dataset)
+            name, path = str(dataset.get("name") or dataset.get("type") or "example"), dataset_file(server, dataset)
             if path is None:
                 notes.append(f"dataset {name!r} ({dataset.get('jsonl_fpath')}) is not in the source (NeMo Gym "
                              "fetches it from elsewhere): not offered")
@@ -319,5 +249,6 @@ class NemoImporter:
         fields = {"entry": detected.entry, "source": "vendor", "protocol": server.protocol, "instance": instance,
                   "server_config": config, "splits": splits, "needs": needs, "model_servers": called,
                   "python": python.interpreter.series, "python_resolve_as": python.resolve_as,
-                  "description": str(config.get("description") or f"NeMo Gym resource server {server.folder.name}")}
+                  "description": str(config.get("description") or f"NeMo Gym resource server {server.folder.name}"),
+                  **({"max_steps": paired.max_steps} if paired.max_steps else {})}
         return Written("vendor", fields, report, notes)

@@ -232,7 +232,8 @@ class NemoManifest(ImportedManifest):
     # the model servers its config calls (config key -> their name: judge_model_server -> judge_model): answered by
     # the judge endpoint the server is given, else its resets are refused
     model_servers: dict[str, str] = {}
-    max_steps: PositiveInt = 100  # tool calls (gymnasium: steps) an episode may make; then it is verified, truncated
+    # model turns (gymnasium: steps) an episode may take, as its paired agent bounds them; then verified, truncated
+    max_steps: PositiveInt = 100
 
 
 class AgentManifest(BaseManifest):

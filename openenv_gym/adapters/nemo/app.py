@@ -46,7 +46,7 @@ class ServerApp:
         # reached from here (it may fetch it as it loads: a git clone)
         self.unanswered = bool(names) and endpoint is None
         made = not (self.unanswered or manifest.needs)
-        self.server, self.app = build(manifest, self.model_servers) if made else (None, None)
+        self.server, self.app, self.mcp_tools = build(manifest, self.model_servers) if made else (None, None, [])
         self.transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)  # a raise is a 500, as uvicorn
         self.routes = {getattr(route, "path", "") for route in getattr(self.app, "routes", [])}
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
@@ -115,8 +115,9 @@ class ServerApp:
             self.model_servers.close()
 
 
-def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> tuple[Any, Any]:
-    """(the server object, its FastAPI app), as NeMo Gym's run_webserver makes them, without serving them."""
+def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> tuple[Any, Any, list[dict]]:
+    """(the server object, its FastAPI app, the tools it exposes over MCP), as NeMo Gym's run_webserver makes them,
+    without serving them."""
     from nemo_gym.config_types import BaseServerConfig
     from nemo_gym.server_utils import ServerClient
     from omegaconf import OmegaConf
@@ -163,12 +164,33 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
                           global_config_dict=OmegaConf.create(global_config))
     server = cls(config=config, server_client=client)
     app = server.setup_webserver()
+    mcp_tools = _expose_over_mcp(server, app)
     if hasattr(server, "setup_exception_middleware"):  # as run_webserver: an error's repr is the 500's body
         server.setup_exception_middleware(app)
     for route in app.router.routes:
         if hasattr(route, "app"):
             route.app = _exit_as_error(route.app, getattr(route, "path", "?"))
-    return server, app
+    return server, app, mcp_tools
+
+
+def _expose_over_mcp(server: Any, app: Any) -> list[dict[str, Any]]:
+    """As run_webserver does where the config says `expose_tools_over_mcp` (example_mcp_weather): the typed routes
+    made MCP tools, /seed_session answering with the MCP metadata. Those tools, in chat completions' shape: the
+    rows of such a server offer none of their own (its agents list them over MCP)."""
+    if not getattr(getattr(server, "config", None), "expose_tools_over_mcp", False):
+        return []
+    from nemo_gym.mcp_auto_exposure import maybe_auto_expose
+
+    return [{"type": "function", "function": {"name": name, "description": tool.tool.description or "",
+                                              "parameters": tool.tool.inputSchema}}
+            for name, tool in (maybe_auto_expose(server, app) or {}).items()]
+
+
+def mcp_tools_of(server: ServerApp, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The MCP tools an episode of this row may call (a server may restrict them per session, as tavily_search's)."""
+    allowed_for = getattr(server.server, "mcp_allowed_tools_for_session", None)
+    allowed = allowed_for(row) if allowed_for is not None else None
+    return [tool for tool in server.mcp_tools if allowed is None or tool["function"]["name"] in allowed]
 
 
 def _unset_globals(given: dict[str, Any], resolved: dict[str, Any], error: Exception) -> list[str]:

@@ -27,7 +27,7 @@ import orjson
 
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
-from openenv_gym.adapters.nemo.app import ServerApp, answered, post
+from openenv_gym.adapters.nemo.app import ServerApp, answered, mcp_tools_of, post
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message, conversation_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
@@ -133,7 +133,8 @@ class NemoSession(Environment):
         await self.close()
         await self.server.start()
         self.client, self.row, self.request = self.server.client(), row, request
-        self.messages, self.tools = list(request.messages), tool_names(request.tools)
+        self.messages, tools = list(request.messages), request.tools
+        self.tools = tool_names(tools)
         self.output, self.turns, self.episode_id = [], 0, uuid.uuid4().hex
         if manifest.protocol == "gymnasium":
             reset = answered(await post(self.client, "/reset", row), "/reset")
@@ -141,8 +142,13 @@ class NemoSession(Environment):
             if reset.get("observation"):
                 self.messages.append({"role": "user", "content": reset["observation"]})
         else:
-            answered(await post(self.client, "/seed_session", row), "/seed_session")
-        info = {**chosen, "task": chosen["index"], "messages": self.messages, "tools": request.tools,
+            seeded = answered(await post(self.client, "/seed_session", row), "/seed_session")
+            if isinstance(seeded, dict) and seeded.get("mcp"):  # (its tools are listed over MCP: the rows have none)
+                named = tool_names(tools)
+                tools = tools + [tool for tool in mcp_tools_of(self.server, row)
+                                 if tool["function"]["name"] not in named]
+                self.tools = tool_names(tools)
+        info = {**chosen, "task": chosen["index"], "messages": self.messages, "tools": tools,
                 "task_data": task_info(row, chosen["index"], reveals_hidden(options))}
         return ResetResult(self.messages[-1]["content"] or "", info)
 
