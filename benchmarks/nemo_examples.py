@@ -1,22 +1,18 @@
-"""Every resource server of a NeMo Gym checkout, imported and played one by one, as a new user would: how many
-import, how many are refused for what they need that is not reachable from here (an LLM judge, a sandbox, a web
-API), how many play (a reset on each of the first rows of their first split, then a reply without a tool call, which
-makes a "resources" server verify the episode), and why each other one does not.
+"""Every resource server of a NeMo Gym checkout (or of an unpacked nemo-gym wheel: site-packages' layout), imported
+and played one by one as a new user would: how many import, how many are refused for what they need that is not
+reachable from here (a judge, a sandbox, a web API), how many play, and why each other one does not.
 
     python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--only-judged] [--replay] [--out F.json]
 
-Each server is imported alone (check=False, into a temporary folder, registered nowhere), its venv built with a time
-bound (a server whose extra requirements fail to install is recorded, and the sweep goes on; servers with the same
-requirements share one venv), then served by one `openenv-gym serve` subprocess, stopped after its rows.
-Classes: played (every row reset and verified without error: its rewards), failed (at the venv build, the server's
-start, a reset or a step: the error's first line and its gist, the exception the server's log ends with), refused
-at import (the importer's message), needs unreachable (the manifest's `needs`, and its model servers where no judge
-endpoint is given, OPENENV_GYM_JUDGE_URL: its resets are refused). With --only-judged, the servers whose one need is a
-judge are played with a stand-in one (the tests' scripted chat server): whether judged servers run, not how well.
-With --replay, a server's stored rollouts (data/example_rollouts.jsonl), where it has them, are replayed turn by
-turn instead, each to its stored reward (nemo_replay.py: a difference is told as NeMo's or ours by NeMo's own server
-process); a server is played where every difference is NeMo's. CHECKOUT may also be the folder a nemo-gym wheel is
-unpacked in (site-packages' layout: its resource servers run on that release).
+Each server is imported alone (into a temporary folder, registered nowhere), its venv built with a time bound
+(servers with the same requirements share one), loaded as the import loads it, then served by one `openenv-gym
+serve` subprocess. Played: a reset on each of the first rows of its first split, then a reply without a tool call
+(a "resources" server verifies it); with --replay, its stored rollouts (data/example_rollouts.jsonl) where it has
+them, turn by turn, each to its stored reward (nemo_replay.py: NeMo's own process says whose a difference is).
+Classes: played, failed (at the venv build, the load, the server's start, a reset, a step or a replay: the error's
+gist, the exception the server's log ends with), refused at import, needs unreachable (the manifest's `needs`, its
+model servers where no judge endpoint is given, dependencies fetched from unreachable hosts). With --only-judged,
+the servers whose one need is a judge are played with a stand-in one (the tests' scripted chat server).
 """
 
 from __future__ import annotations
@@ -160,6 +156,10 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
         if manifest.model_servers and JudgeEndpoint.from_environment() is None else []
     if not manifest.needs and not judge:  # its venv built, it is loaded as `import` loads it (what it needs as it
         failed = build_venv(imported, args.build_timeout)  # loads is recorded then)
+        fetched = [dependency for dependency in manifest.dependencies if "://" in dependency]
+        if failed is not None and fetched:  # (a git or archive URL: its host is not reachable from here)
+            return found | {"class": "needs unreachable", "reason": f"dependencies fetched from their hosts at "
+                            f"install ({', '.join(fetched)}): {failed}", "needs": fetched}
         if failed is not None:
             return found | {"class": "failed", "stage": "venv", "reason": failed}
         try:
