@@ -83,9 +83,16 @@ def _texts(items: Any) -> list:
 
 
 def task_of(dataset: list[dict], rollout: dict) -> int | None:
-    """The index of the dataset row a stored rollout played (the same input), if one did."""
+    """The index of the dataset row a stored rollout played, if one did: the row its `_ng_task_index` names (as
+    `gym eval reverify` joins them) whose input begins the rollout's (a Gymnasium agent adds the reset's observation
+    to it), else the row with the same input, else one whose input begins it."""
     given = _texts(rollout[INPUT].get("input"))
-    return next((index for index, row in enumerate(dataset) if _texts(row[INPUT].get("input")) == given), None)
+    inputs = [_texts(row[INPUT].get("input")) for row in dataset]
+    named = rollout.get("_ng_task_index")
+    if isinstance(named, int) and 0 <= named < len(inputs) and inputs[named] == given[:len(inputs[named])]:
+        return named
+    return next((index for index, row in enumerate(inputs) if row == given), None) if given in inputs else \
+        next((index for index, row in enumerate(inputs) if row and row == given[:len(row)]), None)
 
 
 def rollout_row(rollout: dict, row_keys: set[str]) -> dict:
