@@ -1,6 +1,6 @@
 """A NeMo Gym resource server's stored rollouts (data/example_rollouts.jsonl) replayed turn by turn through our
 sessions, the model's reasoning included, each to the reward NeMo Gym stored with it. Where the two differ, NeMo
-Gym's own server process (nemo_peer.NemoOwnServer) plays the same episode three times, to say whose the difference is:
+Gym's own server process (nemo_peer.NemoOwnServer) plays the same episode again, to say whose the difference is:
 its own reward agrees with ours (the stored one came from another version or config of the server), its
 answers differ (the server's results differ between runs on NeMo's side), or ours is the one that differs.
 
@@ -23,7 +23,7 @@ INPUT = "responses_create_params"
 ROLLOUTS = Path("data") / "example_rollouts.jsonl"
 REPLAYED_SPLIT = "replayed"  # the rows of stored rollouts that play no example row, added to the env by the replay
 CLOSE = 1e-6  # rewards this close are the same
-OWN_RUNS = 3  # how many times NeMo's own process plays an episode whose reward differs (does it differ itself?)
+OWN_RUNS = 8  # at most, NeMo's own process plays an episode whose reward differs (does it differ itself?)
 
 
 def rows(path: Path) -> list[dict]:
@@ -186,6 +186,15 @@ def own_reward(url: str, protocol: str, row: dict, actions: list[dict], response
         return total
 
 
+def own_runs(url: str, protocol: str, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
+    """NeMo's own rewards for one episode, played until two differ (its results differ between runs: random deals),
+    at most OWN_RUNS times."""
+    rewards: list[float | None] = []
+    while len(rewards) < OWN_RUNS and len({reward for reward in rewards if reward is not None}) < 2:
+        rewards.append(_or_none(own_reward, url, protocol, row, actions, response))
+    return tuple(rewards)
+
+
 def _or_none(function: Any, *args: Any) -> Any:
     try:
         return function(*args)
@@ -240,8 +249,7 @@ def replay(url: str, folder: Path, played: list[tuple[dict, dict, dict]], timeou
                 response = ours["response"] or rollout["response"]  # (unended: the stored one's calls)
                 try:
                     own = own or NemoOwnServer.of(manifest)
-                    checked = tuple(_or_none(own_reward, own.url, manifest.protocol, row, actions, response)
-                                    for _ in range(OWN_RUNS))
+                    checked = own_runs(own.url, manifest.protocol, row, actions, response)
                 except Exception as exc:  # (NeMo's own process would not start, or not answer)
                     ours["own_error"] = f"{type(exc).__name__}: {exc}"[:500]
             results.append({"rollout": number, "stored": stored, "ours": ours["reward"], "own": checked,

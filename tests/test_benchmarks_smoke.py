@@ -266,6 +266,35 @@ def test_nemo_checkout_sweep_runs(tmp_path, judged):
 
 @pytest.mark.env_venvs(ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally")
 @BENCH
+def test_nemo_wheel_replay_runs(tmp_path):
+    """The sweep with --replay over the resource servers the installed nemo-gym 0.7.0 ships (its site-packages), on a
+    few of each style the 0.7.0 sweep found: stored rollouts that play a Gymnasium server's rows by their
+    _ng_task_index (their input holds the reset's observation too), an agent bounded to one turn, tools exposed over
+    MCP, a reward NeMo's own process gives differently from what it stored (lc_niah's overlap rule), and blackjack's
+    random deals (NeMo's own process differs from run to run)."""
+    from openenv_gym.importers import import_environment
+    from openenv_gym.manifests import load_manifest
+    from openenv_gym.manifests.venvs import ensure_venv
+
+    tally = ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally"
+    python = ensure_venv(load_manifest(import_environment(tally, "tally", tmp_path, check=False)[0].folder))
+    site = subprocess.run([str(python), "-c", "import nemo_gym, os; print(os.path.dirname(os.path.dirname("
+                                              "nemo_gym.__file__)))"], capture_output=True, text=True, check=True)
+    out = tmp_path / "replay.json"
+    servers = ["example_multi_turn_gymnasium", "circle_click", "example_mcp_weather", "lc_niah", "blackjack"]
+    result = run_module("benchmarks.nemo_examples", site.stdout.strip(), "--replay", "--out", str(out),
+                        *(part for name in servers for part in ("--server", name)), timeout=900)
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(out.read_text())["servers"]
+    assert {name: outcome["class"] for name, outcome in outcomes.items()} == dict.fromkeys(servers, "played")
+    verdicts = {name: {replay["verdict"].split(":")[0] for replay in outcome["replays"]}
+                for name, outcome in outcomes.items()}
+    assert verdicts["lc_niah"] == {"theirs"} and verdicts["example_mcp_weather"] == {"same"}
+    assert verdicts["example_multi_turn_gymnasium"] == verdicts["circle_click"] == {"same"}
+
+
+@pytest.mark.env_venvs(ROOT / "tests" / "nemo_servers" / "resources_servers" / "tally")
+@BENCH
 def test_nemo_layers_benchmark_runs():
     result = run_module("benchmarks.nemo_layers", "--sessions", "2", "--rounds", "1", timeout=600)
     assert result.returncode == 0, result.stderr
