@@ -9,10 +9,9 @@ Each server is imported alone (into a temporary folder, registered nowhere), its
 serve` subprocess. Played: a reset on each of the first rows of its first split, then a reply without a tool call
 (a "resources" server verifies it); with --replay, its stored rollouts (data/example_rollouts.jsonl) where it has
 them, turn by turn, each to its stored reward (nemo_replay.py: NeMo's own process says whose a difference is).
-Classes: played, failed (at the venv build, the load, the server's start, a reset, a step or a replay: the error's
-gist, the exception the server's log ends with), refused at import, needs unreachable (the manifest's `needs`, its
-model servers where no judge endpoint is given, dependencies fetched from unreachable hosts). With --only-judged,
-the servers whose one need is a judge are played with a stand-in one (the tests' scripted chat server).
+Classes: played, failed (at the venv build, the load, the start, a reset, a step or a replay: the error's gist),
+refused at import, needs unreachable (the manifest's `needs`, its model servers where no judge endpoint is given,
+dependencies fetched from unreachable hosts). --only-judged plays those whose one need is a judge with a stand-in.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.measures import save_result
+from benchmarks.nemo_peer import SAME_HASHES
 from benchmarks.nemo_replay import ROLLOUTS, plan, replay
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.nemo import PACKAGE
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "scripted chat server (its answers mean nothing: this checks that judged servers run)")
     args = parser.parse_args(argv)
     folders = server_folders(args.checkout.resolve(), args.server)
+    os.environ.update(SAME_HASHES)  # (our servers hash strings as NeMo's own processes the replay asks)
     os.environ.setdefault("OPENENV_GYM_VENVS", str(venvs_dir()))  # the venvs of this machine's, shared ...
     with contextlib.ExitStack() as stack:
         if args.only_judged:

@@ -7,11 +7,16 @@ instance named by NEMO_GYM_CONFIG_PATH), so that its `run_webserver` serves it w
 `drive`: episodes played against it as NeMo Gym's agents play them: one aiohttp client for all (NeMo's global
 client, with a dummy cookie jar), each episode's cookies carried by hand from answer to request; /seed_session
 with the row, one POST per tool call (its body read whole), /verify with the row and the episode's Responses object.
+
+`own_reward`, `NemoSide`: one episode's reward in NeMo's own processes, for the stored-rollout replay (nemo_replay.py):
+one process hashing strings as our sweep's servers do, played until two of its rewards differ; others, with other hash
+seeds and random states, to see whether a server's results depend on the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -24,6 +29,13 @@ import yaml
 from benchmarks.episodes import Tally
 
 START_TIMEOUT = 90.0
+INPUT = "responses_create_params"
+# our server and NeMo's own process hash strings alike (a server may draw from hash(str(seed)): grl_tetris), so
+# that a difference between them is ours; the sweep starts our server with it
+HASH_VARIABLE, HASH_SEED = "PYTHONHASHSEED", "0"
+SAME_HASHES = {HASH_VARIABLE: HASH_SEED}
+OTHER_PROCESSES = 3  # of NeMo's, asked where ours differs from the one that hashes as ours
+OWN_RUNS = 8  # at most, NeMo's own process plays an episode whose reward differs (does it differ itself?)
 
 
 def free_port() -> int:
@@ -35,7 +47,8 @@ def free_port() -> int:
 class NemoOwnServer:
     """A resource server in NeMo Gym's own process (its run_webserver), on a loopback port."""
 
-    def __init__(self, python: str, folder: Path, server_config: dict[str, Any], instance: str) -> None:
+    def __init__(self, python: str, folder: Path, server_config: dict[str, Any], instance: str,
+                 environ: dict[str, str] | None = None) -> None:
         import httpx
 
         self.port = free_port()
@@ -44,7 +57,7 @@ class NemoOwnServer:
                   instance: {"resources_servers": {folder.name: {**server_config, "host": "127.0.0.1",
                                                                  "port": self.port}}}}
         environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
-                   "PYTHONPATH": str(folder.parent.parent)}
+                   "PYTHONPATH": str(folder.parent.parent), **(environ or {})}
         entrypoint = folder / str(server_config.get("entrypoint") or "app.py")
         self.process = subprocess.Popen([python, str(entrypoint)], env=environ, cwd=folder,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -61,13 +74,14 @@ class NemoOwnServer:
         raise RuntimeError(f"NeMo Gym's server did not answer within {START_TIMEOUT:g} s")
 
     @classmethod
-    def of(cls, manifest: Any) -> NemoOwnServer:
-        """The server of an imported nemo environment, from its vendored copy, in its venv."""
+    def of(cls, manifest: Any, environ: dict[str, str] | None = None) -> NemoOwnServer:
+        """The server of an imported nemo environment, from its vendored copy, in its venv (with `environ` added to
+        the process's environment)."""
         from openenv_gym.manifests.venvs import ensure_venv
 
         module = manifest.entry.split(":")[0].split(".")
         return cls(str(ensure_venv(manifest)), manifest.vendored.joinpath(*module[:2]), manifest.server_config,
-                   manifest.instance)
+                   manifest.instance, environ)
 
     def stop(self) -> None:
         self.process.kill()
@@ -122,3 +136,80 @@ def _json(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value).decode()
+
+
+# -- one episode, played in NeMo's own processes ------------------------------------------------------------
+
+def own_reward(url: str, protocol: str, row: dict, actions: list[dict], response: dict | None) -> float | None:
+    """The reward NeMo Gym's own server process gives the same episode, played as its agents play it (one cookie jar):
+    "resources", the episode's tool calls then /verify of the Responses object ours was verified with;
+    "gymnasium", /reset then a /step per action."""
+    import httpx
+
+    from openenv_gym.episode.assistant import assistant_message
+    from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
+
+    with httpx.Client(base_url=url, timeout=300) as client:
+        if protocol == "resources":
+            if response is None:
+                return None
+            client.post("/seed_session", json=row).raise_for_status()
+            for item in response["output"]:
+                if item.get("type") == "function_call":
+                    client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
+            answer = client.post("/verify", json=row | {"response": response})
+            answer.raise_for_status()
+            return answer.json()["reward"]
+        request, total = responses_request(row[INPUT]), 0.0
+        client.post("/reset", json=row).raise_for_status()
+        for turn, action in enumerate(actions, 1):
+            message = assistant_message(action, set(), turn)
+            if isinstance(message, str):
+                return None
+            step = response_object(message, "policy", f"resp_{turn}", request) | {
+                "output": output_items(message, f"own_{turn}")}
+            answer = client.post("/step", json=row | {"response": step}).json()
+            total += float(answer.get("reward") or 0.0)
+            if answer.get("terminated") or answer.get("truncated"):
+                break
+        return total
+
+
+def own_runs(url: str, protocol: str, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
+    """NeMo's own rewards for one episode, played until two differ (its results differ between runs: random deals),
+    at most OWN_RUNS times."""
+    rewards: list[float | None] = []
+    while len(rewards) < OWN_RUNS and len({reward for reward in rewards if reward is not None}) < 2:
+        rewards.append(or_none(own_reward, url, protocol, row, actions, response))
+    return tuple(rewards)
+
+
+def or_none(function: Any, *args: Any) -> Any:
+    try:
+        return function(*args)
+    except Exception:  # (NeMo's own process refused the episode: it gives no reward for it)
+        return None
+
+
+class NemoSide:
+    """NeMo Gym's own server processes, started as a replay needs them: one hashing strings as ours does, and others
+    (other hash seeds, other random states) to see whether the server's results depend on the process."""
+
+    def __init__(self, manifest: Any) -> None:
+        self.manifest, self.own, self.others = manifest, None, []
+
+    def runs(self, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
+        self.own = self.own or NemoOwnServer.of(self.manifest, SAME_HASHES)
+        return own_runs(self.own.url, self.manifest.protocol, row, actions, response)
+
+    def elsewhere(self, row: dict, actions: list[dict], response: dict) -> list[float | None]:
+        """The episode's reward in each of OTHER_PROCESSES other processes of NeMo's."""
+        self.others = self.others or [NemoOwnServer.of(self.manifest, {HASH_VARIABLE: str(seed)})
+                                      for seed in range(1, OTHER_PROCESSES + 1)]
+        return [or_none(own_reward, other.url, self.manifest.protocol, row, actions, response)
+                for other in self.others]
+
+    def close(self) -> None:
+        for process in [self.own, *self.others]:
+            if process is not None:
+                process.stop()

@@ -1,8 +1,9 @@
 """A NeMo Gym resource server's stored rollouts (data/example_rollouts.jsonl) replayed turn by turn through our
 sessions, the model's reasoning included, each to the reward NeMo Gym stored with it. Where the two differ, NeMo
 Gym's own server process (nemo_peer.NemoOwnServer) plays the same episode again, to say whose the difference is:
-its own reward agrees with ours (the stored one came from another version or config of the server), its
-answers differ (the server's results differ between runs on NeMo's side), or ours is the one that differs.
+its own reward agrees with ours (the stored one came from another version or config of the server, or another of
+its processes: grl_tetris draws pieces from hash(str(seed)), so both sides hash alike here), its answers differ from
+run to run, or ours is the one that differs.
 
     actions = replayed_actions(rollout["response"]["output"])   # each model turn as a step's action
     played = plan(folder, source, split)       # before the server starts: it may add a split of rollouts' rows
@@ -19,11 +20,15 @@ from typing import Any
 
 import tomli_w
 
+from benchmarks.nemo_peer import NemoSide, or_none
+
 INPUT = "responses_create_params"
 ROLLOUTS = Path("data") / "example_rollouts.jsonl"
 REPLAYED_SPLIT = "replayed"  # the rows of stored rollouts that play no example row, added to the env by the replay
+REBUILT = "_replay_row_rebuilt"  # marks a rollout whose row was rebuilt from its own fields
 CLOSE = 1e-6  # rewards this close are the same
-OWN_RUNS = 8  # at most, NeMo's own process plays an episode whose reward differs (does it differ itself?)
+RUN_TO_RUN = "theirs: NeMo's own process gives this episode different rewards"
+PROCESSES = "theirs: the server's results differ between NeMo's own processes"
 
 
 def rows(path: Path) -> list[dict]:
@@ -121,9 +126,9 @@ def plan(folder: Path, source: Path, split: str) -> list[tuple[dict, dict, dict]
         index = task_of(dataset, rollout)
         if index is not None:
             played.append((rollout, dataset[index], {"split": split, "index": index}))
-        else:
+        else:  # (its row rebuilt: the verdict says so where the reward differs)
             extra.append(rollout_row(rollout, keys))
-            played.append((rollout, extra[-1], {"split": REPLAYED_SPLIT, "index": len(extra) - 1}))
+            played.append((rollout | {REBUILT: True}, extra[-1], {"split": REPLAYED_SPLIT, "index": len(extra) - 1}))
     if extra:
         add_split(folder, REPLAYED_SPLIT, extra)
     return played
@@ -151,57 +156,6 @@ async def play(url: str, actions: list[dict], options: dict, timeout: float) -> 
                 await asyncio.wait_for(session.close(), 30)
 
 
-def own_reward(url: str, protocol: str, row: dict, actions: list[dict], response: dict | None) -> float | None:
-    """The reward NeMo Gym's own server process gives the same episode, played as its agents play it (one cookie jar):
-    "resources", the episode's tool calls then /verify of the Responses object ours was verified with;
-    "gymnasium", /reset then a /step per action."""
-    import httpx
-
-    from openenv_gym.episode.assistant import assistant_message
-    from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
-
-    with httpx.Client(base_url=url, timeout=300) as client:
-        if protocol == "resources":
-            if response is None:
-                return None
-            client.post("/seed_session", json=row).raise_for_status()
-            for item in response["output"]:
-                if item.get("type") == "function_call":
-                    client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
-            answer = client.post("/verify", json=row | {"response": response})
-            answer.raise_for_status()
-            return answer.json()["reward"]
-        request, total = responses_request(row[INPUT]), 0.0
-        client.post("/reset", json=row).raise_for_status()
-        for turn, action in enumerate(actions, 1):
-            message = assistant_message(action, set(), turn)
-            if isinstance(message, str):
-                return None
-            step = response_object(message, "policy", f"resp_{turn}", request) | {
-                "output": output_items(message, f"own_{turn}")}
-            answer = client.post("/step", json=row | {"response": step}).json()
-            total += float(answer.get("reward") or 0.0)
-            if answer.get("terminated") or answer.get("truncated"):
-                break
-        return total
-
-
-def own_runs(url: str, protocol: str, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
-    """NeMo's own rewards for one episode, played until two differ (its results differ between runs: random deals),
-    at most OWN_RUNS times."""
-    rewards: list[float | None] = []
-    while len(rewards) < OWN_RUNS and len({reward for reward in rewards if reward is not None}) < 2:
-        rewards.append(_or_none(own_reward, url, protocol, row, actions, response))
-    return tuple(rewards)
-
-
-def _or_none(function: Any, *args: Any) -> Any:
-    try:
-        return function(*args)
-    except Exception:  # (NeMo's own process refused the episode: it gives no reward for it)
-        return None
-
-
 def verdict(ours: dict, stored: float, own: tuple[float | None, ...] | None) -> str:
     """Whose a replay's reward is: "same", or why it differs (`own`: NeMo's own process's rewards for the same
     episode, played OWN_RUNS times)."""
@@ -209,7 +163,7 @@ def verdict(ours: dict, stored: float, own: tuple[float | None, ...] | None) -> 
         return "same"
     runs = [reward for reward in own or () if reward is not None]
     if len(runs) > 1 and max(runs) - min(runs) > CLOSE:
-        return "theirs: NeMo's own process gives this episode different rewards from run to run"
+        return f"{RUN_TO_RUN} from run to run"
     if not ours["ended"]:
         return "ours: the stored turns did not end the episode here"
     if not runs:
@@ -223,40 +177,49 @@ def replay(url: str, folder: Path, played: list[tuple[dict, dict, dict]], timeou
         -> list[dict[str, Any]]:
     """Each stored rollout `plan` gave (of the server imported in `folder`, served at `url`), replayed: its stored
     reward, ours, and whose any difference is."""
-    from benchmarks.nemo_peer import NemoOwnServer
     from openenv_gym.manifests import load_manifest
 
-    manifest = load_manifest(folder)
-    results, own = [], None
+    nemo = NemoSide(load_manifest(folder))
     try:
-        for number, (rollout, row, options) in enumerate(played):
-            actions, stored = replayed_actions(rollout["response"]["output"]), float(rollout.get("reward") or 0.0)
-            try:
-                ours = asyncio.run(play(url, actions, options, timeout))
-            except Exception as exc:  # the episode's error is the finding, unless NeMo's own process fails it too
-                try:
-                    own = own or NemoOwnServer.of(manifest)
-                    theirs = own_reward(own.url, manifest.protocol, row, actions, rollout["response"])
-                except Exception:  # (NeMo's own process would not start, or not answer)
-                    theirs = None
-                results.append({"rollout": number, "stored": stored, "own_stored": theirs,
-                                "verdict": "ours: the replay failed" if theirs is not None else
-                                "theirs: NeMo's own process cannot verify the stored rollout either",
-                                "error": f"{type(exc).__name__}: {exc}"[:1000]})
-                continue
-            checked = None
-            if not ours["ended"] or abs(ours["reward"] - stored) > CLOSE:
-                response = ours["response"] or rollout["response"]  # (unended: the stored one's calls)
-                try:
-                    own = own or NemoOwnServer.of(manifest)
-                    checked = own_runs(own.url, manifest.protocol, row, actions, response)
-                except Exception as exc:  # (NeMo's own process would not start, or not answer)
-                    ours["own_error"] = f"{type(exc).__name__}: {exc}"[:500]
-            results.append({"rollout": number, "stored": stored, "ours": ours["reward"], "own": checked,
-                            "verdict": verdict(ours, stored, checked), "own_error": ours.get("own_error"),
-                            "same_tool_outputs": same_outputs(ours["outputs"],
-                                                              stored_outputs(rollout["response"]["output"]))})
+        results = [replay_one(url, nemo, number, rollout, row, options, timeout)
+                   for number, (rollout, row, options) in enumerate(played)]
     finally:
-        if own is not None:
-            own.stop()
+        nemo.close()
+    varying = next((result["rollout"] for result in results if result["verdict"].startswith(PROCESSES)), None)
+    for result in results:  # (a server whose results depend on the process: no difference of it can be told ours)
+        if varying is not None and result["verdict"].startswith("ours:") and "error" not in result:
+            result["verdict"] = (f"{PROCESSES} (rollout {varying}), so this difference cannot be told "
+                                 f"({result['verdict']})")
     return results
+
+
+def replay_one(url: str, nemo: NemoSide, number: int, rollout: dict, row: dict, options: dict, timeout: float) \
+        -> dict[str, Any]:
+    actions, stored = replayed_actions(rollout["response"]["output"]), float(rollout.get("reward") or 0.0)
+    try:
+        ours = asyncio.run(play(url, actions, options, timeout))
+    except Exception as exc:  # the episode's error is the finding, unless NeMo's own process fails it too
+        theirs = or_none(lambda: nemo.runs(row, actions, rollout["response"])[0])
+        return {"rollout": number, "stored": stored, "own_stored": theirs, "error": f"{type(exc).__name__}: "
+                f"{exc}"[:1000], "verdict": "ours: the replay failed" if theirs is not None else
+                "theirs: NeMo's own process cannot play the stored rollout either"}
+    checked, own_error = None, None
+    if not ours["ended"] or abs(ours["reward"] - stored) > CLOSE:
+        response = ours["response"] or rollout["response"]  # (unended: the stored one's calls)
+        try:
+            checked = nemo.runs(row, actions, response)
+            said = verdict(ours, stored, checked)
+            if said != "same" and not said.startswith(RUN_TO_RUN) and checked[0] is not None:
+                elsewhere = nemo.elsewhere(row, actions, response)
+                if any(reward is None or abs(reward - checked[0]) > CLOSE for reward in elsewhere):
+                    said = f"{PROCESSES}: {checked[0]} here, {', '.join(map(str, elsewhere))} in others"
+        except Exception as exc:  # (NeMo's own process would not start, or not answer)
+            own_error, said = f"{type(exc).__name__}: {exc}"[:500], verdict(ours, stored, None)
+    else:
+        said = "same"
+    if rollout.get(REBUILT) and said != "same":
+        said = (f"theirs: its row is not among the server's data; rebuilt from the rollout's fields, it may lack what "
+                f"the server reads ({said})")
+    return {"rollout": number, "stored": stored, "ours": ours["reward"], "own": checked, "verdict": said,
+            "own_error": own_error, "same_tool_outputs": same_outputs(ours["outputs"],
+                                                                      stored_outputs(rollout["response"]["output"]))}
