@@ -181,6 +181,15 @@ class NemoImporter:
         if source.is_dir() and (source / "app.py").is_file() and "ResourcesServer" in (source / "app.py").read_text(
                 errors="replace") and not (source / "configs").is_dir():
             return f"{source} has a resource server's app.py and no configs/ folder with its instance's YAML"
+        if source.is_dir() and (source / "configs").is_dir() and find_server(source) is None:
+            try:
+                declared = instances(yaml_blocks(source), source.name)
+            except ImportFailedError:
+                return None
+            if declared:  # (resources_servers/gymnasium, sec_local_index: what servers derive from or import)
+                return (f"its configs declare a resource server, and {_entrypoint(source)} defines none that could "
+                        "run (a concrete SimpleResourcesServer or GymnasiumServer subclass): it is a base or a "
+                        "library that NeMo Gym's servers use, not a server")
         return None
 
     def _server(self, detected: Detected) -> Server:
