@@ -523,6 +523,19 @@ def test_an_episode_takes_the_model_turns_its_paired_agent_lets_it(installed, tm
     assert load_manifest(result.folder).max_steps == (int(said[1]) if said else 10)
 
 
+def test_a_server_paired_with_an_agent_that_simulates_tools_verifies_the_one_reply(installed, tmp_path, start_server):
+    """terminal_multi_harness's tool_simulation_agent: the model's one reply is verified as it is, its tool calls never
+    made and no session seeded (the pivot-RL servers score the call itself)."""
+    source = styled_tally(tmp_path, [("configs/tally.yaml", "    simple_agent:", "    tool_simulation_agent:")])
+    [result] = import_environment(source, "simulated", tmp_path / "out", check=False)
+    assert load_manifest(result.folder).simulated_tools
+    url = start_server(str(result.folder))
+    _, (_, reward, terminated, truncated, info) = play_episode(url, [
+        {"name": "add", "arguments": {"amount": 5}}], options={"task": 0})
+    assert (terminated, truncated, info["metrics"]["calls"]) == (True, False, 0)  # verified at once, no call made
+    assert [item["type"] for item in info["response"]["output"]] == ["function_call"]
+
+
 def test_a_package_vendored_in_the_servers_folder_is_installed_from_there(installed, tmp_path, start_server):
     """browsecomp_advanced_harness's `-e ./pocketshell[pcre]`: a requirement that is a path inside the server's
     folder is taken along with it, and its venv installs it from the import's copy (with its extra), as NeMo's

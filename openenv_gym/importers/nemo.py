@@ -259,5 +259,6 @@ class NemoImporter:
                   "server_config": config, "splits": splits, "needs": needs, "model_servers": called,
                   "python": python.interpreter.series, "python_resolve_as": python.resolve_as,
                   "description": str(config.get("description") or f"NeMo Gym resource server {server.folder.name}"),
-                  **({"max_steps": paired.max_steps} if paired.max_steps else {})}
+                  **({"max_steps": paired.max_steps} if paired.max_steps else {}),
+                  **({"simulated_tools": True} if paired.simulated_tools else {})}
         return Written("vendor", fields, report, notes)

@@ -16,6 +16,8 @@ from openenv_gym.importers.base import ImportFailedError
 from openenv_gym.importers.nemo_requirements import PACKAGE
 from openenv_gym.runtime.pyparse import parse as parse_python
 
+SIMULATED_TOOLS = {"tool_simulation_agent"}  # NeMo's agents that verify the model's one reply, making no tool calls
+
 if TYPE_CHECKING:
     from openenv_gym.importers.nemo import Server
 
@@ -45,6 +47,7 @@ class ServerConfig:
     datasets: list[dict[str, Any]]  # its own and those of the agents paired with it
     agents: list[str]  # the kinds of the agents paired with it (simple_agent, scicode_agent, ...)
     max_steps: int | None = None  # the model turns the first paired agent that bounds them lets an episode take
+    simulated_tools: bool = False  # its paired agents make no tool calls: the model's one reply is verified as it is
 
 
 def server_config(server: Server) -> ServerConfig:
@@ -65,7 +68,8 @@ def server_config(server: Server) -> ServerConfig:
                 turns.append(agent.get("max_steps") if "max_steps" in agent else _default_max_steps(server, kind))
     config = {key: value for key, value in fields.items() if key != "datasets"}
     bound = next((turn for turn in turns if isinstance(turn, int) and not isinstance(turn, bool) and turn > 0), None)
-    return ServerConfig(instance, _without_nulls(config), datasets, agents, bound)
+    simulated = bool(agents) and all(kind in SIMULATED_TOOLS for kind in agents)
+    return ServerConfig(instance, _without_nulls(config), datasets, agents, bound, simulated)
 
 
 def _default_max_steps(server: Server, kind: str) -> int | None:

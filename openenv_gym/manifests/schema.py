@@ -234,6 +234,9 @@ class NemoManifest(ImportedManifest):
     model_servers: dict[str, str] = {}
     # model turns (gymnasium: steps) an episode may take, as its paired agent bounds them; then verified, truncated
     max_steps: PositiveInt = 100
+    # its paired agent simulates the tools' results (NeMo's tool_simulation_agent): an episode is the model's one reply,
+    # verified as it is, its calls never made and no session seeded
+    simulated_tools: bool = False
 
 
 class AgentManifest(BaseManifest):

@@ -5,12 +5,15 @@ reset:  a dataset row (options task: an index or the row's id; split: the datase
         import found only that; index; or a seeded choice). The row is sent whole, as NeMo's agents send it, to
         /seed_session ("resources" protocol) or /reset ("gymnasium"). Observation: the last message of the row's
         input (or /reset's observation); info["messages"] and info["tools"]: the row's input and tools in chat
-        completions' shape (the Responses request it holds, read as the model endpoint reads one).
+        completions' shape (the Responses request it holds, read as the model endpoint reads one), and the tools a
+        server exposes over MCP where its seed says so.
 step:   the policy's reply (text, tool calls, or both). "resources": each tool call is a POST /{name} of its
         arguments, whose answer's text is the observation, as NeMo's simple_agent gives it to the model (an error
         status's body too); a reply without a call (or the step limit) ends the episode: the whole episode's output
         items (its messages, calls and their outputs) as a Responses object go to /verify with the row, and its
-        reward is the episode's, every other number it returns in info["metrics"]. "gymnasium": the reply is the
+        reward is the episode's, every other number it returns in info["metrics"]; its reasoning goes as NeMo's model
+        servers write it. A server whose agent simulates the tools' results verifies the one reply as it is, its calls
+        not made (and seeds no session). "gymnasium": the reply is the
         `response` of a POST /step, whose observation, reward, terminated and truncated are the step's (the tool
         outputs in its info are the observation, as gymnasium_agent reads them).
 close:  /close_session where the server keeps sessions it can close, /close where a gymnasium reset said so.
@@ -141,7 +144,7 @@ class NemoSession(Environment):
             self.explicit_close = (reset.get("info") or {}).get("supports_explicit_close") is True
             if reset.get("observation"):
                 self.messages.append({"role": "user", "content": reset["observation"]})
-        else:
+        elif not manifest.simulated_tools:  # (its agent seeds no session: it only verifies the one reply)
             seeded = answered(await post(self.client, "/seed_session", row), "/seed_session")
             if isinstance(seeded, dict) and seeded.get("mcp"):  # (its tools are listed over MCP: the rows have none)
                 named = tool_names(tools)
@@ -163,6 +166,8 @@ class NemoSession(Environment):
         self.messages.append(conversation_message(message))
         if self.factory.manifest.protocol == "gymnasium":
             return await self._gymnasium_step(message, items)
+        if self.factory.manifest.simulated_tools:  # the one reply, verified as it is, its calls not made
+            return await self._verify(message, truncated=False)
         outputs = [await self._call(call) for call in message["tool_calls"]]
         limit = self.turns >= self.factory.manifest.max_steps
         if not outputs or limit:
