@@ -8,7 +8,7 @@ instance named by NEMO_GYM_CONFIG_PATH), so that its `run_webserver` serves it w
 client, with a dummy cookie jar), each episode's cookies carried by hand from answer to request; /seed_session
 with the row, one POST per tool call (its body read whole), /verify with the row and the episode's Responses object.
 
-`own_reward`, `NemoSide`: one episode's reward in NeMo's own processes, for the stored-rollout replay (nemo_replay.py):
+`own_episode`, `NemoSide`: one episode's reward in NeMo's own processes, for the stored-rollout replay (nemo_replay.py):
 one process hashing strings as our sweep's servers do, played until two of its rewards differ; others, with other hash
 seeds and random states, to see whether a server's results depend on the process.
 """
@@ -140,47 +140,68 @@ def _json(value: Any) -> str:
 
 # -- one episode, played in NeMo's own processes ------------------------------------------------------------
 
-def own_reward(url: str, protocol: str, row: dict, actions: list[dict], response: dict | None) -> float | None:
-    """The reward NeMo Gym's own server process gives the same episode, played as its agents play it (one cookie jar):
-    "resources", the episode's tool calls then /verify of the Responses object ours was verified with;
-    "gymnasium", /reset then a /step per action."""
+def own_episode(url: str, manifest: Any, row: dict, actions: list[dict], response: dict | None) \
+        -> tuple[float, bool]:
+    """(the reward, whether it ended) NeMo Gym's own server process gives the same episode, played as its agents play
+    it (one cookie jar): "resources", the episode's tool calls (none where its agent simulates them) then /verify of
+    the Responses object ours was verified with; "gymnasium", /reset then a /step per action."""
     import httpx
 
-    from openenv_gym.episode.assistant import assistant_message
-    from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
+    from openenv_gym.protocol.openai_responses import responses_request
 
     with httpx.Client(base_url=url, timeout=300) as client:
-        if protocol == "resources":
+        if manifest.protocol == "resources":
             if response is None:
-                return None
-            client.post("/seed_session", json=row).raise_for_status()
-            for item in response["output"]:
-                if item.get("type") == "function_call":
-                    client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
+                raise ValueError("no Responses object to verify")
+            if not manifest.simulated_tools:
+                client.post("/seed_session", json=row).raise_for_status()
+                for item in response["output"]:
+                    if item.get("type") == "function_call":
+                        client.post(f"/{item['name']}", json=json.loads(item["arguments"]))
             answer = client.post("/verify", json=row | {"response": response})
             answer.raise_for_status()
-            return answer.json()["reward"]
-        request, total = responses_request(row[INPUT]), 0.0
-        client.post("/reset", json=row).raise_for_status()
-        for turn, action in enumerate(actions, 1):
-            message = assistant_message(action, set(), turn)
-            if isinstance(message, str):
-                return None
-            step = response_object(message, "policy", f"resp_{turn}", request) | {
-                "output": output_items(message, f"own_{turn}")}
-            answer = client.post("/step", json=row | {"response": step}).json()
-            total += float(answer.get("reward") or 0.0)
-            if answer.get("terminated") or answer.get("truncated"):
-                break
-        return total
+            return float(answer.json()["reward"]), True
+        request = responses_request(row[INPUT])
+        reset = client.post("/reset", json=row)
+        reset.raise_for_status()
+        closes = (reset.json().get("info") or {}).get("supports_explicit_close") is True  # (as gymnasium_agent)
+        try:
+            return _steps(client, row, actions, request)
+        finally:
+            if closes:
+                client.post("/close", json={})
 
 
-def own_runs(url: str, protocol: str, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
+def _steps(client: Any, row: dict, actions: list[dict], request: Any) -> tuple[float, bool]:
+    """A Gymnasium-protocol episode's steps, one a turn: (their rewards' sum, whether it ended)."""
+    from openenv_gym.episode.assistant import assistant_message
+    from openenv_gym.protocol.openai_responses import output_items, response_object
+
+    total, ended = 0.0, False
+    for turn, action in enumerate(actions, 1):
+        message = assistant_message(action, set(), turn)
+        if isinstance(message, str):
+            raise ValueError(message)
+        step = response_object(message, "policy", f"resp_{turn}", request) | {
+            "output": output_items(message, f"own_{turn}")}
+        answer = client.post("/step", json=row | {"response": step}).json()
+        total += float(answer.get("reward") or 0.0)
+        ended = bool(answer.get("terminated") or answer.get("truncated"))
+        if ended:
+            break
+    return total, ended
+
+
+def own_reward(url: str, manifest: Any, row: dict, actions: list[dict], response: dict | None) -> float:
+    return own_episode(url, manifest, row, actions, response)[0]
+
+
+def own_runs(url: str, manifest: Any, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
     """NeMo's own rewards for one episode, played until two differ (its results differ between runs: random deals),
     at most OWN_RUNS times."""
     rewards: list[float | None] = []
     while len(rewards) < OWN_RUNS and len({reward for reward in rewards if reward is not None}) < 2:
-        rewards.append(or_none(own_reward, url, protocol, row, actions, response))
+        rewards.append(or_none(own_reward, url, manifest, row, actions, response))
     return tuple(rewards)
 
 
@@ -200,14 +221,18 @@ class NemoSide:
 
     def runs(self, row: dict, actions: list[dict], response: dict) -> tuple[float | None, ...]:
         self.own = self.own or NemoOwnServer.of(self.manifest, SAME_HASHES)
-        return own_runs(self.own.url, self.manifest.protocol, row, actions, response)
+        return own_runs(self.own.url, self.manifest, row, actions, response)
 
     def elsewhere(self, row: dict, actions: list[dict], response: dict) -> list[float | None]:
         """The episode's reward in each of OTHER_PROCESSES other processes of NeMo's."""
         self.others = self.others or [NemoOwnServer.of(self.manifest, {HASH_VARIABLE: str(seed)})
                                       for seed in range(1, OTHER_PROCESSES + 1)]
-        return [or_none(own_reward, other.url, self.manifest.protocol, row, actions, response)
+        return [or_none(own_reward, other.url, self.manifest, row, actions, response)
                 for other in self.others]
+
+    def episode(self, row: dict, actions: list[dict], response: dict) -> tuple[float, bool]:
+        """(the reward, whether it ended) of the episode in the process that hashes as ours."""
+        return own_episode(self.own.url, self.manifest, row, actions, response)
 
     def close(self) -> None:
         for process in [self.own, *self.others]:

@@ -209,6 +209,11 @@ def replay_one(url: str, nemo: NemoSide, number: int, rollout: dict, row: dict, 
         try:
             checked = nemo.runs(row, actions, response)
             said = verdict(ours, stored, checked)
+            if not ours["ended"] and not said.startswith(RUN_TO_RUN):
+                reward, ended = nemo.episode(row, actions, response)
+                if not ended and abs(reward - ours["reward"]) <= CLOSE:
+                    said = ("theirs: NeMo's own process, given the same turns, gives our reward and does not end the "
+                            "episode either: the stored rollout holds only part of it")
             if said != "same" and not said.startswith(RUN_TO_RUN) and checked[0] is not None:
                 elsewhere = nemo.elsewhere(row, actions, response)
                 if any(reward is None or abs(reward - checked[0]) > CLOSE for reward in elsewhere):
