@@ -127,7 +127,12 @@ class ModelServerError(OpenEnvGymError):
 
 class UnmetNeedError(OpenEnvGymError):
     """An environment needs what cannot be reached from here (a value of its framework's global config that is not
-    set, say): not a fault of its code. The import records it, and its resets are refused saying what to provide."""
+    set, say): not a fault of its code. The import records it, and its resets are refused saying what to provide.
+    `details`: what it names (config keys and their values), by which a need recorded already is known again."""
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or []
 
 
 class SandboxUnavailableError(OpenEnvGymError):

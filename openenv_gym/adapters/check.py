@@ -35,7 +35,7 @@ def loading_problem(env: str) -> dict[str, Any] | None:
     except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
         problem = _problem(exc, manifest)
         need = _need(exc, watch.unreachable(exc), recorded, problem)
-        return problem | ({"need": need} if need else {})
+        return problem | ({"need": need} if need else {}) | ({"recorded": True} if _recorded(exc, recorded) else {})
     return None
 
 
@@ -50,6 +50,13 @@ def _need(exc: BaseException, hosts: dict[str, str], recorded: list[str], proble
     if recorded:
         return f"what it needs met before it loads: here it fails as it loads with {problem['error'][:500]}"
     return None
+
+
+def _recorded(exc: BaseException, recorded: list[str]) -> bool:
+    """Whether the need a load failed for is one recorded already (every key it names is named there)."""
+    unmet = next((cause for cause in causes(exc) if isinstance(cause, UnmetNeedError)), None)
+    return unmet is not None and bool(unmet.details) and all(any(detail in need for need in recorded)
+                                                              for detail in unmet.details)
 
 
 def sandbox_report(manifest: BaseManifest) -> str | None:

@@ -51,7 +51,7 @@ def check_loads(folder: Path) -> list[str]:
     if done.returncode == 0:
         return []
     if isinstance(problem, dict) and problem.get("need") and "needs" in type(manifest).model_fields:
-        return [problem["need"]]
+        return [] if problem.get("recorded") else [problem["need"]]
     if not isinstance(problem, dict):
         raise ImportFailedError(f"loading {manifest.name} as the server would failed (exit {done.returncode}):\n"
                                 f"{done.stderr[-3000:]}")

@@ -149,7 +149,7 @@ def build(manifest: NemoManifest, model_servers: ModelServers | None = None) -> 
         unset = _unset_globals(manifest.server_config, server_config, exc)
         if unset:
             raise UnmetNeedError(f"values of NeMo Gym's global config (its env.yaml) that {config_type.__name__} "
-                                 f"requires and that are not set here ({'; '.join(unset)})") from exc
+                                 f"requires and that are not set here ({'; '.join(unset)})", unset) from exc
         raise ManifestError(f"{manifest.name}: its config does not fit {config_type.__name__}: {exc}") from exc
     # the global config NeMo's launcher injects, for the code that reads it (else NeMo parses this process's argv
     # with Hydra, and exits on ours)
