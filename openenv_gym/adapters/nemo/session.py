@@ -136,24 +136,32 @@ class NemoSession(Environment):
         await self.close()
         await self.server.start()
         self.client, self.row, self.request = self.server.client(), row, request
-        self.messages, tools = list(request.messages), request.tools
-        self.tools = tool_names(tools)
-        self.output, self.turns, self.episode_id = [], 0, uuid.uuid4().hex
+        self.messages, self.output, self.turns, self.episode_id = list(request.messages), [], 0, uuid.uuid4().hex
         if manifest.protocol == "gymnasium":
             reset = answered(await post(self.client, "/reset", row), "/reset")
             self.explicit_close = (reset.get("info") or {}).get("supports_explicit_close") is True
             if reset.get("observation"):
                 self.messages.append({"role": "user", "content": reset["observation"]})
-        elif not manifest.simulated_tools:  # (its agent seeds no session: it only verifies the one reply)
-            seeded = answered(await post(self.client, "/seed_session", row), "/seed_session")
-            if isinstance(seeded, dict) and seeded.get("mcp"):  # (its tools are listed over MCP: the rows have none)
-                named = tool_names(tools)
-                tools = tools + [tool for tool in mcp_tools_of(self.server, row)
-                                 if tool["function"]["name"] not in named]
-                self.tools = tool_names(tools)
+            tools = request.tools
+        else:
+            tools = await self._seed(row, request.tools)
+        self.tools = tool_names(tools)
         info = {**chosen, "task": chosen["index"], "messages": self.messages, "tools": tools,
                 "task_data": task_info(row, chosen["index"], reveals_hidden(options))}
         return ResetResult(self.messages[-1]["content"] or "", info)
+
+    async def _seed(self, row: dict[str, Any], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The episode's session seeded with the row, as NeMo's agents seed it (not where its agent only verifies
+        the one reply); its tools: the row's, and those the server lists over MCP where its seed says so (the rows
+        of such a server offer none)."""
+        if self.factory.manifest.simulated_tools:
+            return tools
+        assert self.client is not None
+        seeded = answered(await post(self.client, "/seed_session", row), "/seed_session")
+        if not (isinstance(seeded, dict) and seeded.get("mcp")):
+            return tools
+        named = tool_names(tools)
+        return tools + [tool for tool in mcp_tools_of(self.server, row) if tool["function"]["name"] not in named]
 
     async def step(self, action: Any) -> StepResult:
         assert self.client is not None, "the server steps only sessions that were reset"
