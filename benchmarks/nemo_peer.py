@@ -16,10 +16,13 @@ seeds and random states, to see whether a server's results depend on the process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ INPUT = "responses_create_params"
 HASH_VARIABLE, HASH_SEED = "PYTHONHASHSEED", "0"
 SAME_HASHES = {HASH_VARIABLE: HASH_SEED}
 OTHER_PROCESSES = 3  # of NeMo's, asked where ours differs from the one that hashes as ours
+OWN_TIMEOUT = 120.0  # seconds a request of the replay to NeMo's own process may take
 OWN_RUNS = 8  # at most, NeMo's own process plays an episode whose reward differs (does it differ itself?)
 
 
@@ -59,8 +63,11 @@ class NemoOwnServer:
         environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
                    "PYTHONPATH": str(folder.parent.parent), **(environ or {})}
         entrypoint = folder / str(server_config.get("entrypoint") or "app.py")
-        self.process = subprocess.Popen([python, str(entrypoint)], env=environ, cwd=folder,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # (a process group of its own: what it starts, Ray's processes say, ends with it)
+        # (what it logs goes to a file: a pipe nobody reads fills, and its next log line blocks it for good)
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
+        self.process = subprocess.Popen([python, str(entrypoint)], env=environ, cwd=folder, start_new_session=True,
+                                        stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             try:
@@ -68,7 +75,8 @@ class NemoOwnServer:
                 return
             except httpx.HTTPError:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"NeMo Gym's server exited: {self.process.stderr.read()[-3000:]}") from None
+                    self.log.seek(0)
+                    raise RuntimeError(f"NeMo Gym's server exited: {self.log.read()[-3000:]}") from None
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"NeMo Gym's server did not answer within {START_TIMEOUT:g} s")
@@ -84,8 +92,10 @@ class NemoOwnServer:
                    manifest.instance, environ)
 
     def stop(self) -> None:
-        self.process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        self.log.close()
 
     def __enter__(self) -> NemoOwnServer:
         return self
@@ -149,7 +159,7 @@ def own_episode(url: str, manifest: Any, row: dict, actions: list[dict], respons
 
     from openenv_gym.protocol.openai_responses import responses_request
 
-    with httpx.Client(base_url=url, timeout=300) as client:
+    with httpx.Client(base_url=url, timeout=OWN_TIMEOUT) as client:
         if manifest.protocol == "resources":
             if response is None:
                 raise ValueError("no Responses object to verify")
@@ -202,6 +212,8 @@ def own_runs(url: str, manifest: Any, row: dict, actions: list[dict], response: 
     rewards: list[float | None] = []
     while len(rewards) < OWN_RUNS and len({reward for reward in rewards if reward is not None}) < 2:
         rewards.append(or_none(own_reward, url, manifest, row, actions, response))
+        if rewards[-1] is None:  # (it cannot play the episode: no use asking again)
+            break
     return tuple(rewards)
 
 
