@@ -380,7 +380,7 @@ def test_a_checkout_imports_each_of_its_servers_and_leaves_out_a_base_to_derive_
     results = import_environment(FIXTURES.parent, "fixtures", tmp_path / "all", check=False)
     assert sorted(load_manifest(result.folder).name for result in results) == [
         f"fixtures-{name}" for name in ("judged_answer", "optional_judge", "reverse_gym", "tally")]
-    with pytest.raises(ImportFailedError, match="no environment found.*it is a base or a library"):
+    with pytest.raises(ImportFailedError, match=r"no environment found.*it is a base or a library"):
         import_environment(FIXTURES / "counting_base", "base", tmp_path / "one", check=False)
 
 
@@ -450,6 +450,12 @@ LOAD_STYLES = {
         ("app.py", "import asyncio\n", "import asyncio\nimport subprocess\n"),
         "network access as it loads, which is not reachable here: git.example.invalid (git clone --depth=1 "
         "https://git.example.invalid/bench)"],
+    "a command that fetches failing as it loads, its host unseen (bigcodebench's uv venv --python 3.10)": [
+        ("app.py", "        app = super().setup_webserver()\n", "        app = super().setup_webserver()\n"
+         "        subprocess.run(['git', 'clone', '--depth=1', 'git.example.invalid:bench'], check=True)\n"),
+        ("app.py", "import asyncio\n", "import asyncio\nimport subprocess\n"),
+        "network access as it loads, which is not reachable here: what `git clone --depth=1 git.example.invalid:bench` "
+        "fetches (it failed)"],
     "code that fails on its own": [
         ("app.py", "        app = super().setup_webserver()\n",
          "        app = super().setup_webserver()\n        raise KeyError('a bug of its own')\n"), None],

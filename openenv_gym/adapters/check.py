@@ -45,7 +45,8 @@ def _need(exc: BaseException, hosts: dict[str, str], recorded: list[str], proble
     if unmet is not None:
         return str(unmet)
     if hosts:
-        named = "; ".join(f"{host} ({how})" for host, how in hosts.items())
+        named = "; ".join(f"{host} ({how})" if host else f"what `{how}` fetches (it failed)"
+                          for host, how in hosts.items())
         return f"network access as it loads, which is not reachable here: {named}"
     if recorded:
         return f"what it needs met before it loads: here it fails as it loads with {problem['error'][:500]}"

@@ -11,6 +11,7 @@ says which host it needed, rather than that the code is broken.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import subprocess
 import sys
@@ -24,6 +25,9 @@ MAX_HOSTS = 20  # what one load may name (a loop of lookups names each once)
 NETWORK_ERRORS = (ConnectionError, TimeoutError, socket.gaierror, socket.herror, URLError,
                   subprocess.CalledProcessError)
 NETWORK_WORDS = ("Connect", "Timeout", "Network", "Resolve", "Unreachable")
+# commands that fetch what they do not find (uv a Python, pip a package, git a repository): one that fails as a load
+# runs it is taken to have failed for the network, its hosts unknown
+FETCHERS = {"git", "curl", "wget", "uv", "uvx", "pip", "pip3", "npm", "npx", "hf", "huggingface-cli"}
 
 
 def _loopback(host: str) -> bool:
@@ -81,8 +85,14 @@ class ReachedHosts:
 
     def unreachable(self, failure: BaseException) -> dict[str, str]:
         """The hosts reached for, if `failure` is what not reaching one raises (a connection or name error, a
-        timeout, a command that failed); else none."""
-        return self.hosts if self.hosts and _network_failure(failure) else {}
+        timeout, a command that failed); else, where the failure is a command that fetches (uv finding a Python,
+        git, pip, curl) failing, {"": the command}, its hosts unknown; else none."""
+        if self.hosts and _network_failure(failure):
+            return self.hosts
+        failed = next((cause.cmd for cause in causes(failure) if isinstance(cause, subprocess.CalledProcessError)
+                       and isinstance(cause.cmd, list | tuple) and cause.cmd
+                       and os.path.basename(str(cause.cmd[0])) in FETCHERS), None)
+        return {"": " ".join(map(str, failed))[:300]} if failed else {}
 
 
 def causes(exc: BaseException | None) -> list[BaseException]:
