@@ -1,17 +1,16 @@
-"""Every resource server of a NeMo Gym checkout (or of an unpacked nemo-gym wheel: site-packages' layout), imported
-and played one by one as a new user would: how many import, how many are refused for what they need that is not
-reachable from here (a judge, a sandbox, a web API), how many play, and why each other one does not.
+"""Every resource server of a NeMo Gym checkout (or of an unpacked nemo-gym wheel) imported and played one by one as
+a new user would: how many import, how many need what is not reachable from here, how many play, and why not.
 
     python -m benchmarks.nemo_examples CHECKOUT [--server S ...] [--rows 5] [--only-judged] [--replay] [--out F.json]
 
 Each server is imported alone (into a temporary folder, registered nowhere), its venv built with a time bound
 (servers with the same requirements share one), loaded as the import loads it, then served by one `openenv-gym
 serve` subprocess. Played: a reset on each of the first rows of its first split, then a reply without a tool call
-(a "resources" server verifies it); with --replay, its stored rollouts (data/example_rollouts.jsonl) where it has
-them, turn by turn, each to its stored reward (nemo_replay.py: NeMo's own process says whose a difference is).
+(a "resources" server verifies it); with --replay, its stored rollouts (data/example_rollouts.jsonl), turn by turn,
+each to its stored reward (nemo_replay.py: NeMo's own process says whose a difference is), where they replay.
 Classes: played, failed (at the venv build, the load, the start, a reset, a step or a replay: the error's gist),
 refused at import, needs unreachable (the manifest's `needs`, its model servers where no judge endpoint is given,
-dependencies fetched from unreachable hosts). --only-judged plays those whose one need is a judge with a stand-in.
+dependencies fetched from unreachable hosts, data its package does not ship: NeMo's own process fails alike).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from typing import Any
 
 from benchmarks.measures import save_result
 from benchmarks.nemo_peer import SAME_HASHES
-from benchmarks.nemo_replay import ROLLOUTS, plan, replay
+from benchmarks.nemo_replay import ROLLOUTS, plan, replay, replayable
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.nemo import PACKAGE
 from openenv_gym.manifests import load_manifest
@@ -181,17 +180,19 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
         error = f"{type(exc).__name__}: {exc}"
         return found | {"class": "failed", "stage": "start", "reason": gist(error, []), "error": error[-3000:]}
     try:
-        if played is not None:
-            replays = replay(server.url, imported, played, args.call_timeout)
-        else:
+        replays = replay(server.url, imported, played, args.call_timeout) if played is not None else []
+        if not any(map(replayable, replays)):  # (none: its rows, as a new user plays them)
             rows = asyncio.run(play_rows(server.url, split, min(args.rows, count), args.call_timeout))
         log = list(getattr(server, "_tail", []))  # the server's last lines: a 500's traceback ends there
     finally:
         server.stop()
-    if played is not None:
+    if any(map(replayable, replays)):
         return found | replayed_class(replays, log)
-    found["rows"] = rows
+    found |= {"rows": rows, "replays": replays}
     broken = [row for row in rows if "error" in row]
+    if replays and broken:  # (NeMo's own process fails them alike)
+        return found | {"class": "needs unreachable", "reason": "what its package does not ship: NeMo's own process "
+                        f"cannot play its stored rollouts either ({gist(replays[0].get('error', ''), log)})"}
     if not rows:
         return found | {"class": "failed", "stage": "reset", "reason": f"split {split!r} has no rows"}
     if broken:
@@ -204,12 +205,11 @@ def try_server(folder: Path, scratch: Path, args: argparse.Namespace) -> dict[st
 
 
 def replayed_class(replays: list[dict[str, Any]], log: list[str]) -> dict[str, Any]:
-    """A server whose stored rollouts were replayed: played where each reward is the stored one, or differs on NeMo's
+    """A server whose stored rollouts were replayed: played where each reward is the stored one or differs on NeMo's
     side alone; else failed, with the first of ours."""
-    verdicts = collections.Counter(result["verdict"].split(":")[0] for result in replays)
-    summary = f"{verdicts['same']} of {len(replays)} replayed to their stored reward, {verdicts['theirs']} differ " \
-              f"on NeMo's side"
-    ours = [result for result in replays if result["verdict"].startswith(("ours", "unended"))]
+    said = collections.Counter(result["verdict"].split(":")[0] for result in replays)
+    summary = f"{said['same']} of {len(replays)} replayed to their stored reward, {said['theirs']} differ at NeMo's"
+    ours = [result for result in replays if result["verdict"].startswith("ours")]
     if not ours:
         return {"class": "played", "reason": summary, "replays": replays}
     first = ours[0]

@@ -29,6 +29,7 @@ REBUILT = "_replay_row_rebuilt"  # marks a rollout whose row was rebuilt from it
 CLOSE = 1e-6  # rewards this close are the same
 RUN_TO_RUN = "theirs: NeMo's own process gives this episode different rewards"
 PROCESSES = "theirs: the server's results differ between NeMo's own processes"
+UNPLAYABLE = "theirs: NeMo's own process cannot play the stored rollout either"
 
 
 def rows(path: Path) -> list[dict]:
@@ -156,6 +157,11 @@ async def play(url: str, actions: list[dict], options: dict, timeout: float) -> 
                 await asyncio.wait_for(session.close(), 30)
 
 
+def replayable(result: dict[str, Any]) -> bool:
+    """Whether a stored rollout could be replayed: by us, or at least by NeMo's own process."""
+    return not result["verdict"].startswith(UNPLAYABLE)
+
+
 def verdict(ours: dict, stored: float, own: tuple[float | None, ...] | None) -> str:
     """Whose a replay's reward is: "same", or why it differs (`own`: NeMo's own process's rewards for the same
     episode, played OWN_RUNS times)."""
@@ -202,7 +208,7 @@ def replay_one(url: str, nemo: NemoSide, number: int, rollout: dict, row: dict, 
         theirs = or_none(lambda: nemo.runs(row, actions, rollout["response"])[0])
         return {"rollout": number, "stored": stored, "own_stored": theirs, "error": f"{type(exc).__name__}: "
                 f"{exc}"[:1000], "verdict": "ours: the replay failed" if theirs is not None else
-                "theirs: NeMo's own process cannot play the stored rollout either"}
+                UNPLAYABLE}
     checked, own_error = None, None
     if not ours["ended"] or abs(ours["reward"] - stored) > CLOSE:
         response = ours["response"] or rollout["response"]  # (unended: the stored one's calls)
