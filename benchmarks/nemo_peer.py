@@ -32,6 +32,7 @@ import yaml
 from benchmarks.episodes import Tally
 
 START_TIMEOUT = 90.0
+START_ATTEMPTS = 3
 INPUT = "responses_create_params"
 # our server and NeMo's own process hash strings alike (a server may draw from hash(str(seed)): grl_tetris), so
 # that a difference between them is ours; the sweep starts our server with it
@@ -53,33 +54,45 @@ class NemoOwnServer:
 
     def __init__(self, python: str, folder: Path, server_config: dict[str, Any], instance: str,
                  environ: dict[str, str] | None = None) -> None:
+        for attempt in range(START_ATTEMPTS):  # (a free port may be taken before it binds: another, then)
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            config = {"head_server": {"host": "127.0.0.1", "port": free_port()}, "dry_run": False,
+                      instance: {"resources_servers": {folder.name: {**server_config, "host": "127.0.0.1",
+                                                                     "port": self.port}}}}
+            self._start(python, folder, str(server_config.get("entrypoint") or "app.py"), {
+                **os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
+                "PYTHONPATH": str(folder.parent.parent), **(environ or {})})
+            said = self._wait()
+            if said is None:
+                return
+            if "address already in use" not in said or attempt == START_ATTEMPTS - 1:
+                raise RuntimeError(f"NeMo Gym's server did not start: {said}")
+
+    def _start(self, python: str, folder: Path, entrypoint: str, environ: dict[str, str]) -> None:
+        # (a process group of its own: what it starts, Ray's processes say, ends with it; what it logs goes to a
+        # file: a pipe nobody reads fills, and its next log line blocks it for good)
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
+        self.process = subprocess.Popen([python, str(folder / entrypoint)], env=environ, cwd=folder,
+                                        start_new_session=True, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
+
+    def _wait(self) -> str | None:
+        """None once it answers; else why not (the end of its log), the process stopped."""
         import httpx
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = {"head_server": {"host": "127.0.0.1", "port": free_port()}, "dry_run": False,
-                  instance: {"resources_servers": {folder.name: {**server_config, "host": "127.0.0.1",
-                                                                 "port": self.port}}}}
-        environ = {**os.environ, "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config), "NEMO_GYM_CONFIG_PATH": instance,
-                   "PYTHONPATH": str(folder.parent.parent), **(environ or {})}
-        entrypoint = folder / str(server_config.get("entrypoint") or "app.py")
-        # (a process group of its own: what it starts, Ray's processes say, ends with it)
-        # (what it logs goes to a file: a pipe nobody reads fills, and its next log line blocks it for good)
-        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
-        self.process = subprocess.Popen([python, str(entrypoint)], env=environ, cwd=folder, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             try:
                 httpx.get(f"{self.url}/health", timeout=1)
-                return
+                return None
             except httpx.HTTPError:
                 if self.process.poll() is not None:
-                    self.log.seek(0)
-                    raise RuntimeError(f"NeMo Gym's server exited: {self.log.read()[-3000:]}") from None
+                    break
                 time.sleep(0.2)
+        self.log.seek(0)
+        said = self.log.read()[-3000:] if self.process.poll() is not None else f"no answer within {START_TIMEOUT:g} s"
         self.stop()
-        raise RuntimeError(f"NeMo Gym's server did not answer within {START_TIMEOUT:g} s")
+        return said
 
     @classmethod
     def of(cls, manifest: Any, environ: dict[str, str] | None = None) -> NemoOwnServer:
