@@ -34,14 +34,17 @@ def loading_problem(env: str) -> dict[str, Any] | None:
         load_factory(manifest, sandboxed=False).describe()  # (whether this machine can sandbox it is not the code's)
     except (Exception, SystemExit) as exc:  # code that calls sys.exit() as it loads stops the server too
         problem = _problem(exc, manifest)
-        need = _need(exc, watch.unreachable(exc), recorded, problem)
-        return problem | ({"need": need} if need else {}) | ({"recorded": True} if _recorded(exc, recorded) else {})
+        unmet = next((cause for cause in causes(exc) if isinstance(cause, UnmetNeedError)), None)
+        need = _need(unmet, watch.unreachable(exc), recorded, problem)
+        said_already = unmet is not None and bool(unmet.details) and all(  # (every key it names is named there)
+            any(detail in said for said in recorded) for detail in unmet.details)
+        return problem | ({"need": need} if need else {}) | ({"recorded": True} if said_already else {})
     return None
 
 
-def _need(exc: BaseException, hosts: dict[str, str], recorded: list[str], problem: dict[str, Any]) -> str | None:
+def _need(unmet: UnmetNeedError | None, hosts: dict[str, str], recorded: list[str], problem: dict[str, Any]) \
+        -> str | None:
     """What a failed load needs that cannot be reached from here, if that is why it failed."""
-    unmet = next((cause for cause in causes(exc) if isinstance(cause, UnmetNeedError)), None)
     if unmet is not None:
         return str(unmet)
     if hosts:
@@ -51,13 +54,6 @@ def _need(exc: BaseException, hosts: dict[str, str], recorded: list[str], proble
     if recorded:
         return f"what it needs met before it loads: here it fails as it loads with {problem['error'][:500]}"
     return None
-
-
-def _recorded(exc: BaseException, recorded: list[str]) -> bool:
-    """Whether the need a load failed for is one recorded already (every key it names is named there)."""
-    unmet = next((cause for cause in causes(exc) if isinstance(cause, UnmetNeedError)), None)
-    return unmet is not None and bool(unmet.details) and all(any(detail in need for need in recorded)
-                                                              for detail in unmet.details)
 
 
 def sandbox_report(manifest: BaseManifest) -> str | None:

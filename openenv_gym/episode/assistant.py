@@ -35,7 +35,7 @@ def assistant_message(action: Any, tool_names: set[str], turn: int) -> dict[str,
         return {"content": action, "tool_calls": [_tool_call(call, turn, index) for index, call in enumerate(calls)]}
     if not isinstance(action, dict):
         return 'an action is the assistant\'s text, or an object {"content": ..., "tool_calls": [...]}'
-    if "content" in action or "tool_calls" in action or action.keys() & set(REASONING_NAMES):
+    if "content" in action or "tool_calls" in action or any(name in action for name in REASONING_NAMES):
         content, raw_calls = action.get("content"), action.get("tool_calls") or []
     else:
         content, raw_calls = None, [action]

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING
+from openenv_gym.episode.assistant import REASONING, TOKEN_KEYS
 from openenv_gym.episode.results import Action
 
 
@@ -77,8 +77,7 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
 
 def _tokens(reply: Reply) -> dict[str, Any]:
     """The turn's sampled tokens, for an env that keeps them with its messages."""
-    return {key: value for key, value in (("completion_ids", reply.completion_ids), ("logprobs", reply.logprobs))
-            if value is not None}
+    return {key: value for key in TOKEN_KEYS if (value := getattr(reply, key)) is not None}
 
 
 def observation_message(observation: str, reply: Reply) -> dict[str, Any]:

@@ -90,6 +90,12 @@ class ServerApp:
         """A client of an episode's own: its cookies are its session."""
         return httpx.AsyncClient(transport=self.transport, base_url=BASE_URL, timeout=None)
 
+    def mcp_tools_for(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        """The MCP tools an episode of this row may call (a server may restrict them per session: tavily_search)."""
+        allowed_for = getattr(self.server, "mcp_allowed_tools_for_session", None)
+        allowed = allowed_for(row) if allowed_for is not None else None
+        return [tool for tool in self.mcp_tools if allowed is None or tool["function"]["name"] in allowed]
+
     def has(self, path: str) -> bool:
         return path in self.routes
 
@@ -184,13 +190,6 @@ def _expose_over_mcp(server: Any, app: Any) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": name, "description": tool.tool.description or "",
                                               "parameters": tool.tool.inputSchema}}
             for name, tool in (maybe_auto_expose(server, app) or {}).items()]
-
-
-def mcp_tools_of(server: ServerApp, row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The MCP tools an episode of this row may call (a server may restrict them per session, as tavily_search's)."""
-    allowed_for = getattr(server.server, "mcp_allowed_tools_for_session", None)
-    allowed = allowed_for(row) if allowed_for is not None else None
-    return [tool for tool in server.mcp_tools if allowed is None or tool["function"]["name"] in allowed]
 
 
 def _unset_globals(given: dict[str, Any], resolved: dict[str, Any], error: Exception) -> list[str]:

@@ -30,7 +30,7 @@ import orjson
 
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
-from openenv_gym.adapters.nemo.app import ServerApp, answered, mcp_tools_of, post
+from openenv_gym.adapters.nemo.app import ServerApp, answered, post
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message, conversation_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
@@ -161,7 +161,7 @@ class NemoSession(Environment):
         if not (isinstance(seeded, dict) and seeded.get("mcp")):
             return tools
         named = tool_names(tools)
-        return tools + [tool for tool in mcp_tools_of(self.server, row) if tool["function"]["name"] not in named]
+        return tools + [tool for tool in self.server.mcp_tools_for(row) if tool["function"]["name"] not in named]
 
     async def step(self, action: Any) -> StepResult:
         assert self.client is not None, "the server steps only sessions that were reset"
