@@ -1,6 +1,7 @@
 """Env servers on a real local Ray cluster: a head and a second node process, one CPU each, on loopback
 (benchmarks/ray_cluster.py)."""
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -152,6 +153,29 @@ def test_the_cli_serves_on_ray_until_interrupted(cluster):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_cli_on_ray_passes_no_sandbox_to_its_servers(cluster):
+    """An agent env's program runs unconfined on a server started with --ray --no-sandbox: in the host's UTS namespace,
+    not its sandbox's (whose hostname is "sandbox")."""
+    environment = os.environ | {"RAY_ADDRESS": cluster.address}
+    process = subprocess.Popen([sys.executable, "-m", "openenv_gym", "serve", str(ROOT / "tests/sandbox_envs/shell"),
+                                "--ray", "--no-sandbox"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment)
+    try:
+        header = process.stdout.readline()
+        assert "on 1 Ray actors" in header, process.stderr.read() if process.poll() else header
+        url = process.stdout.readline().strip()
+
+        async def hostname() -> str:
+            async with openenv_gym.connect(url) as conn:
+                session = conn.session()
+                await session.reset(options={"index": 0})
+                return (await session.step("hostname"))[0]
+        assert asyncio.run(hostname()) == f"exit 0\n{os.uname().nodename}\n"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
 
 
 def test_cli_refuses_ray_flags_that_make_no_sense():

@@ -32,7 +32,8 @@ def forwarded_flags(args: argparse.Namespace) -> list[str]:
              "--resume-window", str(args.resume_window), "--group-timeout", str(args.group_timeout),
              "--max-action-chars", str(args.max_action_chars),
              "--threads", str(args.threads), "--log-level", args.log_level]
-    return flags + ["--reveal-tasks"] * args.reveal_tasks + ["--no-web"] * args.no_web
+    return flags + ["--reveal-tasks"] * args.reveal_tasks + ["--no-web"] * args.no_web + \
+        ["--no-sandbox"] * args.no_sandbox
 
 
 def serve_on_ray(args: argparse.Namespace) -> None:
