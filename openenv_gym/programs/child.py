@@ -36,7 +36,7 @@ class ProgramSpec:
     workdir: str
     environ: dict[str, str]  # the program's whole environment
     cpu_seconds: int
-    memory_bytes: int
+    memory_bytes: int  # per process, where no control group bounds the episode's (RLIMIT_DATA: see confine)
     output_bytes: int
     open_files: int
     command: list[str] | None = None  # exec'd, or else, when `script` is set, that Python script run in the fork
@@ -56,12 +56,13 @@ class ProgramSpec:
         return (self.log, self.log) if self.log else (f"{self.output_prefix}.stdout", f"{self.output_prefix}.stderr")
 
 
-def run(spec: ProgramSpec) -> int:
-    """The forked program's whole life (forkserver.py forks it); its exit code. A program that raises exits with code
+def run(spec: ProgramSpec, born_inside: bool = True) -> int:
+    """The forked program's whole life (forkserver.py forks it, in its sandbox's PID namespace unless `born_inside`
+    is False: then it enters by forking once more); its exit code. A program that raises exits with code
     1 and its traceback on stderr, from its own code down: the frames of this launcher are not the program's. As
     python does, it ends when its threads that are not daemons have ended too."""
     try:
-        _run(spec)
+        _run(spec, born_inside)
         for thread in threading.enumerate():
             if thread is not threading.current_thread() and not thread.daemon:
                 thread.join()
@@ -97,8 +98,12 @@ def confine(spec: ProgramSpec, born_inside: bool = False) -> None:
     pipes runs between its fork and its exec: Verifiers' open_process.)"""
     if spec.sandbox is not None:
         enter(spec.sandbox, born_inside, spec.no_network)
-    limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_AS, spec.memory_bytes),
-              (resource.RLIMIT_FSIZE, spec.output_bytes), (resource.RLIMIT_NOFILE, spec.open_files)]
+    limits = [(resource.RLIMIT_CPU, spec.cpu_seconds), (resource.RLIMIT_FSIZE, spec.output_bytes),
+              (resource.RLIMIT_NOFILE, spec.open_files)]
+    if spec.sandbox is None or spec.sandbox.cgroup is None:  # (else its control group bounds the episode's memory)
+        # what a process writes, not the address space it reserves (RLIMIT_AS): Node's WebAssembly, Go and the JVM
+        # reserve gigabytes they never use, and could not start under an address-space bound
+        limits.append((resource.RLIMIT_DATA, spec.memory_bytes))
     if spec.processes is not None:  # (the uid is the episode's own: this counts the episode's processes only)
         limits.append((resource.RLIMIT_NPROC, spec.processes))
     for limit, value in limits:
@@ -106,10 +111,10 @@ def confine(spec: ProgramSpec, born_inside: bool = False) -> None:
     os.chdir(spec.workdir)
 
 
-def _run(spec: ProgramSpec) -> None:
+def _run(spec: ProgramSpec, born_inside: bool) -> None:
     os.setsid()
     die_with_parent(signal.SIGKILL)  # the fork server ends with the worker: so does every program
-    confine(spec, born_inside=True)
+    confine(spec, born_inside)
     os.environ.clear()
     os.environ.update(spec.environ)
     stdin = os.open(STDIN, os.O_RDONLY) if Path(STDIN).exists() else os.open(os.devnull, os.O_RDONLY)

@@ -15,7 +15,7 @@ ALLOWED_NAMES = "127.0.1."  # inside a sandbox, the allowed host names' addresse
 class SandboxPolicy:
     network: Network = "model"
     processes: int = 256  # at once, the program's and all it starts: a fork bomb stops here
-    memory_bytes: int = 4 << 30  # resident, all its processes together (cgroups; rlimits bound each process too)
+    memory_bytes: int = 4 << 30  # all its processes together (its control group; without one, each process's data)
     cpu_seconds: int = 600  # per process
     open_files: int = 1024  # per process
     file_bytes: int = 16 << 20  # the largest file it may write, its stdout and stderr included

@@ -29,7 +29,7 @@ import inspect, json, os, re, resource, sqlite3, sys
 
 limits = json.loads(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
-resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
+resource.setrlimit(resource.RLIMIT_DATA, (limits["memory"], limits["memory"]))
 resource.setrlimit(resource.RLIMIT_NOFILE, (limits["files"], limits["files"]))
 payload = json.loads(sys.stdin.read())
 databases = {payload["initial"], payload["final"]}
