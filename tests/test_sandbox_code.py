@@ -98,7 +98,7 @@ def test_run_code_without_runs_code_says_what_to_declare(tmp_path):
 
 def test_without_bubblewrap_it_is_refused_unless_told_no_sandbox(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(openenv_gym.ServerStartError, match=r"(?s)code_runner, an environment that runs code.*"
+    with pytest.raises(openenv_gym.ServerStartError, match=r"(?s)code_runner runs programs.*"
                                                              r"bubblewrap \(bwrap\) is not installed.*--no-sandbox"):
         LocalServer(str(CODE_RUNNER), 1, 5)
     server = LocalServer(str(CODE_RUNNER), 1, 5, "--no-sandbox")

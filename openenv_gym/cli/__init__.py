@@ -1,5 +1,5 @@
-"""The `openenv-gym` command: serve | import | list | bench | rollout | rescore | venvs | view. A thin layer over
-the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout | rescore | venvs | view | validate | doctor. A
+thin layer over the library."""
 
 from __future__ import annotations
 
@@ -182,6 +182,7 @@ def _run_list(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
+    from openenv_gym.cli.doctor import add_doctor
     from openenv_gym.cli.rescore import add_rescore
     from openenv_gym.cli.rollout import add_rollout
     from openenv_gym.cli.validate import add_validate
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_venvs(commands)
     add_view(commands)
     add_validate(commands)
+    add_doctor(commands)
     return parser
 
 

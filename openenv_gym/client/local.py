@@ -86,6 +86,11 @@ class LocalServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    @property
+    def output(self) -> str:
+        """The end of what the server printed so far (its start-up line, its errors)."""
+        return "".join(self._tail)
+
     def stop(self) -> None:
         if self.process.stdin is not None and not self.process.stdin.closed:
             self.process.stdin.close()  # the server stops when its stdin closes

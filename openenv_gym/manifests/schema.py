@@ -57,6 +57,11 @@ class BaseManifest(BaseModel):
         prefix = "" if self.name.startswith(self.id_prefix) else self.id_prefix  # --name ors-x: openenv/ors-x
         return f"openenv/{prefix}{self.name}"
 
+    @property
+    def runs_programs(self) -> bool:
+        """Whether its episodes run programs (each in a sandbox of its own, unless served --no-sandbox)."""
+        return False
+
 
 class AgentLimits(BaseModel):
     """What one episode's program may use; past a limit it is killed and only its episode ends."""
@@ -64,7 +69,7 @@ class AgentLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     turn_timeout: float = Field(300.0, gt=0)  # seconds between an answer and its next model request (or its exit)
     cpu_seconds: PositiveInt = 600  # per process
-    memory_mb: PositiveInt = 4096  # all its processes together (and each one's address space)
+    memory_mb: PositiveInt = 4096  # all its processes together (without a control group: each one's data)
     output_mb: PositiveInt = 16  # the largest file it may write, its stdout and stderr included
     open_files: PositiveInt = 1024  # per process
     processes: PositiveInt = 256  # at once, all it starts included
@@ -110,6 +115,10 @@ class PythonManifest(BaseManifest):
     network: Network | NetworkAllow = "none"
     limits: AgentLimits = AgentLimits()
 
+    @property
+    def runs_programs(self) -> bool:
+        return self.runs_code
+
 
 class ImportedManifest(BaseManifest):
     """What `openenv-gym import` writes: the source's code vendored in `source`, with where it came from."""
@@ -145,6 +154,10 @@ class VerifiersManifest(ImportedManifest):
     harness: str = "null"
     max_tasks: PositiveInt = 1_000  # v1: the tasks offered by a taskset that never ends (a seed chooses among them)
     network: Network | NetworkAllow = "model"  # v1: its runtimes' sandboxes' (what their programs reach: see agent)
+
+    @property
+    def runs_programs(self) -> bool:
+        return self.api == "v1"
 
 
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"
@@ -212,6 +225,10 @@ class HarborManifest(ImportedManifest):
     harness_turns: PositiveInt = 50  # model requests the built-in agent program makes at most per step of a task
     limits: AgentLimits = AgentLimits()
 
+    @property
+    def runs_programs(self) -> bool:
+        return True
+
 
 NEMO_ROW_INPUT = "responses_create_params"  # a NeMo Gym dataset row's Responses request: its input and tools
 
@@ -274,6 +291,10 @@ class AgentManifest(BaseManifest):
         if (self.entry is None) == (self.command is None):
             raise ValueError("an agent environment needs exactly one of `command` (argv) and `entry` "
                              "(module:function)")
+
+    @property
+    def runs_programs(self) -> bool:
+        return True
 
 
 Manifest = Annotated[PythonManifest | OrsManifest | VerifiersManifest | OpenEnvManifest | AwmManifest

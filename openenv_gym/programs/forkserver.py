@@ -4,7 +4,9 @@ program from itself, so that no program pays a new interpreter.
 multiprocessing has a fork server, but it cannot fork into a PID namespace: a sandboxed program had to fork a second
 time once inside, and the copy cost a third of a program's CPU time. This one forks the program inside its
 sandbox's PID namespace directly (setns(2) on the namespace its children are born in, then back), and spares each
-program multiprocessing's preparation of a process (its arguments pickled twice, its main module looked up).
+program multiprocessing's preparation of a process (its arguments pickled twice, its main module looked up). In a
+server's own user namespace (an ordinary user's, sandbox/userns.py) it could not go back: there each sandboxed
+program forks once more to enter.
 
 The protocol, over a SOCK_SEQPACKET socket pair: the worker sends one byte and two or three file descriptors, a memfd
 holding the pickled ProgramSpec, the write end of a pipe, and, for a sandboxed program, its PID namespace. The server
@@ -46,6 +48,7 @@ def serve(channel: socket.socket, preload: list[str]) -> None:
     warm_up()  # (the C library, the seccomp filter: loaded and compiled here once)
     gc.freeze()  # (the collector leaves what was imported alone: each program's pages stay shared longer)
     own_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    born_inside = _may_return(own_namespace)
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     while True:
@@ -64,7 +67,7 @@ def serve(channel: socket.socket, preload: list[str]) -> None:
                     return  # the worker has gone
                 continue
             spec, status, *namespace = fds
-            pid = _fork(spec, namespace[0] if namespace else None, own_namespace, selector)
+            pid = _fork(spec, namespace[0] if namespace and born_inside else None, own_namespace, selector)
             for fd in (spec, *namespace):
                 os.close(fd)
             _tell(status, pid)
@@ -72,6 +75,17 @@ def serve(channel: socket.socket, preload: list[str]) -> None:
                 os.close(status)
                 continue
             selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, status))
+
+
+def _may_return(own_namespace: int) -> bool:
+    """Whether this process may go back to its own PID namespace after forking in a sandbox's: not in a user
+    namespace other than the one that owns it (a server an ordinary user runs, userns.py). There, a sandboxed
+    program is forked here and enters by forking once more (sandbox/enter.py)."""
+    try:
+        setns(own_namespace, "pid")
+    except OSError:
+        return False
+    return True
 
 
 def _fork(spec: int, namespace: int | None, own_namespace: int, selector: selectors.BaseSelector) -> int:
@@ -89,7 +103,8 @@ def _fork(spec: int, namespace: int | None, own_namespace: int, selector: select
     except OSError as exc:
         pid = -(exc.errno or 1)
     if pid == 0:
-        _program(spec, selector)  # (never returns; nor does it go back to the server's PID namespace)
+        _program(spec, selector, born_inside=namespace is not None)  # (never returns; nor does it go back to the
+        # server's PID namespace)
     if namespace is not None:
         _back_to_own(own_namespace)
     return pid
@@ -104,7 +119,7 @@ def _back_to_own(own_namespace: int) -> None:
         os._exit(70)
 
 
-def _program(spec: int, selector: selectors.BaseSelector) -> None:
+def _program(spec: int, selector: selectors.BaseSelector, born_inside: bool) -> None:
     """The forked program's whole life: it never returns to the server's loop."""
     code = 1
     try:
@@ -112,7 +127,7 @@ def _program(spec: int, selector: selectors.BaseSelector) -> None:
         data = os.pread(spec, os.fstat(spec).st_size, 0)
         os.closerange(3, MAX_FDS)  # (the server's socket, the other programs' pipes: none of its business)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        code = run(pickle.loads(data))
+        code = run(pickle.loads(data), born_inside)
     finally:
         os._exit(code)
 

@@ -1,7 +1,12 @@
 """An episode's control group: one bound on how many processes its programs run at once and on the memory they
 hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it). cgroup v2 where the
 machine delegates its controllers, the v1 `pids` and `memory` hierarchies otherwise; none where neither is
-writable (then the rlimits of each process are the bounds)."""
+writable (then the rlimits of each process are the bounds).
+
+Where: in the hierarchy's root, for a root server; else in the server's own group, where the system delegates it
+to the server's user (cgroup v2: a systemd scope or service with Delegate=yes, `systemd-run --user --scope -p
+Delegate=yes openenv-gym serve ...`; v1: a group an administrator made and gave the user). In a v2 group, only
+leaves hold processes: the server's own move into a leaf (`server`) first."""
 
 from __future__ import annotations
 
@@ -81,38 +86,73 @@ def _removed(folder: str) -> bool:
 
 def remove_orphans() -> None:
     """Remove the groups of worker processes that are gone (killed before they removed their episodes' groups)."""
-    for root in writable_hierarchies():
-        for folder in (root / GROUP).glob("*-*"):
+    for base in writable_hierarchies():
+        for folder in (base / GROUP).glob("*-*"):
             pid = folder.name.split("-")[0]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 _removed(str(folder))
 
 
-def _v2_controllers() -> set[str]:
+def _controllers(folder: Path) -> set[str]:
     with contextlib.suppress(OSError):
-        return set((ROOT / "cgroup.controllers").read_text().split())
+        return set((folder / "cgroup.controllers").read_text().split())
     return set()
 
 
+def _own_groups() -> dict[str, str]:
+    """This process's group in each hierarchy ("" for v2's, else the v1 controllers' names), from /proc/self/cgroup."""
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        return {controllers: path for _, controllers, path in (line.split(":", 2) for line in lines)}
+    return {}
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK) and os.access(folder / "cgroup.procs", os.W_OK)
+
+
 def writable_hierarchies() -> list[Path]:
-    """Where this process may make episode groups: [the v2 root] or [the v1 pids and memory roots]; [] if nowhere."""
-    if {"pids", "memory"} <= _v2_controllers() and os.access(ROOT, os.W_OK):
-        return [ROOT]
-    v1 = [ROOT / "pids", ROOT / "memory"]
-    return v1 if all(os.access(folder, os.W_OK) for folder in v1) else []
+    """Where this process may make episode groups: [a v2 group] or [a v1 pids group, a v1 memory group] (the
+    hierarchies' roots, or the server's own groups where they are delegated to it); [] if nowhere."""
+    own = _own_groups()
+    if {"pids", "memory"} <= _controllers(ROOT):  # cgroup v2 (alone: the v1 controllers are not mounted)
+        for folder in (ROOT, ROOT / own.get("", "/").lstrip("/")):
+            if {"pids", "memory"} <= _controllers(folder) and _writable(folder):
+                return [folder]
+        return []
+    for v1 in ([ROOT / "pids", ROOT / "memory"],
+               [ROOT / name / own.get(name, "/").lstrip("/") for name in ("pids", "memory")]):
+        if all(_writable(folder) for folder in v1):
+            return v1
+    return []
+
+
+def _enable_v2(parent: Path) -> None:
+    """Let the groups made in v2 group `parent` use the pids and memory controllers. A delegated group holding
+    processes (the server's) cannot: they move into a leaf of it first."""
+    if {"pids", "memory"} <= set((parent / "cgroup.subtree_control").read_text().split()):
+        return
+    if parent != ROOT and (pids := (parent / "cgroup.procs").read_text().split()):
+        leaf = parent / "server"
+        leaf.mkdir(exist_ok=True)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # (one that ended meanwhile)
+                (leaf / "cgroup.procs").write_text(pid)
+    (parent / "cgroup.subtree_control").write_text("+pids +memory")
 
 
 def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
     """The group of an episode named `name`, bounded; None where this machine lets us make none."""
     folders = []
-    for root in writable_hierarchies():
-        parent = root / GROUP
+    for base in writable_hierarchies():
+        parent = base / GROUP
         if not parent.is_dir():
             with contextlib.suppress(FileExistsError):
                 parent.mkdir()
-            if root == ROOT:  # v2: the children of our group may use the controllers
+            if (base / "cgroup.subtree_control").exists():  # v2: the children of our group may use the controllers
                 with contextlib.suppress(OSError):
-                    (parent / "cgroup.subtree_control").write_text("+pids +memory")
+                    _enable_v2(base)
+                    _enable_v2(parent)
         folder = parent / name
         folder.mkdir()
         folders.append(str(folder))

@@ -1,8 +1,10 @@
 """Entering an episode's sandbox from a process forked warm (the program's, from the fork server): no interpreter
 starts again. The process joins its control group, then the namespaces bubblewrap made (setns(2)): the mount view,
-the network, UTS; and an IPC namespace of its own (unshare(2)), so that the System V objects it makes end with its
-processes rather than outlive them in a sandbox that is renewed. It drops every privilege (no groups, the episode's
-own uid and gid, no capabilities left) and may make no user namespace (seccomp.py).
+the network, UTS (and the sandbox's user namespace first, where it has one of its own: every episode shares the
+server's uid, sandbox.py); and an IPC namespace of its own (unshare(2)), so that the System V objects it makes end
+with its processes rather than outlive them in a sandbox that is renewed. It drops every privilege (no groups where
+the kernel lets them go, the episode's own uid and gid, no capabilities left, none to gain by exec) and may make no
+user namespace (seccomp.py).
 
 A process can only be born in a PID namespace. The programs' fork server forks them in the sandbox's; any other
 process (a subprocess between its fork and its exec) joins the namespace for its children and forks: the child,
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 from dataclasses import dataclass
@@ -22,7 +25,18 @@ from openenv_gym.sandbox.cgroups import Cgroup
 from openenv_gym.sandbox.seccomp import compiled, forbid_user_namespaces
 
 MAX_FDS = 1 << 20  # (os.closerange closes them with one close_range(2))
-CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000}
+CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000,
+             "user": 0x10000000}
+PR_CAPBSET_DROP = 24
+CAPABILITY_VERSION_3 = 0x20080522  # capset(2): two 32-bit words for each set
+
+
+class _CapabilityHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapabilityData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 @dataclass(frozen=True)
@@ -30,14 +44,34 @@ class Entry:
     """What a forked process needs to enter a sandbox (picklable: it travels to the fork server)."""
 
     pid: int  # a process inside every namespace of the sandbox (bubblewrap's init)
-    uid: int  # the episode's own, unprivileged
+    uid: int  # the episode's own, unprivileged (or the server's, shared, in a user namespace of the sandbox's own)
     cgroup: Cgroup | None
+    own_user_namespace: bool = False  # the sandbox's user namespace is its own, not the server's
+
+
+@functools.cache
+def _last_capability() -> int:
+    with open("/proc/sys/kernel/cap_last_cap") as file:
+        return int(file.read())
+
+
+@functools.cache
+def _may_drop_groups() -> bool:
+    """Whether setgroups(2) is allowed here: a user namespace that maps only its creator's ids denies it, so that
+    nobody drops a group that denies them access."""
+    try:
+        with open("/proc/self/setgroups") as file:
+            return file.read().strip() != "deny"
+    except OSError:  # (a kernel older than the file: no such rule)
+        return True
 
 
 def warm_up() -> None:
     """Load and compile once what entering takes (the C library, the seccomp filter), so that a process forked
     from this one does not do it again."""
     libc()
+    _last_capability()
+    _may_drop_groups()
     with contextlib.suppress(OSError):  # (then each program meets the error, and says it)
         compiled()
 
@@ -61,9 +95,11 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
     `no_network`: a network namespace of its own, empty, rather than the sandbox's."""
     if entry.cgroup is not None:
         entry.cgroup.join()
-    os.setgroups([])
-    joined = ("net", "uts", "mnt") + (() if born_inside else ("pid",))  # (the mount namespace before pid's: after
-    # it, /proc is the sandbox's)
+    if _may_drop_groups():
+        os.setgroups([])
+    joined = ("user",) * entry.own_user_namespace + ("net", "uts", "mnt") + (() if born_inside else ("pid",))
+    # (the user namespace first: it owns the others; the mount namespace before pid's: after it, /proc is the
+    # sandbox's)
     namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in joined}
     try:
         for kind in joined:
@@ -74,8 +110,7 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
     unshare("ipc")
     if no_network:
         unshare("net")
-    os.setresgid(entry.uid, entry.uid, entry.uid)
-    os.setresuid(entry.uid, entry.uid, entry.uid)  # from root to another uid: every capability is dropped too
+    drop_privileges(entry.uid)
     forbid_user_namespaces()
     if born_inside:
         return
@@ -90,3 +125,18 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+def drop_privileges(uid: int) -> None:
+    """Become `uid` (and the group of that number) with no capability, and none to gain by exec: the bounding set
+    emptied first (which takes a capability), then the sets (a uid of 0 would keep them)."""
+    for capability in range(_last_capability() + 1):
+        if libc().prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"cannot drop the sandbox's capabilities: {os.strerror(error)}")
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    header, sets = _CapabilityHeader(CAPABILITY_VERSION_3, 0), (_CapabilityData * 2)()
+    if libc().capset(ctypes.byref(header), sets) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"cannot drop the sandbox's capabilities: {os.strerror(error)}")

@@ -37,31 +37,45 @@ from openenv_gym.sandbox.support import BWRAP, unavailable
 HOLDER = ["sh", "-c", "echo ready && exec sleep infinity"]
 ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}  # bubblewrap's: no secrets
 UID_BASE = 1 << 20  # episodes' uids: above every user's, a block of 65,536 per worker process
+MIN_MAPPED = 1024  # uids a user namespace maps, at least, for each episode to have one of its own
 _numbers = itertools.count()
 _uids_in_use: set[int] = set()
 WRITABLE = ("/tmp", WORKDIR, "/dev/shm")  # its own file systems (mounts.py), emptied when it is renewed
 
 
-def uid_range(uid_map: str) -> tuple[int, int, int]:
+def uid_range(uid_map: str) -> tuple[int, int, int] | None:
     """(the first of the episodes' uids, how many blocks of them, uids per block: one block per worker process),
     among the uids a user namespace maps (`uid_map`: /proc/self/uid_map). The host's maps them all: UID_BASE and
-    up. A container's own user namespace (a Kubernetes pod with hostUsers: false) maps 65,536: its upper half."""
+    up. A container's own user namespace (a Kubernetes pod with hostUsers: false) maps 65,536, and so does the user
+    namespace of a server run by an ordinary user with subordinate uids (userns.py): their upper half. None where
+    too few are mapped to give each episode its own (a server's user namespace that maps only its user's uid)."""
     ranges = [tuple(map(int, line.split()))[::2] for line in uid_map.splitlines() if line.strip()]
     if any(inside <= UID_BASE and inside + count >= UID_BASE + (4096 << 16) for inside, count in ranges):
         return UID_BASE, 4096, 1 << 16
     inside, count = max(ranges, key=lambda mapped: mapped[1])
+    if count < MIN_MAPPED:
+        return None
     return inside + count // 2, 16, count // 2 // 16
 
 
 @functools.cache
-def _uids() -> tuple[int, int, int]:
+def _uids() -> tuple[int, int, int] | None:
     with open("/proc/self/uid_map") as file:
         return uid_range(file.read())
 
 
+def shares_uid() -> bool:
+    """Whether every episode has the server's uid (each sandbox then has a user namespace of its own, so that
+    what a uid counts, its processes say, is counted per episode)."""
+    return _uids() is None
+
+
 def _episode_uid() -> int:
-    """A uid of this worker's block that no live episode has (the block is reused as the counter wraps)."""
-    first, blocks, size = _uids()
+    """A uid of this worker's block that no live episode has (the block is reused as the counter wraps); the
+    server's own where every episode shares it."""
+    if (uids := _uids()) is None:
+        return os.geteuid()
+    first, blocks, size = uids
     while (uid := first + (os.getpid() % blocks) * size + next(_numbers) % size) in _uids_in_use:
         pass
     _uids_in_use.add(uid)
@@ -81,7 +95,7 @@ class Sandbox:
         """The episode's own uid: its working directory and its other folders are its, its processes enter as it."""
         for folder in (WORKDIR, *self.policy.writable):
             os.chown(self.host_path(folder), uid, uid)
-        self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup)
+        self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup, own_user_namespace=shares_uid())
         self.oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
 
     @classmethod
@@ -91,7 +105,8 @@ class Sandbox:
             raise SandboxUnavailableError(reason)
         _first_in_this_process()
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname",
-                      "sandbox"] + ([] if policy.network == "public" else ["--unshare-net"])
+                      "sandbox"] + ([] if policy.network == "public" else ["--unshare-net"]) + \
+            ["--unshare-user"] * shares_uid()
         info, info_writer = os.pipe()
         given = [info_writer]
         if policy.allow:  # its /etc/hosts, names of the allowed hosts in it
@@ -102,7 +117,8 @@ class Sandbox:
             namespaces += ["--perms", "0644", "--ro-bind-data", str(hosts), "/etc/hosts"]
         try:
             process = await asyncio.create_subprocess_exec(
-                BWRAP, *bwrap_arguments(policy), *namespaces, "--die-with-parent", "--info-fd", str(info_writer),
+                BWRAP, *bwrap_arguments(policy), *namespaces, "--cap-drop", "ALL", "--die-with-parent", "--info-fd",
+                str(info_writer),
                 "--", *HOLDER, pass_fds=given, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=ENVIRONMENT)
         finally:
@@ -155,8 +171,8 @@ class Sandbox:
         process by, a process that would not die, more files than wipe.WIPE_BUDGET, overlays of system folders, whose
         upper layers may not change under them): then only close() leaves
         nothing. (Its System V IPC objects ended with its processes: each program has an IPC namespace of its own.)"""
-        if self.process.returncode is not None or self.cgroup is None or bool(self.policy.owned) or \
-                not await self.cgroup.kill_all():
+        if self.process.returncode is not None or self.cgroup is None or bool(self.policy.owned) or shares_uid() \
+                or not await self.cgroup.kill_all():
             return False
         if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp")
                    for folder in (*WRITABLE, *self.policy.writable)):

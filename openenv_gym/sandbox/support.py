@@ -1,6 +1,6 @@
 """Whether this machine can sandbox episodes, and if not, why: bubblewrap must be installed and able to make the
-namespaces (it is tried once per process), and the server must run as root to give each episode a uid of its own
-(an unprivileged server would share its own uid with every episode)."""
+namespaces (it is tried once per process), and the server must be root: on the host, in a container, or in a user
+namespace of its own, which `openenv-gym serve` makes for a server an ordinary user runs (userns.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import functools
 import os
 import shutil
 import subprocess
+
+from openenv_gym.sandbox.userns import REFUSED
 
 BWRAP = "bwrap"
 INSTALL = "install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
@@ -20,8 +22,11 @@ def unavailable() -> str | None:
     if shutil.which(BWRAP) is None:
         return f"bubblewrap ({BWRAP}) is not installed: {INSTALL}"
     if os.geteuid() != 0:
-        return ("the server does not run as root, and a sandbox gives each episode an unprivileged uid of its own, "
-                "which only root can hand out: run the server as root (in a container, say)")
+        why = os.environ.get(REFUSED)
+        return ("the server runs as an ordinary user, outside a user namespace of its own" +
+                (f" (the kernel refused one: {why})" if why else "") +
+                ", and only root can make an episode's namespaces: serve it with `openenv-gym serve`, which starts "
+                "the server in a user namespace where the kernel allows them (see docs/reliability.md), or as root")
     trial = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                             "--unshare-uts", "--die-with-parent", "true"], capture_output=True, text=True, timeout=30)
     if trial.returncode != 0:

@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from openenv_gym.errors import ServerStartError
+from openenv_gym.errors import SandboxUnavailableError, ServerStartError
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path, venv_ready
 from openenv_gym.protocol.ready import read_status, status_line
+from openenv_gym.sandbox import mode, refusal, userns
 from openenv_gym.server.config import Limits, ServeConfig
 
 
@@ -49,6 +50,10 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
     manifest = find_manifest(env)
+    sandboxed = sandbox and manifest.runs_programs
+    if sandboxed and os.geteuid() != 0 and userns.REFUSED not in os.environ:  # an ordinary user: root in a user
+        _run_in(sys.executable, settings, on_ready, userns.command)            # namespace of the server's own
+        return
     if needs_venv(manifest) and not in_venv(venv_path(manifest)):
         if ready_fd is not None and not venv_ready(manifest):
             os.write(ready_fd, status_line(building=str(venv_path(manifest))))
@@ -56,6 +61,11 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
         return
     if exit_with_stdin:
         _exit_when_stdin_closes()
+    if sandboxed:  # (refused here, once, rather than by every worker)
+        refused = refusal(manifest.name)
+        if refused is not None:
+            raise SandboxUnavailableError(refused)
+        print(f"openenv-gym: {mode.describe()}", file=sys.stderr, flush=True)
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
                                        frame_timeout, resume_window, group_timeout),
@@ -80,13 +90,15 @@ def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | No
               f"max_sessions={config.limits.max_sessions})", flush=True)
 
 
-def _run_in(python: str, settings: dict[str, Any], on_ready: Callable[[str], None] | None) -> None:
-    """Run the same serve() with another python (an environment's venv), through its CLI, and wait for it."""
+def _run_in(python: str, settings: dict[str, Any], on_ready: Callable[[str], None] | None,
+            wrap: Callable[[list[str]], list[str]] = list) -> None:
+    """Run the same serve() with another python (an environment's venv), through its CLI, and wait for it; `wrap`
+    makes the command another that runs it (in a user namespace)."""
     relay = None
     if settings["ready_fd"] is None and on_ready is not None:  # hear the child's ready line ourselves
         relay, settings["ready_fd"] = os.pipe()
     ready_fd = settings["ready_fd"]
-    command = [python, "-m", "openenv_gym", "serve", settings["env"], "--settings", json.dumps(settings)]
+    command = wrap([python, "-m", "openenv_gym", "serve", settings["env"], "--settings", json.dumps(settings)])
     child = subprocess.Popen(command, pass_fds=() if ready_fd is None else (ready_fd,))
     if ready_fd is not None:
         os.close(ready_fd)  # the child holds it now: its end tells the reader whether the server lives

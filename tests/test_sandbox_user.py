@@ -1,0 +1,166 @@
+"""A server run by an ordinary user sandboxes every episode too, in a user namespace of its own
+(openenv_gym/sandbox/userns.py): with subordinate uids (a uid per episode), without (every episode shares the
+user's), and with control groups an administrator delegated to the user.
+
+The user is made here (useradd), with a venv of /usr/bin/python3 (the suite's interpreter lives under /root, which
+the user cannot read). The server, the checking process (sandbox_user_escapes.py), the secret files, the bystander
+process and the listener all belong to that user; the checks are made from outside the sandbox, by their effects."""
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
+USERS = {"shared": "openenv-shared", "subordinate": "openenv-subuid"}  # no subordinate uids; 65,536 of them
+SUBORDINATE = "200000:65536"
+CGROUP_V1 = Path("/sys/fs/cgroup")
+
+
+def _user(name: str, subordinate: bool) -> pwd.struct_passwd:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", name], check=True, capture_output=True)
+    for table in ("/etc/subuid", "/etc/subgid"):
+        lines = [line for line in Path(table).read_text().splitlines() if not line.startswith(f"{name}:")] \
+            if Path(table).exists() else []
+        Path(table).write_text("".join(f"{line}\n" for line in lines + [f"{name}:{SUBORDINATE}"] * subordinate))
+    return pwd.getpwnam(name)
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory):
+    """A folder every user reads: the user's venv (openenv_gym installed from this checkout) and the shell env."""
+    folder = tmp_path_factory.mktemp("ordinary-user")
+    for parent in (folder, *folder.parents):  # (pytest's temporary folders are root's alone)
+        parent.chmod(parent.stat().st_mode | 0o711)
+    venv = folder / "venv"
+    uv = [str(Path(sys.executable).parent / "uv")]
+    subprocess.run([*uv, "venv", "--quiet", "--python", "/usr/bin/python3", str(venv)], check=True)
+    subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(ROOT)],
+                   check=True)
+    shutil.copytree(SHELL, folder / "shell")
+    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
+    return folder
+
+
+def escapes(place: Path, name: str, subordinate: bool, *prefix: str) -> dict:
+    """What sandbox_user_escapes.py found, run as user `name` (after `prefix`, a shell command)."""
+    user = _user(name, subordinate)
+    work = place / f"work-{name}"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    shutil.chown(work, user.pw_uid, user.pw_gid)
+    shutil.chown(work / "home", user.pw_uid, user.pw_gid)
+    environment = {"HOME": user.pw_dir, "OPENENV_GYM_HOME": str(work / "home"), "PATH": os.environ["PATH"]}
+    command = [str(place / "venv" / "bin" / "python"), str(ROOT / "tests" / "sandbox_user_escapes.py"),
+               str(place / "shell"), str(work)]
+    script = "; ".join([*prefix, 'exec "$@"'])
+    done = subprocess.run(["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in environment.items()),
+                           "sh", "-c", script, "sh", *command], capture_output=True, text=True, timeout=300,
+                          cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["checker_uid"] == found["server_uid"] == user.pw_uid  # (all of it the user's)
+    return found
+
+
+def assert_contained(found: dict) -> None:
+    """The six escapes, each seen from outside."""
+    assert found["secrets_leaked"] == []  # host files: the user's home, the server's home, /tmp
+    assert found["written_outside"] == []  # writes outside its own folders
+    assert not found["other_session_read"]  # another session's files...
+    assert not found["other_session_processes"]  # ...and processes
+    assert "alpha-marker-2718" in found["a_after_b"] and "sleep 611" in found["a_after_b"]  # b's kill -9 -1 missed
+    assert found["listener_accepted"] == 0 and "ConnectionRefusedError" in found["connect"]  # the network
+    assert found["bystander_alive"] and found["server_alive"]  # killing a process of the user's
+    assert "sleep 313" not in found["process_table"] and "openenv_gym serve" not in found["process_table"]
+    assert found["node"].endswith("wasm ok\n")  # (WebAssembly reserves address space: its memory bound lets it be)
+    assert all(process["caps"] == "0000000000000000" for process in found["episode_processes"])
+
+
+def test_without_subordinate_uids_every_episode_shares_the_users_uid_and_escapes_nothing(place):
+    found = escapes(place, USERS["shared"], False)
+    assert_contained(found)
+    uid = pwd.getpwnam(USERS["shared"]).pw_uid
+    assert [process["uid"] for process in found["episode_processes"]] == [uid]  # its uid, without a capability
+    assert found["identity"].startswith("exit 0\nuid=0(root) gid=0(root)")  # (root of its own user namespace)
+    assert "that maps only its user's uid" in found["server_said"]
+    assert "memory bounded per process (RLIMIT_DATA)" in found["server_said"]
+    assert "MemoryError" in found["too_much"]  # (without a control group, the one process is refused)
+
+
+def test_with_subordinate_uids_each_episode_has_one_of_its_own(place):
+    found = escapes(place, USERS["subordinate"], True)
+    assert_contained(found)
+    first, count = map(int, SUBORDINATE.split(":"))
+    [process] = found["episode_processes"]
+    assert first <= process["uid"] < first + count  # a subordinate uid, seen from the host
+    assert "with subordinate uids (each episode a uid of its own)" in found["server_said"]
+
+
+@pytest.mark.skipif(not (CGROUP_V1 / "memory" / "cgroup.procs").exists(), reason="the v1 memory hierarchy is not here")
+def test_control_groups_delegated_to_the_user_bound_each_episode(place):
+    """An administrator made v1 groups for the user and gave them to it: the server makes its episodes' groups in
+    them, and says so."""
+    name = USERS["subordinate"]
+    user = _user(name, True)
+    groups = [CGROUP_V1 / controller / f"openenv-test-{name}" for controller in ("pids", "memory")]
+    for group in groups:
+        group.mkdir(exist_ok=True)
+        for path in (group, group / "cgroup.procs", group / "tasks"):
+            os.chown(path, user.pw_uid, user.pw_gid)
+    try:
+        found = escapes(place, name, True, *(f"echo $$ > {group}/cgroup.procs" for group in groups))
+        assert_contained(found)
+        assert "control groups v1 (delegated): each episode's memory and processes bounded together" \
+            in found["server_said"]
+        assert found["too_much"] == "exit 137\nKilled\n"  # (the episode's group bounds its memory: killed)
+    finally:
+        for group in groups:
+            for folder in sorted(group.glob("**/"), key=lambda path: -len(path.parts)):
+                folder.rmdir()
+
+
+def as_user(place: Path, name: str, *arguments: str,
+            refuse_user_namespaces: bool = False) -> subprocess.CompletedProcess:
+    """`python -m openenv_gym ARGUMENTS` as user `name`; with `refuse_user_namespaces`, under a seccomp filter that
+    refuses them, as Docker's default profile does (sandbox/seccomp.py's, the episodes' own)."""
+    user = pwd.getpwnam(name)
+    python = str(place / "venv" / "bin" / "python")
+    refuse = "from openenv_gym.sandbox.seccomp import forbid_user_namespaces\nforbid_user_namespaces()\n"
+    start = f"import os, sys\n{refuse * refuse_user_namespaces}os.execv(sys.executable, sys.argv[1:])"
+    environment = {"HOME": user.pw_dir, "OPENENV_GYM_HOME": str(place / f"work-{name}" / "home"),
+                   "PATH": os.environ["PATH"]}
+    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in environment.items()),
+                           python, "-c", start, python, "-m", "openenv_gym", *arguments], capture_output=True,
+                          text=True, timeout=120, cwd=place)
+
+
+def test_doctor_says_which_sandbox_a_users_server_would_have(place):
+    shared = as_user(place, _user(USERS["shared"], False).pw_name, "doctor")
+    subordinate = as_user(place, _user(USERS["subordinate"], True).pw_name, "doctor")
+    assert "that maps only its user's uid" in shared.stdout.splitlines()[0]
+    assert "with subordinate uids" in subordinate.stdout.splitlines()[0]
+    for done in (shared, subordinate):
+        assert done.stdout.splitlines()[1].startswith("cgroups      no control group the server may write")
+        assert "kinds        served: python, ors" in done.stdout and "agent" in done.stdout.splitlines()[-1]
+
+
+def test_where_the_kernel_refuses_user_namespaces_a_users_server_refuses_naming_both_ways_in(place):
+    name = _user(USERS["shared"], False).pw_name
+    served = as_user(place, name, "serve", str(place / "shell"), "--port", "0", refuse_user_namespaces=True)
+    assert served.returncode != 0
+    for expected in ("the kernel refused one: Operation not permitted", "`openenv-gym serve`", "or as root",
+                     "--no-sandbox"):
+        assert expected in served.stderr, served.stderr
+    doctor = as_user(place, name, "doctor", refuse_user_namespaces=True)
+    assert doctor.stdout.splitlines()[0].startswith("sandbox      none (")
+    assert "kinds        need --no-sandbox (no sandbox here): agent, harbor" in doctor.stdout
