@@ -12,13 +12,19 @@ with the same resources on both sides (one server worker each), and what a crowd
    then the processes, control groups and files left.
 
     python -m benchmarks.sandbox [--starts 200] [--fresh 50] [--sessions 64] [--rounds 4] [--crowd 1000]
+                                 [--as-user shared|subordinate]
+
+--as-user (run as root): all of it run by an ordinary user made for it (benchmarks/ordinary_user.py), whose server
+sandboxes in a user namespace of its own: without subordinate uids (every episode shares the user's) or with them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -27,6 +33,7 @@ from pathlib import Path
 from benchmarks.agent_sessions import agent_env, many_programs, tree
 from benchmarks.episodes import run_players
 from benchmarks.measures import save_result
+from benchmarks.ordinary_user import ensure_user, readable_by_all, run_as, user_venv
 from openenv_gym.client.local import LocalServer
 from openenv_gym.sandbox.pool import IDLE_SECONDS
 
@@ -113,6 +120,40 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
     return figures
 
 
+USERS = {"shared": ("openenv-bench-shared", None), "subordinate": ("openenv-bench-subuid", "300000:65536")}
+
+
+def measure_both(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = agent_env(Path(scratch) / "two_turns", 2)
+        unsandboxed = measure(folder, False, args)
+        sandboxed = measure(folder, True, args)
+    return {"sandboxed": sandboxed, "unsandboxed": unsandboxed,
+            "added_start_p50_ms": sandboxed["start"]["p50_ms"] - unsandboxed["start"]["p50_ms"],
+            "added_new_session_start_p50_ms": sandboxed["new_session_start"]["p50_ms"]
+            - unsandboxed["new_session_start"]["p50_ms"],
+            "episodes_ratio": sandboxed["episodes_per_s"] / unsandboxed["episodes_per_s"]}
+
+
+def measure_as_user(mode: str, argv: list[str]) -> dict:
+    """measure_both() run by an ordinary user (made here: we are root), in a venv of its own."""
+    name, subordinate = USERS[mode]
+    user = ensure_user(name, subordinate)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        venv = user_venv(folder)
+        shutil.copytree(Path(__file__).parent, folder / "benchmarks", ignore=shutil.ignore_patterns("results"))
+        home = folder / "home"
+        home.mkdir()
+        readable_by_all(folder)
+        shutil.chown(home, user.pw_uid, user.pw_gid)
+        done = run_as(name, [str(venv / "bin" / "python"), "-m", "benchmarks.sandbox", "--print-json", *argv],
+                      {"OPENENV_GYM_HOME": str(home), "TMPDIR": str(home)}, timeout=3600, cwd=folder)
+    if done.returncode != 0:
+        raise RuntimeError(f"the benchmark run as {name} failed:\n{done.stderr[-3000:]}")
+    return {"user": name, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=200)
@@ -120,17 +161,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--crowd", type=int, default=1000)
+    parser.add_argument("--as-user", choices=sorted(USERS), default=None)
+    parser.add_argument("--print-json", action="store_true", help=argparse.SUPPRESS)  # (the user's run's answer)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = agent_env(Path(scratch) / "two_turns", 2)
-        unsandboxed = measure(folder, False, args)
-        sandboxed = measure(folder, True, args)
-    result = {"sandboxed": sandboxed, "unsandboxed": unsandboxed,
-              "added_start_p50_ms": sandboxed["start"]["p50_ms"] - unsandboxed["start"]["p50_ms"],
-              "added_new_session_start_p50_ms": sandboxed["new_session_start"]["p50_ms"]
-              - unsandboxed["new_session_start"]["p50_ms"],
-              "episodes_ratio": sandboxed["episodes_per_s"] / unsandboxed["episodes_per_s"]}
-    print("An agent program's episode, sandboxed and not (one server worker each):")
+    if args.print_json:
+        print(json.dumps(measure_both(args)))
+        return {}
+    if args.as_user:
+        forwarded = [f"--{key}={getattr(args, key)}" for key in ("starts", "fresh", "sessions", "rounds", "crowd")]
+        result = measure_as_user(args.as_user, forwarded)
+    else:
+        result = measure_both(args)
+    sandboxed, unsandboxed = result["sandboxed"], result["unsandboxed"]
+    who = f" (served by {result['user']}, an ordinary user: {args.as_user} uids)" if args.as_user else ""
+    print(f"An agent program's episode, sandboxed and not (one server worker each){who}:")
     for label, row in (("sandboxed", sandboxed), ("unsandboxed", unsandboxed)):
         print(f"  {label + ':':<13} reset p50 {row['start']['p50_ms']:.1f} ms (p90 {row['start']['p90_ms']:.1f}), "
               f"{row['episodes_per_s']:,.0f} episodes/s with {args.sessions} players, {row['errors']} errors")
@@ -143,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{crowd['programs']:,} sandboxed sessions at once: {crowd['errors']} errors, "
           f"{crowd['memory_per_session_mib']:.1f} MiB per session; left after they closed: "
           f"{sandboxed['left_after_the_crowd']}")
-    save_result("sandbox", result)
+    save_result(f"sandbox_user_{args.as_user}" if args.as_user else "sandbox", result)
     return result
 
 

@@ -217,6 +217,14 @@ def test_an_episode_makes_no_user_namespace_of_its_own(shell_url):
     assert filtered == ["2"]  # (2: a filter)
 
 
+def test_an_episode_may_not_use_the_kernels_keyrings(shell_url):
+    """The user keyring of a uid outlives an episode (an ordinary user's server renews sandboxes with the same uid):
+    add_key(2) is refused, as Docker's profile refuses it."""
+    add_key = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+               "print(libc.syscall(248, b'user', b'left', b'behind', 6, -4), ctypes.get_errno())")  # (x86-64)
+    assert shell(shell_url.url, f"{sys.executable} -c \"{add_key}\"")[0] == "exit 0\n-1 1\n"  # EPERM
+
+
 def test_signals_reach_only_the_episodes_own_processes(shell_url):
     bystander = subprocess.Popen(["sleep", "300"])
     try:

@@ -11,11 +11,12 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
+from benchmarks.ordinary_user import ensure_user, readable_by_all, run_as, user_venv
 
 SHELL = ROOT / "tests" / "sandbox_envs" / "shell"
 USERS = {"shared": "openenv-shared", "subordinate": "openenv-subuid"}  # no subordinate uids; 65,536 of them
@@ -24,48 +25,30 @@ CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
 def _user(name: str, subordinate: bool) -> pwd.struct_passwd:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", name], check=True, capture_output=True)
-    for table in ("/etc/subuid", "/etc/subgid"):
-        lines = [line for line in Path(table).read_text().splitlines() if not line.startswith(f"{name}:")] \
-            if Path(table).exists() else []
-        Path(table).write_text("".join(f"{line}\n" for line in lines + [f"{name}:{SUBORDINATE}"] * subordinate))
-    return pwd.getpwnam(name)
+    return ensure_user(name, SUBORDINATE if subordinate else None)
 
 
 @pytest.fixture(scope="module")
 def place(tmp_path_factory):
     """A folder every user reads: the user's venv (openenv_gym installed from this checkout) and the shell env."""
     folder = tmp_path_factory.mktemp("ordinary-user")
-    for parent in (folder, *folder.parents):  # (pytest's temporary folders are root's alone)
-        parent.chmod(parent.stat().st_mode | 0o711)
-    venv = folder / "venv"
-    uv = [str(Path(sys.executable).parent / "uv")]
-    subprocess.run([*uv, "venv", "--quiet", "--python", "/usr/bin/python3", str(venv)], check=True)
-    subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(ROOT)],
-                   check=True)
+    user_venv(folder)
     shutil.copytree(SHELL, folder / "shell")
-    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
+    readable_by_all(folder)
     return folder
 
 
 def escapes(place: Path, name: str, subordinate: bool, *prefix: str) -> dict:
-    """What sandbox_user_escapes.py found, run as user `name` (after `prefix`, a shell command)."""
+    """What sandbox_user_escapes.py found, run as user `name` (after `prefix`, shell commands)."""
     user = _user(name, subordinate)
     work = place / f"work-{name}"
     shutil.rmtree(work, ignore_errors=True)
     (work / "home").mkdir(parents=True)
     shutil.chown(work, user.pw_uid, user.pw_gid)
     shutil.chown(work / "home", user.pw_uid, user.pw_gid)
-    environment = {"HOME": user.pw_dir, "OPENENV_GYM_HOME": str(work / "home"), "PATH": os.environ["PATH"]}
     command = [str(place / "venv" / "bin" / "python"), str(ROOT / "tests" / "sandbox_user_escapes.py"),
                str(place / "shell"), str(work)]
-    script = "; ".join([*prefix, 'exec "$@"'])
-    done = subprocess.run(["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in environment.items()),
-                           "sh", "-c", script, "sh", *command], capture_output=True, text=True, timeout=300,
-                          cwd=work)
+    done = run_as(name, command, {"OPENENV_GYM_HOME": str(work / "home")}, prefix, timeout=300, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["checker_uid"] == found["server_uid"] == user.pw_uid  # (all of it the user's)
@@ -133,15 +116,11 @@ def as_user(place: Path, name: str, *arguments: str,
             refuse_user_namespaces: bool = False) -> subprocess.CompletedProcess:
     """`python -m openenv_gym ARGUMENTS` as user `name`; with `refuse_user_namespaces`, under a seccomp filter that
     refuses them, as Docker's default profile does (sandbox/seccomp.py's, the episodes' own)."""
-    user = pwd.getpwnam(name)
     python = str(place / "venv" / "bin" / "python")
     refuse = "from openenv_gym.sandbox.seccomp import forbid_user_namespaces\nforbid_user_namespaces()\n"
     start = f"import os, sys\n{refuse * refuse_user_namespaces}os.execv(sys.executable, sys.argv[1:])"
-    environment = {"HOME": user.pw_dir, "OPENENV_GYM_HOME": str(place / f"work-{name}" / "home"),
-                   "PATH": os.environ["PATH"]}
-    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in environment.items()),
-                           python, "-c", start, python, "-m", "openenv_gym", *arguments], capture_output=True,
-                          text=True, timeout=120, cwd=place)
+    return run_as(name, [python, "-c", start, python, "-m", "openenv_gym", *arguments],
+                  {"OPENENV_GYM_HOME": str(place / f"work-{name}" / "home")}, timeout=120, cwd=place)
 
 
 def test_doctor_says_which_sandbox_a_users_server_would_have(place):

@@ -26,7 +26,7 @@ import socket
 from pathlib import Path
 
 from openenv_gym.errors import EnvError, SandboxUnavailableError
-from openenv_gym.sandbox import cgroups, overlay, wipe
+from openenv_gym.sandbox import cgroups, overlay, pidns, wipe
 from openenv_gym.sandbox.enter import Entry
 from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments, hosts_file
 from openenv_gym.sandbox.netns import listening_socket
@@ -89,6 +89,7 @@ class Sandbox:
         self.workdir = WORKDIR
         self._listener: socket.socket | None = None
         self.ports: list[asyncio.Task] = []  # forwarding the hosts it is allowed (policy.allow)
+        self.holders = {pid, *pidns.children(pid)}  # bubblewrap's init and the holder: the processes not its episode's
         self._give_uid(uid)
 
     def _give_uid(self, uid: int) -> None:
@@ -167,14 +168,16 @@ class Sandbox:
         return self.cgroup is not None and self.cgroup.oom_kills() > self.oom_kills
 
     async def renew(self) -> bool:
-        """Make it as new for another episode; False if it cannot be cheaply (no control group to find every
-        process by, a process that would not die, more files than wipe.WIPE_BUDGET, overlays of system folders, whose
-        upper layers may not change under them): then only close() leaves
-        nothing. (Its System V IPC objects ended with its processes: each program has an IPC namespace of its own.)"""
-        if self.process.returncode is not None or self.cgroup is None or bool(self.policy.owned) or shares_uid() \
-                or not await self.cgroup.kill_all():
+        """Make it as new for another episode; False if it cannot be cheaply (a process that would not die, more
+        files than wipe.WIPE_BUDGET, overlays of system folders, whose upper layers may not change under them): then
+        only close() leaves nothing. (Its System V IPC objects ended with its processes: each program has an IPC
+        namespace of its own.)"""
+        if self.process.returncode is not None or bool(self.policy.owned) or not await self._kill_all():
             return False
-        if not all(wipe.empty(self.host_path(folder), keep_roots=folder == "/tmp")
+        with open(f"/proc/{self.pid}/mountinfo") as table:
+            points = [line.split()[4].encode().decode("unicode_escape") for line in table]
+        if not all(wipe.empty(self.host_path(folder), {self.host_path(inside)
+                                                       for inside in wipe.leading_to_mounts(points, folder)})
                    for folder in (*WRITABLE, *self.policy.writable)):
             return False
         os.chmod(self.host_path(WORKDIR), 0o700)
@@ -184,6 +187,12 @@ class Sandbox:
         _uids_in_use.discard(self.uid)
         self._give_uid(_episode_uid())
         return True
+
+    async def _kill_all(self) -> bool:
+        """Kill every process of its episode: those of its control group, or without one, of its PID namespace."""
+        if self.cgroup is not None:
+            return await self.cgroup.kill_all()
+        return await pidns.kill_all(self.pid, self.holders, cgroups.REMOVE_WAIT)
 
     async def close(self) -> None:
         """Kill everything in it, and leave nothing: its files were in its own file systems, gone with it."""

@@ -1,7 +1,7 @@
-"""A seccomp filter on an episode's processes, made by libseccomp (the system's library, through ctypes): they may
-not make user namespaces of their own. In one they would be root, with more of the kernel in reach (mounting file
-systems, making network devices): the kernel bugs a sandbox cannot stop are mostly there. Where libseccomp is
-missing, nothing is filtered (support.py says so).
+"""A seccomp filter on an episode's processes, made by libseccomp (the system's library, through ctypes): they may not
+make user namespaces of their own, nor use the kernel's keyrings. In a user namespace of their own they would be
+root, with more of the kernel in reach (mounting file systems, making network devices): the kernel bugs a sandbox
+cannot stop are mostly there. Where libseccomp is missing, nothing is filtered (support.py says so).
 
 libseccomp compiles the rules to a BPF program once per process (`compiled()`: the fork server does it before it
 forks any program); each program only loads those bytes, with two prctl(2) calls."""
@@ -65,7 +65,10 @@ def compiled() -> bytes | None:
     try:
         flags = (_ArgumentTest * 1)(_ArgumentTest(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
         rules = [("unshare", _errno(errno.EPERM), flags), ("clone", _errno(errno.EPERM), flags),
-                 ("clone3", _errno(errno.ENOSYS), None)]
+                 ("clone3", _errno(errno.ENOSYS), None),
+                 # the kernel's keyrings, which outlive an episode in a sandbox renewed with the same uid (every
+                 # episode of an ordinary user's server without subordinate uids): refused, as Docker refuses them
+                 *((name, _errno(errno.EPERM), None) for name in ("add_key", "keyctl", "request_key"))]
         for name, action, tests in rules:
             number = library.seccomp_syscall_resolve_name(name.encode())
             if library.seccomp_rule_add_array(context, action, number, len(tests or ()), tests) != 0:

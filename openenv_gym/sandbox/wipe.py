@@ -1,5 +1,6 @@
 """Making a used sandbox as new for the next episode, or saying it cannot be cheaply: its processes are killed
-first (cgroups.kill_all), so nothing inside changes while its file systems are emptied from outside."""
+first (cgroups.kill_all, or pidns.kill_all where it has no control group), so nothing inside changes while its file
+systems are emptied from outside."""
 
 from __future__ import annotations
 
@@ -10,18 +11,34 @@ from pathlib import Path
 WIPE_BUDGET = 1000  # files and folders at most, removed inline; more, and the sandbox is thrown away instead
 
 
-def empty(folder: Path, keep_roots: bool) -> bool:
+def leading_to_mounts(mount_points: list[str], folder: str) -> set[str]:
+    """The folders inside `folder` (paths as the sandbox sees them) that lead to one of `mount_points` (what
+    bubblewrap mounted there: the environment's folder shown again, the working directory): they stay, emptied of
+    everything else."""
+    found = set()
+    for point in mount_points:
+        path = Path(point)
+        if Path(folder) in path.parents:
+            found |= {str(parent) for parent in path.parents if Path(folder) in parent.parents}
+    return found
+
+
+def empty(folder: Path, kept: set[Path] = frozenset()) -> bool:  # type: ignore[assignment]
     """Remove what the episode put in `folder`, one of its file systems, if that is at most WIPE_BUDGET files and
     folders; whether it did. What is mounted there is kept (another file system: the working directory in /tmp,
-    what bubblewrap shows again read-only), and so, with `keep_roots`, is what root owns (the folders bubblewrap
-    made for those mounts: no episode can write in them, nor rename them in a sticky /tmp). Symbolic links are
-    removed, never followed."""
+    what bubblewrap shows again read-only), and so are the folders of `kept` (host paths: those that lead to a mount,
+    emptied of everything else). Symbolic links are removed, never followed."""
     device = os.lstat(folder).st_dev
-    doomed = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            status = entry.stat(follow_symlinks=False)
-            if status.st_dev == device and not (keep_roots and status.st_uid == 0):
+    doomed: list[os.DirEntry] = []
+    pending = [folder]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.stat(follow_symlinks=False).st_dev != device:
+                    continue
+                if Path(entry.path) in kept:
+                    pending.append(Path(entry.path))
+                    continue
                 doomed.append(entry)
                 if len(doomed) > WIPE_BUDGET:  # (counted as it is read: a folder of a million files is not read)
                     return False
@@ -38,6 +55,6 @@ def empty(folder: Path, keep_roots: bool) -> bool:
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
-    except OSError:  # (a mount deeper down: what bubblewrap shows again in a folder of the task's own)
+    except OSError:  # (a mount deeper down that nothing led to)
         return False
     return True

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -61,6 +62,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
         return
     if exit_with_stdin:
         _exit_when_stdin_closes()
+    _open_files_to_the_hard_limit()
     if sandboxed:  # (refused here, once, rather than by every worker)
         refused = refusal(manifest.name)
         if refused is not None:
@@ -122,6 +124,14 @@ def _relay_ready(fd: int, on_ready: Callable[[str], None]) -> None:
             status = read_status(line)
             if "ready" in status:
                 on_ready(status["ready"])
+
+
+def _open_files_to_the_hard_limit() -> None:
+    """Each session holds files (its connection's socket; a sandbox's pipes, sockets and namespaces): the soft limit
+    on open files raised to the hard one, as servers do (an ordinary user's soft limit is often 1,024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _exit_when_stdin_closes() -> None:

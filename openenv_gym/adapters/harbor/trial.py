@@ -100,7 +100,7 @@ class Trial:
     def _empty(self, inside: str) -> None:
         """Remove what is in a folder of the trial's (the agent may have put files in /tests, say)."""
         host = self.sandbox.host_path(inside)
-        if host.is_dir() and not wipe.empty(host, keep_roots=False):
+        if host.is_dir() and not wipe.empty(host):
             raise EnvError(f"{inside} holds more than {wipe.WIPE_BUDGET} files: it cannot be emptied for the "
                            "verifier")
 
