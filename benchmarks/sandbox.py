@@ -94,6 +94,16 @@ def left_behind(server: LocalServer, baseline: dict) -> dict:
     return {key: value - baseline.get(key, 0) for key, value in found.items()}
 
 
+def sandboxes(server: LocalServer) -> int:
+    """How many sandboxes the server holds (their bubblewrap processes: two each)."""
+    def command(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:  # (it ended)
+            return ""
+    return sum(1 for pid in tree(server.process.pid) if command(pid) == "bwrap")
+
+
 def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
     extra = () if sandboxed else ("--no-sandbox",)
     with LocalServer(str(folder), 1, max(args.sessions, args.crowd) + 10, *extra) as server:
@@ -108,7 +118,7 @@ def measure(folder: Path, sandboxed: bool, args: argparse.Namespace) -> dict:
                    "episodes_per_s": players["steps_per_s"] / 2, "errors": players["errors"]}
         if sandboxed:
             deadline = time.monotonic() + 3 * IDLE_SECONDS + 5  # (the sandboxes kept for the players' next
-            while left_behind(server, {})["control_groups"] and time.monotonic() < deadline:  # episodes, closed)
+            while sandboxes(server) and time.monotonic() < deadline:  # episodes, closed)
                 time.sleep(0.1)
             baseline = left_behind(server, {})
             figures["crowd"] = asyncio.run(many_programs(server, args.crowd))

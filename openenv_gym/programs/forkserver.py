@@ -5,8 +5,8 @@ multiprocessing has a fork server, but it cannot fork into a PID namespace: a sa
 time once inside, and the copy cost a third of a program's CPU time. This one forks the program inside its
 sandbox's PID namespace directly (setns(2) on the namespace its children are born in, then back), and spares each
 program multiprocessing's preparation of a process (its arguments pickled twice, its main module looked up). In a
-server's own user namespace (an ordinary user's, sandbox/userns.py) it could not go back: there each sandboxed
-program forks once more to enter.
+server's own user namespace (an ordinary user's, sandbox/userns.py), where it could not go back to its own PID
+namespace, it goes back to one of its own (_home_namespace).
 
 The protocol, over a SOCK_SEQPACKET socket pair: the worker sends one byte and two or three file descriptors, a memfd
 holding the pickled ProgramSpec, the write end of a pipe, and, for a sandboxed program, its PID namespace. The server
@@ -32,7 +32,8 @@ import struct
 import sys
 
 from openenv_gym.programs.child import run
-from openenv_gym.sandbox.enter import MAX_FDS, setns, warm_up
+from openenv_gym.runtime.lifetime import die_with_parent
+from openenv_gym.sandbox.enter import MAX_FDS, setns, unshare, warm_up
 
 REQUEST = b"p"
 NUMBER = struct.Struct("i")  # a pid, a negative errno, or a wait status
@@ -47,8 +48,8 @@ def serve(channel: socket.socket, preload: list[str]) -> None:
             print(f"openenv-gym: programs' fork server: cannot preload {name}: {exc}", file=sys.stderr)
     warm_up()  # (the C library, the seccomp filter: loaded and compiled here once)
     gc.freeze()  # (the collector leaves what was imported alone: each program's pages stay shared longer)
-    own_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
-    born_inside = _may_return(own_namespace)
+    own_namespace = _home_namespace()
+    born_inside = own_namespace is not None
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     while True:
@@ -77,18 +78,41 @@ def serve(channel: socket.socket, preload: list[str]) -> None:
             selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, status))
 
 
-def _may_return(own_namespace: int) -> bool:
-    """Whether this process may go back to its own PID namespace after forking in a sandbox's: not in a user
-    namespace other than the one that owns it (a server an ordinary user runs, userns.py). There, a sandboxed
-    program is forked here and enters by forking once more (sandbox/enter.py)."""
+def _home_namespace() -> int | None:
+    """The PID namespace this process goes back to after forking in a sandbox's: its own, if it may return to it.
+    In a server's own user namespace (an ordinary user's, sandbox/userns.py) it may not (the host owns it): it makes
+    a PID namespace of its own there, held by a child that reaps what ends up in it. None if it cannot either: then
+    each sandboxed program forks once more to enter (sandbox/enter.py)."""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY)
     try:
-        setns(own_namespace, "pid")
+        setns(own, "pid")
+        return own
     except OSError:
-        return False
-    return True
+        os.close(own)
+    try:
+        unshare("pid")  # (its next child is the new namespace's first process)
+    except OSError:
+        return None
+    holder = os.fork()
+    if holder == 0:
+        _reap_forever()
+    return os.open(f"/proc/{holder}/ns/pid", os.O_RDONLY)
 
 
-def _fork(spec: int, namespace: int | None, own_namespace: int, selector: selectors.BaseSelector) -> int:
+def _reap_forever() -> None:
+    """The first process of the fork server's own PID namespace: it lives as long as the server, and reaps the
+    processes orphaned there."""
+    die_with_parent(signal.SIGKILL)
+    os.closerange(3, MAX_FDS)  # (the server's socket: its worker must see it close when the server ends)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        signal.sigwait({signal.SIGCHLD})
+
+
+def _fork(spec: int, namespace: int | None, own_namespace: int | None, selector: selectors.BaseSelector) -> int:
     """Fork the program of the pickled spec in memfd `spec`, born in PID namespace `namespace` if given; its pid,
     or a negative errno."""
     sys.stdout.flush()
@@ -105,7 +129,7 @@ def _fork(spec: int, namespace: int | None, own_namespace: int, selector: select
     if pid == 0:
         _program(spec, selector, born_inside=namespace is not None)  # (never returns; nor does it go back to the
         # server's PID namespace)
-    if namespace is not None:
+    if namespace is not None and own_namespace is not None:
         _back_to_own(own_namespace)
     return pid
 

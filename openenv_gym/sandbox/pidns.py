@@ -1,5 +1,6 @@
-"""The processes of a sandbox that has no control group to find them by: those in its PID namespace, found in the
-host's /proc, and killed (but for the ones that hold the sandbox open)."""
+"""The processes of a sandbox that has no control group to find them by: those its own /proc lists (its PID
+namespace's), reached from the server through its root, and killed through their /proc folders (pidfd_send_signal
+takes one), but for the two that hold it open: bubblewrap's init (1) and the holder (2)."""
 
 from __future__ import annotations
 
@@ -9,39 +10,28 @@ import os
 import signal
 import time
 
-
-def members(namespace: str) -> list[int]:
-    """The host's pids of the processes in PID namespace `namespace` (as /proc/PID/ns/pid reads: "pid:[N]")."""
-    found = []
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):  # (one that ended meanwhile)
-                    if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
-                        found.append(int(entry.name))
-    return found
+HOLDERS = ("1", "2")  # in the sandbox's PID namespace
 
 
-async def kill_all(member: int, keep: set[int], within: float) -> bool:
-    """Kill every process of the PID namespace of process `member` but those of `keep` (the sandbox's init and its
-    holder); whether none was left within `within` seconds."""
-    namespace = os.readlink(f"/proc/{member}/ns/pid")
+def members(procfs: str) -> list[str]:
+    """The pids (in the sandbox's PID namespace) of its episode's processes, from its /proc (`procfs`: as the
+    server reaches it)."""
+    return [name for name in os.listdir(procfs) if name.isdigit() and name not in HOLDERS]
+
+
+async def kill_all(procfs: str, within: float) -> bool:
+    """Kill every process of the episode of the sandbox whose /proc is `procfs`; whether none was left within
+    `within` seconds."""
     deadline = time.monotonic() + within
-    while doomed := [pid for pid in members(namespace) if pid not in keep]:
+    while doomed := members(procfs):
         for pid in doomed:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):  # (one that ended meanwhile)
+                process = os.open(f"{procfs}/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    signal.pidfd_send_signal(process, signal.SIGKILL)
+                finally:
+                    os.close(process)
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.001)
     return True
-
-
-def children(pid: int) -> list[int]:
-    """The children of process `pid`."""
-    found = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as file:
-                found += [int(child) for child in file.read().split()]
-    return found

@@ -89,7 +89,7 @@ class Sandbox:
         self.workdir = WORKDIR
         self._listener: socket.socket | None = None
         self.ports: list[asyncio.Task] = []  # forwarding the hosts it is allowed (policy.allow)
-        self.holders = {pid, *pidns.children(pid)}  # bubblewrap's init and the holder: the processes not its episode's
+        self._kept: dict[str, set[Path]] | None = None  # of each folder it wipes, the folders that lead to a mount
         self._give_uid(uid)
 
     def _give_uid(self, uid: int) -> None:
@@ -174,11 +174,7 @@ class Sandbox:
         namespace of its own.)"""
         if self.process.returncode is not None or bool(self.policy.owned) or not await self._kill_all():
             return False
-        with open(f"/proc/{self.pid}/mountinfo") as table:
-            points = [line.split()[4].encode().decode("unicode_escape") for line in table]
-        if not all(wipe.empty(self.host_path(folder), {self.host_path(inside)
-                                                       for inside in wipe.leading_to_mounts(points, folder)})
-                   for folder in (*WRITABLE, *self.policy.writable)):
+        if not all(wipe.empty(self.host_path(folder), kept) for folder, kept in self._leading_to_mounts().items()):
             return False
         os.chmod(self.host_path(WORKDIR), 0o700)
         for folder in self.policy.writable:
@@ -192,7 +188,17 @@ class Sandbox:
         """Kill every process of its episode: those of its control group, or without one, of its PID namespace."""
         if self.cgroup is not None:
             return await self.cgroup.kill_all()
-        return await pidns.kill_all(self.pid, self.holders, cgroups.REMOVE_WAIT)
+        return await pidns.kill_all(str(self.host_path("/proc")), cgroups.REMOVE_WAIT)
+
+    def _leading_to_mounts(self) -> dict[str, set[Path]]:
+        """Each folder of its own that a renewal empties, and the folders in it that lead to a mount (read once:
+        no process of an episode may mount)."""
+        if self._kept is None:
+            with open(f"/proc/{self.pid}/mountinfo") as table:
+                points = [line.split()[4].encode().decode("unicode_escape") for line in table]
+            self._kept = {folder: {self.host_path(inside) for inside in wipe.leading_to_mounts(points, folder)}
+                          for folder in (*WRITABLE, *self.policy.writable)}
+        return self._kept
 
     async def close(self) -> None:
         """Kill everything in it, and leave nothing: its files were in its own file systems, gone with it."""

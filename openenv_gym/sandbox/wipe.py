@@ -17,9 +17,9 @@ def leading_to_mounts(mount_points: list[str], folder: str) -> set[str]:
     everything else."""
     found = set()
     for point in mount_points:
-        path = Path(point)
-        if Path(folder) in path.parents:
-            found |= {str(parent) for parent in path.parents if Path(folder) in parent.parents}
+        if point.startswith(f"{folder}/"):
+            parts = point[len(folder) + 1:].split("/")[:-1]
+            found |= {"/".join([folder, *parts[:end]]) for end in range(1, len(parts) + 1)}
     return found
 
 
