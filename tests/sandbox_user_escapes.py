@@ -1,12 +1,13 @@
 """The six escapes of the sandbox's tests, tried by a server an ordinary user runs, and checked from outside by this
 process, which is that user's too (test_sandbox_user.py runs it with runuser, in a venv of /usr/bin/python3): the
 secret files, the bystander process and the listener it makes all belong to the same user as the server and its
-episodes. It prints what it found as JSON, for the test to judge:
+episodes. It prints what it found as JSON, for the test to judge (assert_contained):
 
     python sandbox_user_escapes.py SHELL_ENV_FOLDER WORK_FOLDER
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -20,7 +21,6 @@ from pathlib import Path
 import openenv_gym
 from openenv_gym.client.local import LocalServer
 
-SHELL, WORK = Path(sys.argv[1]), Path(sys.argv[2])
 PYTHON = sys.executable
 
 
@@ -76,15 +76,15 @@ class Listener:
         self.socket.close()
 
 
-async def play(url: str, server_pid: int, found: dict) -> None:
+async def play(url: str, server_pid: int, shell: Path, work: Path, found: dict) -> None:
     home = Path.home()
     secrets = {home / ".escape-secret": "home-secret-4711", Path(os.environ["OPENENV_GYM_HOME"]) / "secret":
-               "gym-home-secret-4712", WORK / "secret": "tmp-secret-4713"}
+               "gym-home-secret-4712", work / "secret": "tmp-secret-4713"}
     for path, text in secrets.items():
         path.write_text(text)
         path.chmod(0o600)
-    targets = [home / "escaped", Path(os.environ["OPENENV_GYM_HOME"]) / "escaped", WORK / "escaped",
-               SHELL / "escaped", Path(sys.prefix) / "escaped"]
+    targets = [home / "escaped", Path(os.environ["OPENENV_GYM_HOME"]) / "escaped", work / "escaped",
+               shell / "escaped", Path(sys.prefix) / "escaped"]
     bystander = subprocess.Popen(["sleep", "313"])
     listener = Listener()
     reach = f"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)"
@@ -123,15 +123,31 @@ async def play(url: str, server_pid: int, found: dict) -> None:
         listener.close()
         bystander.kill()
         for path in [*secrets, *targets]:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # (not there; or on a read-only mount, as in a container)
+                path.unlink()
+
+
+def assert_contained(found: dict) -> None:
+    """The six escapes, each seen from outside."""
+    assert found["secrets_leaked"] == []  # host files: the user's home, the server's home, /tmp
+    assert found["written_outside"] == []  # writes outside its own folders
+    assert not found["other_session_read"]  # another session's files...
+    assert not found["other_session_processes"]  # ...and processes
+    assert "alpha-marker-2718" in found["a_after_b"] and "sleep 611" in found["a_after_b"]  # b's kill -9 -1 missed
+    assert found["listener_accepted"] == 0 and "ConnectionRefusedError" in found["connect"]  # the network
+    assert found["bystander_alive"] and found["server_alive"]  # killing a process of the user's
+    assert "sleep 313" not in found["process_table"] and "openenv_gym serve" not in found["process_table"]
+    assert found["node"].endswith("wasm ok\n")  # (WebAssembly reserves address space: its memory bound lets it be)
+    assert all(process["caps"] == "0000000000000000" for process in found["episode_processes"])
 
 
 def main() -> None:
+    shell, work = Path(sys.argv[1]), Path(sys.argv[2])
     found: dict = {"checker_uid": os.getuid()}
-    server = LocalServer(str(SHELL), 1, 100)
+    server = LocalServer(str(shell), 1, 100)
     try:
         found["server_uid"] = int(status(server.process.pid, "Uid").split()[0])
-        asyncio.run(play(server.url, server.process.pid, found))
+        asyncio.run(play(server.url, server.process.pid, shell, work, found))
         found["server_alive"] = server.alive
         found["server_said"] = server.output
     finally:

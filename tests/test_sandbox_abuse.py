@@ -280,10 +280,10 @@ class Bystander:
 
     def note(self) -> str | None:
         """Its marker file, read from the host."""
-        pids = episodes(self.server).get(self.uid)
-        if not pids:
-            return None
-        return (Path(f"/proc/{min(pids)}/root/tmp/work/note.txt")).read_text().strip()
+        for pid in sorted(episodes(self.server).get(self.uid, [])):
+            with contextlib.suppress(FileNotFoundError):  # (a process of its command, ended meanwhile)
+                return (Path(f"/proc/{pid}/root/tmp/work/note.txt")).read_text().strip()
+        return None
 
 
 @dataclass

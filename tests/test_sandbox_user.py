@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from sandbox_user_escapes import assert_contained
 
 from benchmarks.ordinary_user import ensure_user, readable_by_all, run_as, user_venv
 
@@ -53,20 +54,6 @@ def escapes(place: Path, name: str, subordinate: bool, *prefix: str) -> dict:
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["checker_uid"] == found["server_uid"] == user.pw_uid  # (all of it the user's)
     return found
-
-
-def assert_contained(found: dict) -> None:
-    """The six escapes, each seen from outside."""
-    assert found["secrets_leaked"] == []  # host files: the user's home, the server's home, /tmp
-    assert found["written_outside"] == []  # writes outside its own folders
-    assert not found["other_session_read"]  # another session's files...
-    assert not found["other_session_processes"]  # ...and processes
-    assert "alpha-marker-2718" in found["a_after_b"] and "sleep 611" in found["a_after_b"]  # b's kill -9 -1 missed
-    assert found["listener_accepted"] == 0 and "ConnectionRefusedError" in found["connect"]  # the network
-    assert found["bystander_alive"] and found["server_alive"]  # killing a process of the user's
-    assert "sleep 313" not in found["process_table"] and "openenv_gym serve" not in found["process_table"]
-    assert found["node"].endswith("wasm ok\n")  # (WebAssembly reserves address space: its memory bound lets it be)
-    assert all(process["caps"] == "0000000000000000" for process in found["episode_processes"])
 
 
 def test_without_subordinate_uids_every_episode_shares_the_users_uid_and_escapes_nothing(place):

@@ -28,11 +28,13 @@ def unavailable() -> str | None:
                 ", and only root can make an episode's namespaces: serve it with `openenv-gym serve`, which starts "
                 "the server in a user namespace where the kernel allows them (see docs/reliability.md), or as root")
     trial = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                            "--unshare-uts", "--die-with-parent", "true"], capture_output=True, text=True, timeout=30)
+                            "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "true"],
+                           capture_output=True, text=True, timeout=30)
     if trial.returncode != 0:
         said = trial.stderr.strip().splitlines()[-1] if trial.stderr.strip() else f"exit code {trial.returncode}"
         return (f"bubblewrap cannot make the sandbox's namespaces here ({said}): the kernel or the container "
-                "forbids them (a container needs to allow unshare and mount: see docs/reliability.md)")
+                "forbids them (a container's seccomp profile must allow unshare, mount, setns and sethostname: see "
+                "docs/scaling.md)")
     return None
 
 

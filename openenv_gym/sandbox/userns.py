@@ -51,7 +51,10 @@ def subordinate(kind: str, user: str, own: int, table: str | None = None) -> tup
 
 def _subordinates() -> dict[str, tuple[int, int]]:
     """The subordinate uids and gids to map, if both are granted and both mappers are installed; else {}."""
-    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # (a uid with no name: a container run with --user 1000, say)
+        user = str(os.getuid())
     found = {kind: subordinate(kind, user, own) for kind, own in (("uid", os.getuid()), ("gid", os.getgid()))}
     if all(found.values()) and all(shutil.which(mapper) for mapper in MAPPERS.values()):
         return found  # type: ignore[return-value]

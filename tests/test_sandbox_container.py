@@ -1,0 +1,127 @@
+"""The server in a container of Docker's and of Podman's, run as an ordinary user with the least that lets it
+sandbox episodes: no capability added, not privileged; a seccomp profile that allows a user namespace and
+bubblewrap's mounts (deploy/sandbox_seccomp.py: Podman's default profile with those calls allowed) and an unmasked
+/proc. With the engine's defaults it refuses such an environment, saying why. The six escapes are checked inside
+the container, from outside the sandbox (sandbox_user_escapes.py), by a process of the same user as the server.
+
+Real parts: dockerd (started here if none answers), Podman, an image made from Debian's mirror by mmdebstrap. No
+registry is reachable: the image is a stand-in, tagged as one, for what a user would build FROM debian:bookworm."""
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from sandbox_user_escapes import assert_contained
+
+from benchmarks.ordinary_user import readable_by_all, user_venv
+
+IMAGE = "openenv-gym-test/bookworm-sandbox:stand-in"  # (a stand-in: no registry is reachable here)
+PACKAGES = "ca-certificates,python3,bubblewrap,procps,nodejs"
+UID = 1000  # the container's user: a uid with no name in the image, as `docker run --user 1000` gives
+DEFAULT_PROFILE = Path("/usr/share/containers/seccomp.json")  # (containers-common)
+PODMAN_PROCESSES = 4096
+
+
+def _answers() -> bool:
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def image_tar(tmp_path_factory):
+    """The image's root file system, made once from Debian's mirror."""
+    tar = tmp_path_factory.mktemp("image") / "bookworm.tar"
+    build = subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={PACKAGES}", "bookworm",
+                            str(tar)], capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-2000:]
+    return tar
+
+
+@pytest.fixture(scope="module")
+def docker(image_tar):
+    """A Docker daemon that answers (the machine's, or one started here and stopped after), with the image."""
+    daemon = None
+    if not _answers():
+        daemon = subprocess.Popen(["dockerd"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not _answers():
+            assert daemon.poll() is None and time.monotonic() < deadline, "dockerd did not start"
+            time.sleep(0.5)
+    subprocess.run(["docker", "import", str(image_tar), IMAGE], check=True, capture_output=True)
+    yield ["docker"]
+    if daemon is not None:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def podman(image_tar):
+    """Podman with the image. Its default open-files and processes limits are above what this machine lets its
+    runtime set: the container gets this process's open files, and processes enough for the test."""
+    subprocess.run(["podman", "import", "--quiet", str(image_tar), IMAGE], check=True, capture_output=True)
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return ["podman", "--ulimit", f"nofile={files}:{files}", "--ulimit", f"nproc={PODMAN_PROCESSES}:{PODMAN_PROCESSES}"]
+
+
+@pytest.fixture(params=["docker", "podman"])
+def engine(request) -> tuple[str, list[str]]:
+    """(its name, `docker run` or `podman run` with what it needs here)"""
+    command = request.getfixturevalue(request.param)
+    return request.param, [command[0], "run", *command[1:]]
+
+
+UNMASKED = {"docker": "systempaths=unconfined", "podman": "unmask=ALL"}  # (each engine's word for it)
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory):
+    """The user's venv (of Debian's /usr/bin/python3, as the image's) and the shell env, mounted read-only; the
+    profile; a work folder of the container user's."""
+    folder = tmp_path_factory.mktemp("container")
+    user_venv(folder)
+    shutil.copytree(ROOT / "tests" / "sandbox_envs" / "shell", folder / "shell")
+    shutil.copy(ROOT / "tests" / "sandbox_user_escapes.py", folder)
+    profile = subprocess.run([sys.executable, str(ROOT / "deploy" / "sandbox_seccomp.py"), str(DEFAULT_PROFILE)],
+                             capture_output=True, text=True, check=True).stdout
+    (folder / "sandbox-seccomp.json").write_text(profile)
+    readable_by_all(folder)
+    return folder
+
+
+def in_container(engine: tuple[str, list[str]], place: Path, security: list[str],
+                 *command: str) -> subprocess.CompletedProcess:
+    work = place / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    shutil.chown(work, UID, UID)
+    shutil.chown(work / "home", UID, UID)
+    return subprocess.run([*engine[1], "--rm", "--user", f"{UID}:{UID}", *security,
+                           "-v", f"{place}:{place}:ro", "-v", f"{work}:/work", "-w", "/work",
+                           "-e", "HOME=/work/home", "-e", "OPENENV_GYM_HOME=/work/home", IMAGE, *command],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_an_ordinary_user_in_a_container_with_the_least_it_needs_sandboxes_every_episode(engine, place):
+    security = ["--security-opt", f"seccomp={place / 'sandbox-seccomp.json'}", "--security-opt", UNMASKED[engine[0]]]
+    done = in_container(engine, place, security, str(place / "venv" / "bin" / "python"),
+                        str(place / "sandbox_user_escapes.py"), str(place / "shell"), "/work")
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["checker_uid"] == found["server_uid"] == UID
+    assert_contained(found)
+    assert "that maps only its user's uid" in found["server_said"]
+
+
+def test_with_the_engines_defaults_a_users_server_refuses_saying_why(engine, place):
+    done = in_container(engine, place, [], str(place / "venv" / "bin" / "python"), "-m", "openenv_gym", "serve",
+                        str(place / "shell"), "--port", "0")
+    assert done.returncode != 0
+    said = {"docker": "the kernel refused one: Operation not permitted",  # (its profile refuses unshare)
+            "podman": "Can't set hostname to sandbox: Operation not permitted"}[engine[0]]  # (and sethostname)
+    for expected in (said, "--no-sandbox"):
+        assert expected in done.stderr, done.stderr[-2000:]
