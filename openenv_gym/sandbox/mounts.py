@@ -24,13 +24,8 @@ HOMES = ("OPENENV_GYM_HOME", "OPENENV_GYM_VENVS", "HOME", "XDG_CACHE_HOME", "XDG
 
 
 def hidden_paths() -> list[Path]:
-    """Folders the sandbox sees empty: the fixed ones, the server's homes and caches, its temporary folder, and the
-    folder it was started in (a user's project, its secrets with it), unless that is the root or a system folder."""
+    """Folders the sandbox sees empty: the fixed ones, the server's homes and caches, its temporary folder."""
     named = [os.environ.get(name) for name in HOMES] + [str(Path.home()), tempfile.gettempdir()]
-    started_in = Path.cwd().resolve()
-    if started_in != Path("/") and not any(started_in == Path(top) or Path(top) in started_in.parents
-                                           for top in SYSTEM):
-        named.append(str(started_in))
     found = {Path(path).resolve() for path in (*ALWAYS_HIDDEN, *filter(None, named)) if Path(path).is_dir()}
     return sorted(found, key=lambda path: len(path.parts))
 
