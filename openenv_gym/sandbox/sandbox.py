@@ -9,9 +9,11 @@
 
 The holder is bubblewrap with a shell that says it is ready (the mount view is made by then) and sleeps: the
 namespaces live as long as it does, and when it is killed, the kernel kills every process of the sandbox's PID
-namespace with it. Renewing one kills its episode's processes (all in its control group), empties its file systems
-and gives it a uid never used by a live episode: what is left of the episode before is only what the kernel keeps
-of a namespace that no process of the episode can change (its hostname, its routes), as in a new one.
+namespace with it. Renewing one kills its episode's processes (all in its control group, or without one, all its
+own /proc lists: pidns.py), empties its file systems and gives it a uid never used by a live episode (where every
+episode shares the server's uid, the same, in the sandbox's own user namespace): what is left of the episode before
+is only what the kernel keeps of a namespace that no process of the episode can change (its hostname, its routes),
+as in a new one. (A uid's keyrings would outlive it: its programs may not use them, seccomp.py.)
 """
 
 from __future__ import annotations
