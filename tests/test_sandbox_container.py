@@ -20,6 +20,7 @@ from conftest import ROOT
 from sandbox_user_escapes import assert_contained
 
 from benchmarks.ordinary_user import readable_by_all, user_venv
+from openenv_gym.sandbox import engines
 
 IMAGE = "openenv-gym-test/bookworm-sandbox:stand-in"  # (a stand-in: no registry is reachable here)
 PACKAGES = "ca-certificates,python3,bubblewrap,procps,nodejs"
@@ -128,3 +129,18 @@ def test_with_the_engines_defaults_a_users_server_refuses_saying_why(engine, pla
             "podman": "Can't set hostname to sandbox: Operation not permitted"}[engine[0]]  # (and sethostname)
     for expected in (said, "--no-sandbox"):
         assert expected in done.stderr, done.stderr[-2000:]
+
+
+def test_the_engines_that_answer_are_found_and_one_that_does_not_says_why(docker, podman, monkeypatch):
+    found = {engine.name: engine for engine in map(engines.probe, engines.ENGINES)}
+    assert found["docker"].version.startswith("20.10") and found["podman"].version.startswith("4.")
+    assert engines.choose("podman") == found["podman"]
+    doctor = json.loads(subprocess.run([sys.executable, "-m", "openenv_gym", "doctor", "--json"],
+                                       capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert doctor["engines"]["docker"] == {"version": found["docker"].version}
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(engines.EngineUnavailableError, match=r"docker does not answer at unix:///nonexistent/"
+                                                             r"docker\.sock .*start its daemon"):
+        engines.choose("docker")
+    with pytest.raises(engines.EngineUnavailableError, match="unknown container engine 'lxc'"):
+        engines.choose("lxc")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from openenv_gym.manifests.installer import uv_binary
+from openenv_gym.sandbox import engines as engines_here
 from openenv_gym.sandbox import mode, userns
 from openenv_gym.sandbox.support import INSTALL, NO_SANDBOX
 
@@ -23,9 +24,6 @@ TOOLS = (  # (name, its version command, what needs it, how to install it)
     ("node", ["node", "--version"], "CLI agents (npm packages)", "install Node.js 20 or newer"),
     ("npm", ["npm", "--version"], "CLI agents (npm packages)", "install npm, with Node.js"),
     ("uv", ["uv", "--version"], "building environments' venvs (pip stands in, slower)", "pip install uv"),
-    ("docker", ["docker", "version", "--format", "{{.Server.Version}}"], "Harbor tasks in their own images",
-     "install Docker (or Podman) and start its daemon"),
-    ("podman", ["podman", "--version"], "Harbor tasks in their own images", "install Podman (or Docker)"),
     ("chromium", ["chromium", "--version"], "the web page's tests", "apt-get install chromium"),
 )
 SANDBOXED_KINDS = ("agent", "harbor", "verifiers (v1)", "python (runs_code)")
@@ -71,7 +69,11 @@ def findings() -> dict[str, object]:
     tools = {name: tool_version([uv_binary() or "uv", *command[1:]] if name == "uv" else command)
              for name, command, _, _ in TOOLS}
     sandboxed = "served" if facts["sandbox"] else f"need {NO_SANDBOX} (no sandbox here)"
-    return {"sandbox": facts, "summary": mode.describe(facts), "tools": tools,
+    engines = {}
+    for name in engines_here.ENGINES:
+        found = engines_here.probe(name)
+        engines[name] = {"version": found.version} if isinstance(found, engines_here.Engine) else {"missing": found}
+    return {"sandbox": facts, "summary": mode.describe(facts), "tools": tools, "engines": engines,
             "kinds": {**dict.fromkeys(OTHER_KINDS, "served"), **dict.fromkeys(SANDBOXED_KINDS, sandboxed)}}
 
 
@@ -85,6 +87,10 @@ def lines(found: dict[str, object]) -> list[str]:
     for name, _, needed_by, install in TOOLS:
         version = found["tools"][name]  # type: ignore[index]
         report.append(f"{name:{WIDTH}} " + (f"{version}" if version else f"missing: needed by {needed_by}; {install}"))
+    engines: dict[str, dict[str, str]] = found["engines"]  # type: ignore[assignment]
+    answering = [f"{name} {engine['version']}" for name, engine in engines.items() if "version" in engine]
+    report.append(f"{'engine':{WIDTH}} " + ("; ".join(answering) + " (the first is the default)" if answering else
+                                             "none: " + "; ".join(engine["missing"] for engine in engines.values())))
     kinds: dict[str, list[str]] = {}
     for kind, verdict in found["kinds"].items():  # type: ignore[attr-defined]
         kinds.setdefault(verdict, []).append(kind)
