@@ -25,13 +25,14 @@ lint: $(VENV)/.installed
 # of reach here); the DNS test resolves a name to several addresses through nss_wrapper and a hosts file of its own;
 # the episodes of environments that run programs run in sandboxes made by bubblewrap; a server an ordinary user runs
 # maps its subordinate uids with newuidmap (uidmap); a Go program shows that the memory bound lets runtimes reserve;
-# a server in a Docker container (an image made by mmdebstrap, a seccomp profile made from containers-common's).
+# a server in Docker's and Podman's containers (an image made by mmdebstrap, a seccomp profile from containers-common's).
 CHROMIUM ?= /usr/bin/chromium
 NSS_WRAPPER ?= /usr/lib/x86_64-linux-gnu/libnss_wrapper.so
 BWRAP ?= /usr/bin/bwrap
 NEWUIDMAP ?= /usr/bin/newuidmap
 GO ?= /usr/bin/go
 DOCKERD ?= /usr/sbin/dockerd
+PODMAN ?= /usr/bin/podman
 MMDEBSTRAP ?= /usr/bin/mmdebstrap
 SECCOMP_DEFAULT ?= /usr/share/containers/seccomp.json
 apt_install = command -v apt-get >/dev/null || { echo "the tests need $(2) at $(1): install it"; exit 1; }; \
@@ -55,6 +56,9 @@ $(GO):
 $(DOCKERD):
 	@$(call apt_install,$@,docker.io)
 
+$(PODMAN):
+	@$(call apt_install,$@,podman)
+
 $(MMDEBSTRAP):
 	@$(call apt_install,$@,mmdebstrap)
 
@@ -65,7 +69,8 @@ $(SECCOMP_DEFAULT):
 # where bytecode is not written (PYTHONDONTWRITEBYTECODE), each of the suite's server processes would compile
 # what it imports again, 0.13 s of a server's start.
 # The suite runs on every core, each test file's tests together in one process (their module fixtures once).
-test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP) $(NEWUIDMAP) $(GO) $(DOCKERD) $(MMDEBSTRAP) $(SECCOMP_DEFAULT)
+test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP) $(NEWUIDMAP) $(GO) $(DOCKERD) $(PODMAN) $(MMDEBSTRAP) \
+	$(SECCOMP_DEFAULT)
 	$(PY) -m compileall -q openenv_gym servers benchmarks tests examples >/dev/null
 	$(PY) -m pytest -n auto --dist loadfile
 
