@@ -20,7 +20,7 @@ from conftest import ROOT
 from sandbox_user_escapes import assert_contained
 
 from benchmarks.ordinary_user import readable_by_all, user_venv
-from openenv_gym.sandbox import engines
+from openenv_gym.sandbox import engines, images
 
 IMAGE = "openenv-gym-test/bookworm-sandbox:stand-in"  # (a stand-in: no registry is reachable here)
 PACKAGES = "ca-certificates,python3,bubblewrap,procps,nodejs"
@@ -144,3 +144,28 @@ def test_the_engines_that_answer_are_found_and_one_that_does_not_says_why(docker
         engines.choose("docker")
     with pytest.raises(engines.EngineUnavailableError, match="unknown container engine 'lxc'"):
         engines.choose("lxc")
+
+
+def test_an_image_is_built_once_per_context_and_a_failed_build_names_its_step_and_log(engine, tmp_path):
+    """Each engine builds a context's image once: a second build, or a copy of the context elsewhere, finds it. A
+    build that fails says which step, which line, and where its log is."""
+    chosen = engines.choose(engine[0])
+    context = tmp_path / "environment"
+    context.mkdir()
+    marker = f"built-by-{engine[0]}-{time.time_ns()}"  # (a context never built before)
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN echo {marker} > /marker\nWORKDIR /app\n")
+    said: list[str] = []
+    tag = images.build(chosen, context, tmp_path / "logs", said.append)
+    assert [line.split(": ", 1)[1] for line in said] == [f"step 1 of 3: FROM {IMAGE}",
+                                                          f"step 2 of 3: RUN echo {marker} > /marker",
+                                                          "step 3 of 3: WORKDIR /app"]
+    shown = subprocess.run([*engine[1], "--rm", tag, "cat", "/marker"], capture_output=True, text=True, timeout=120)
+    assert shown.stdout == f"{marker}\n"
+    again: list[str] = []
+    shutil.copytree(context, tmp_path / "same")
+    assert images.build(chosen, tmp_path / "same", tmp_path / "logs", again.append) == tag and again == []
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN echo {marker}-2\nRUN exit 3\nRUN true\n")
+    with pytest.raises(images.ImageBuildError, match=r"at step 3 of 4: RUN exit 3; its log: .*\.log") as failed:
+        images.build(chosen, context, tmp_path / "logs")
+    assert Path(str(failed.value).rsplit("its log: ", 1)[1]).read_text().count(f"{marker}-2") >= 1
+    subprocess.run([engine[0], "rmi", tag], capture_output=True)
