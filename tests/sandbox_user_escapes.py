@@ -19,26 +19,10 @@ import time
 from pathlib import Path
 
 import openenv_gym
+from openenv_gym.cli.procinfo import tree
 from openenv_gym.client.local import LocalServer
 
 PYTHON = sys.executable
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def cmdline(pid: int) -> bytes:
@@ -100,7 +84,7 @@ async def play(url: str, server_pid: int, shell: Path, work: Path, found: dict) 
                 connect, "ps -eo pid,user,args", "id; grep Cap /proc/self/status")]
             found["episode_processes"] = [
                 {"uid": int(status(pid, "Uid").split()[0]), "caps": status(pid, "CapEff")}
-                for pid in descendants(server_pid) if cmdline(pid) == b"sleep\x00611\x00"]
+                for pid in tree(server_pid) if cmdline(pid) == b"sleep\x00611\x00"]
             seen_by_b = [(await b.step(command))[0] for command in (
                 "cat /tmp/work/note.txt; ls -a /tmp /tmp/work", "ps -eo pid,args",
                 f"kill -9 {bystander.pid} {server_pid} {os.getpid()}; pkill -9 -f sleep; kill -9 -1; echo tried")]

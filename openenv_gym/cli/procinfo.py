@@ -23,7 +23,7 @@ def _children_by_parent() -> dict[int, list[int]]:
     return children
 
 
-def _tree(pid: int) -> list[int]:
+def tree(pid: int) -> list[int]:
     """`pid` and its descendants (a server, the server it runs in a venv, their workers)."""
     children = _children_by_parent()
     members, pending = [], [pid]
@@ -37,7 +37,7 @@ def _tree(pid: int) -> list[int]:
 def tree_rss(pid: int) -> int:
     """Resident bytes of `pid` and its descendants."""
     total = 0
-    for member in _tree(pid):
+    for member in tree(pid):
         with contextlib.suppress(OSError):  # a process may end while we read
             total += int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE_SIZE
     return total
@@ -46,7 +46,7 @@ def tree_rss(pid: int) -> int:
 def tree_threads(pid: int) -> int:
     """OS threads of `pid` and its descendants."""
     total = 0
-    for member in _tree(pid):
+    for member in tree(pid):
         with contextlib.suppress(OSError, StopIteration):
             status = Path(f"/proc/{member}/status").read_text().splitlines()
             total += int(next(line for line in status if line.startswith("Threads:")).split()[1])

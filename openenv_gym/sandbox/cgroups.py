@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from openenv_gym.sandbox.pidns import kill_until_gone
+
 ROOT = Path("/sys/fs/cgroup")
 GROUP = "openenv-gym"  # the folder every episode's group is made in
 REMOVE_WAIT = 2.0  # seconds a group may take to empty once its processes were killed
@@ -55,15 +57,7 @@ class Cgroup:
     async def kill_all(self, within: float = REMOVE_WAIT) -> bool:
         """Kill every process in the group (a fork bomb's too: its bound stops it growing while it is killed);
         whether the group was empty within `within` seconds."""
-        deadline = time.monotonic() + within
-        while pids := self.pids():
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.001)
-        return True
+        return await kill_until_gone(self.pids, lambda pid: os.kill(pid, signal.SIGKILL), within)
 
     async def remove(self) -> None:
         """Remove its folders once its processes are gone (they were killed: they may take a moment to be reaped).

@@ -35,7 +35,8 @@ def context_digest(context: Path) -> str:
         if path.is_symlink():
             digest.update(f"link {relative} {os.readlink(path)}\n".encode())
         elif path.is_file():
-            digest.update(f"file {relative} {path.stat().st_mode & 0o777:o} {path.stat().st_size}\n".encode())
+            status = path.stat()
+            digest.update(f"file {relative} {status.st_mode & 0o777:o} {status.st_size}\n".encode())
             digest.update(path.read_bytes())
         elif path.is_dir():
             digest.update(f"dir {relative}\n".encode())

@@ -9,7 +9,10 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
+T = TypeVar("T")
 HOLDERS = ("1", "2")  # in the sandbox's PID namespace
 
 
@@ -22,15 +25,23 @@ def members(procfs: str) -> list[str]:
 async def kill_all(procfs: str, within: float) -> bool:
     """Kill every process of the episode of the sandbox whose /proc is `procfs`; whether none was left within
     `within` seconds."""
+    def kill(pid: str) -> None:
+        process = os.open(f"{procfs}/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            signal.pidfd_send_signal(process, signal.SIGKILL)
+        finally:
+            os.close(process)
+    return await kill_until_gone(lambda: members(procfs), kill, within)
+
+
+async def kill_until_gone(listed: Callable[[], list[T]], kill: Callable[[T], None], within: float) -> bool:
+    """Kill each process `listed()` names, again and again until it names none (what they fork meanwhile too);
+    whether that took at most `within` seconds."""
     deadline = time.monotonic() + within
-    while doomed := members(procfs):
+    while doomed := listed():
         for pid in doomed:
             with contextlib.suppress(OSError):  # (one that ended meanwhile)
-                process = os.open(f"{procfs}/{pid}", os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    signal.pidfd_send_signal(process, signal.SIGKILL)
-                finally:
-                    os.close(process)
+                kill(pid)
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.001)
