@@ -28,6 +28,10 @@ MAX_FDS = 1 << 20  # (os.closerange closes them with one close_range(2))
 CLONE_NEW = {"mnt": 0x00020000, "net": 0x40000000, "ipc": 0x08000000, "uts": 0x04000000, "pid": 0x20000000,
              "user": 0x10000000}
 PR_CAPBSET_DROP = 24
+# a container's root's, as Docker and Podman give them (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID,
+# SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD, AUDIT_WRITE, SETFCAP): over an image, held in the image's
+# user namespace, so that they act only on what it maps (the image's files, the episode's processes)
+CONTAINER_CAPABILITIES = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
 CAPABILITY_VERSION_3 = 0x20080522  # capset(2): two 32-bit words for each set
 
 
@@ -47,6 +51,10 @@ class Entry:
     uid: int  # the episode's own, unprivileged (or the server's, shared, in a user namespace of the sandbox's own)
     cgroup: Cgroup | None
     own_user_namespace: bool = False  # the sandbox's user namespace is its own, not the server's
+    image_users: int | None = None  # over an image: a process in the user namespace of its users, joined last
+    gid: int | None = None  # its group, where not the uid's number (an image's USER app:staff)
+    # capabilities its root keeps (over an image: a container's, which hold only in the image's user namespace)
+    capabilities: tuple[int, ...] = ()
 
 
 @functools.cache
@@ -101,6 +109,9 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
     # (the user namespace first: it owns the others; the mount namespace before pid's: after it, /proc is the
     # sandbox's)
     namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in joined}
+    if entry.image_users is not None:  # (last: the sandbox's other namespaces are the server's user namespace's)
+        joined += ("user",)
+        namespaces["user"] = os.open(f"/proc/{entry.image_users}/ns/user", os.O_RDONLY)
     try:
         for kind in joined:
             setns(namespaces[kind], kind)
@@ -110,7 +121,7 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
     unshare("ipc")
     if no_network:
         unshare("net")
-    drop_privileges(entry.uid)
+    drop_privileges(entry.uid, entry.gid, entry.capabilities)
     forbid_user_namespaces()
     if born_inside:
         return
@@ -127,16 +138,23 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def drop_privileges(uid: int) -> None:
-    """Become `uid` (and the group of that number) with no capability, and none to gain by exec: the bounding set
-    emptied first (which takes a capability), then the sets (a uid of 0 would keep them)."""
+def drop_privileges(uid: int, gid: int | None = None, keep: tuple[int, ...] = ()) -> None:
+    """Become `uid` (and `gid`, by default the group of that number) with no capability but `keep`, and none more to
+    gain by exec: the bounding set emptied of the others first (which takes a capability), then the sets (a uid of 0
+    would keep them all)."""
     for capability in range(_last_capability() + 1):
-        if libc().prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+        if capability not in keep and libc().prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"cannot drop the sandbox's capabilities: {os.strerror(error)}")
-    os.setresgid(uid, uid, uid)
+    gid = uid if gid is None else gid
+    os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     header, sets = _CapabilityHeader(CAPABILITY_VERSION_3, 0), (_CapabilityData * 2)()
+    for capability in keep if uid == 0 else ():
+        word, bit = divmod(capability, 32)
+        sets[word].effective |= 1 << bit
+        sets[word].permitted |= 1 << bit
+        sets[word].inheritable |= 1 << bit
     if libc().capset(ctypes.byref(header), sets) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"cannot drop the sandbox's capabilities: {os.strerror(error)}")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from openenv_gym.sandbox.overlay import OVERLAID
 from openenv_gym.sandbox.policy import SandboxPolicy
+from openenv_gym.sandbox.rootfs import NOT_SHOWN
+from openenv_gym.sandbox.rootfs import mount_point as rootfs_mount_point
 
 WORKDIR = "/tmp/work"  # the episode's working directory, inside (under /tmp, which every sandbox has its own of)
 # Hidden whatever the server's settings: homes, temporary and runtime files (other episodes', sockets), mounts
@@ -47,17 +49,15 @@ def _under(path: Path, folders: list[Path]) -> bool:
 def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
     """bubblewrap's mount arguments for `policy` (made once per policy in a process: the homes and paths they name
     stay); the namespaces and the command are the caller's."""
+    if policy.image is not None:
+        return image_arguments(policy)
     hidden = hidden_paths()
     mounted = [folder for folder in hidden if not _under(folder.parent, hidden)]  # (those in others are hidden already)
-    arguments = [*root_arguments(), "--dev", "/dev", "--proc", "/proc",
-                 "--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]  # (POSIX semaphores)
+    arguments = [*root_arguments(), "--dev", "/dev", "--proc", "/proc"]
     for folder in mounted:
         if folder != Path("/tmp"):
             arguments += ["--tmpfs", str(folder)]
-    arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
-    # (before what is shown again: a task's own /work hides a checkout there; /home before /home/user)
-    for folder in sorted(policy.writable, key=lambda path: path.count("/")):
-        arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
+    arguments += _tmpfs_folders(policy)  # (before what is shown again: a task's own /work hides a checkout there)
     covered = [*hidden, *map(Path, policy.writable)]
     wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
     # (the rest is in view already; a covered folder itself, or one holding it, a script's folder in sys.path
@@ -72,24 +72,59 @@ def bwrap_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
                 arguments += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         arguments += ["--ro-bind", str(path), str(path)]
+    return (*arguments, *_own_files(policy))
+
+
+def _own_files(policy: SandboxPolicy) -> list[str]:
+    """The files shown at the root, and the working directory of its own (last: over every other mount)."""
+    arguments = []
     for source, inside in policy.shown:
         arguments += ["--ro-bind", source, inside]
-    arguments += ["--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
-    return tuple(arguments)
+    return [*arguments, "--size", str(policy.disk_bytes), "--perms", "0700", "--tmpfs", WORKDIR, "--chdir", WORKDIR]
 
 
-def root_arguments() -> list[str]:
-    """The host's root, read-only: each of its entries shown on bubblewrap's own root (rather than the host's root
-    bound whole), so that a folder the host has not (a Harbor task's /app) can be made beside them."""
+def _tmpfs_folders(policy: SandboxPolicy) -> list[str]:
+    """/dev/shm, /tmp, and the folders of its own: empty size-bounded file systems (/home before /home/user)."""
+    arguments = ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]  # (POSIX semaphores)
+    arguments += ["--size", str(policy.disk_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
+    for folder in sorted(policy.writable, key=lambda path: path.count("/")):
+        arguments += ["--size", str(policy.disk_bytes), "--perms", "0755", "--tmpfs", folder]
+    return arguments
+
+
+def image_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
+    """An image's root (policy.image, exported: rootfs.py) read-only, the host's sysfs read-only as an engine shows
+    it, and of the host only what the episode's programs read to run (this Python, openenv_gym, the environment's
+    folder), each at its own path (made in the image's root: rootfs.mount_point); where that path is the image's
+    (a system Python's /usr/lib/python3.11), the host's is shown over it. The episode writes the image's folders
+    through overlays of its own (sandbox.py)."""
+    assert policy.image is not None
+    rootfs = Path(policy.image)
+    arguments = [*root_arguments(rootfs), "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys",
+                 *_tmpfs_folders(policy)]
+    covered = [Path("/tmp"), *map(Path, policy.writable)]
+    wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
+    wanted = {path for path in wanted if len(path.parts) > (3 if path.parts[1:2] == ("usr",) else 2)
+              and not _under(path, covered)}  # (never a system folder whole: /usr, /usr/lib)
+    for path in sorted(path for path in wanted if not any(parent in wanted for parent in path.parents)):
+        if rootfs_mount_point(rootfs, str(path), path.is_dir()):
+            arguments += ["--ro-bind", str(path), str(path)]
+    return (*arguments, *_own_files(policy))
+
+
+def root_arguments(root: Path = Path("/")) -> list[str]:
+    """A root read-only, the host's or an image's: each of its entries shown on bubblewrap's own root (rather than
+    the root bound whole), so that a folder it has not (a Harbor task's /app) can be made beside them."""
     arguments = []
-    with os.scandir("/") as entries:
+    with os.scandir(root) as entries:
         for entry in sorted(entries, key=lambda entry: entry.name):
-            if entry.name in ("dev", "proc"):
+            if entry.name in ("dev", "proc") or (root != Path("/") and entry.name in NOT_SHOWN):
                 continue
+            inside = f"/{entry.name}"
             if entry.is_symlink():  # (/bin -> usr/bin: a link again, so that paths read as on the host)
-                arguments += ["--symlink", os.readlink(entry.path), entry.path]
+                arguments += ["--symlink", os.readlink(entry.path), inside]
             else:
-                arguments += ["--ro-bind", entry.path, entry.path]
+                arguments += ["--ro-bind", entry.path, inside]
     return arguments
 
 

@@ -10,6 +10,9 @@ changed yet), mounts and changes owners, and ends. It is this file run alone (th
 with threads, which numpy's would start, cannot enter a mount namespace).
 
     await own(sandbox_pid, uid, size_bytes, ["/usr/bin/python", "/opt/data"])
+
+Over an image's root (rootfs.py), every folder of the image's is made an overlay (`tops`), and nothing changes
+owner: the episode is the image's root, and owns what it owns.
 """
 
 from __future__ import annotations
@@ -35,22 +38,23 @@ def system_folder(path: str) -> str | None:
     return next((top for top in OVERLAID if path == top or path.startswith(top + "/")), None)
 
 
-async def own(pid: int, uid: int, size_bytes: int, paths: tuple[str, ...]) -> None:
-    """Give the episode of sandbox `pid` (its uid `uid`) the system `paths`, through overlays (see above)."""
+async def own(pid: int, uid: int, size_bytes: int, paths: tuple[str, ...], tops: tuple[str, ...] = ()) -> None:
+    """Give the episode of sandbox `pid` (its uid `uid`) the system `paths`, and the folders `tops` whole, through
+    overlays (see above)."""
     from openenv_gym.errors import EnvError  # (here: the helper, this file alone, has no package to import)
 
     helper = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-S", __file__, str(pid), str(uid),
-        str(size_bytes), *paths, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        str(size_bytes), ":".join(tops), *paths, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE)
     _, said = await helper.communicate()
     if helper.returncode != 0:
-        raise EnvError(f"the episode's sandbox could not make its system folders writable ({', '.join(paths)}): "
+        raise EnvError(f"the episode's sandbox could not make its folders writable ({', '.join(paths or tops)}): "
                        f"{said.decode(errors='replace').strip().splitlines()[-1:] or helper.returncode}")
 
 
 def main() -> None:
-    pid, uid, size, *paths = sys.argv[1:]
+    pid, uid, size, given, *paths = sys.argv[1:]
     libc = ctypes.CDLL(None, use_errno=True)
     with open(f"/proc/{pid}/mountinfo") as table:  # (read from here: inside, /proc is the sandbox's PID namespace's)
         points = [line.split()[4].encode().decode("unicode_escape") for line in table]
@@ -58,7 +62,8 @@ def main() -> None:
         _check(libc.setns(namespace.fileno(), CLONE_NEWNS), "setns")
     os.chdir("/")
     found = [resolved(path) for path in paths]  # (in the sandbox's view, as the episode will see them)
-    tops = sorted({top for path in found if (top := system_folder(path)) is not None})
+    tops = sorted({top for path in found if (top := system_folder(path)) is not None} | set(filter(None,
+                                                                                                given.split(":"))))
     os.mkdir(STAGING, 0o700)
     _mount(libc, "tmpfs", STAGING, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700")
     for index, top in enumerate(tops):
@@ -82,6 +87,9 @@ def _overlay(libc: ctypes.CDLL, top: str, staging: str, inner: list[str]) -> Non
         _mount(libc, point, f"{staging}/aside/{index}", None, MS_BIND | MS_REC, None)  # (read-only stays so)
     for folder in ("upper", "work"):
         os.makedirs(f"{staging}/{folder}")
+    lower = os.stat(top)  # (the overlay's root is its upper layer's: the owner and mode of the folder it covers)
+    os.chown(f"{staging}/upper", lower.st_uid, lower.st_gid)
+    os.chmod(f"{staging}/upper", lower.st_mode & 0o7777)
     _mount(libc, "overlay", top, "overlay", MS_NOSUID | MS_NODEV,
            f"lowerdir={top},upperdir={staging}/upper,workdir={staging}/work")
     for index, point in enumerate(folders):

@@ -63,9 +63,15 @@ def write_inside(pid: int, path: str, data: bytes, uid: int, mode: int = 0o644) 
         file.write(data)
 
 
-def make_folder_inside(pid: int, path: str, uid: int) -> None:
-    """Make the folder `path` (absolute, in the sandbox of process `pid`) and those above it, as write_inside does."""
-    os.close(_folder(pid, posixpath.normpath(path), uid))
+def make_folder_inside(pid: int, path: str, uid: int, mode: int | None = None) -> None:
+    """Make the folder `path` (absolute, in the sandbox of process `pid`) and those above it, as write_inside does;
+    the folder `mode`, where given."""
+    folder = _folder(pid, posixpath.normpath(path), uid)
+    try:
+        if mode is not None:
+            os.fchmod(folder, mode)
+    finally:
+        os.close(folder)
 
 
 def _folder(pid: int, folder: str, uid: int) -> int:

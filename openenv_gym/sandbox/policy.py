@@ -28,6 +28,8 @@ class SandboxPolicy:
     owned: tuple[str, ...] = ()  # paths in the system's folders it writes, as an image's build would (overlay.py)
     shown: tuple[tuple[str, str], ...] = ()  # (host file, where it is inside): files it reads at the root (a task's
     # /entrypoint.sh), read-only
+    image: str | None = None  # an image's exported root (rootfs.py) the sandbox shows instead of the host's: each
+    # episode root there, writing in overlays of its own
 
     def allowed(self) -> list[tuple[str, int, str]]:
         """(host, port, the address it has inside) of each allowed "host:port": a loopback address is itself (the

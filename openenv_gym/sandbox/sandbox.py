@@ -29,11 +29,13 @@ from pathlib import Path
 
 from openenv_gym.errors import EnvError, SandboxUnavailableError
 from openenv_gym.sandbox import cgroups, overlay, pidns, wipe
-from openenv_gym.sandbox.enter import Entry
+from openenv_gym.sandbox.enter import CONTAINER_CAPABILITIES, Entry
 from openenv_gym.sandbox.mounts import WORKDIR, bwrap_arguments, hosts_file
 from openenv_gym.sandbox.netns import listening_socket
 from openenv_gym.sandbox.policy import SandboxPolicy
 from openenv_gym.sandbox.ports import close_port, into_sandbox
+from openenv_gym.sandbox.rootfs import IDS as IMAGE_IDS
+from openenv_gym.sandbox.rootfs import top_folders
 from openenv_gym.sandbox.support import BWRAP, unavailable
 
 HOLDER = ["sh", "-c", "echo ready && exec sleep infinity"]
@@ -66,6 +68,19 @@ def _uids() -> tuple[int, int, int] | None:
         return uid_range(file.read())
 
 
+def image_uids() -> tuple[int, int]:
+    """(first, count) of the uids an image's files are owned by (rootfs.py), and its episodes are (as the image's
+    uid 0 and up, in a user namespace of each sandbox's): a block of the host's no user has; in a user namespace
+    that maps fewer, the lower half of its largest range (the episodes' are the upper half) less its uid 0; where
+    it maps only the server's uid, that one."""
+    if (uids := _uids()) is None:
+        return os.geteuid(), 1
+    first, blocks, size = uids
+    if first == UID_BASE and blocks == 4096:
+        return UID_BASE + blocks * size, IMAGE_IDS
+    return first - size * blocks + 1, min(IMAGE_IDS, size * blocks - 1)
+
+
 def shares_uid() -> bool:
     """Whether every episode has the server's uid (each sandbox then has a user namespace of its own, so that
     what a uid counts, its processes say, is counted per episode)."""
@@ -84,10 +99,43 @@ def _episode_uid() -> int:
     return uid
 
 
+class ImageUsers:
+    """The user namespace of a sandbox over an image: the image's uids 0 and up are the host's image_uids() (who
+    own its exported files), held by a process of its own (bubblewrap's namespaces are the server's user
+    namespace's, so that it makes them as it makes any sandbox's); the episode's processes join it last."""
+
+    def __init__(self, holder: asyncio.subprocess.Process, base: int) -> None:
+        self.holder, self.base = holder, base
+
+    @classmethod
+    async def open(cls) -> ImageUsers:
+        base, count = image_uids()
+        holder = await asyncio.create_subprocess_exec(
+            "unshare", "--user", "--", *HOLDER, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=ENVIRONMENT)
+        try:
+            if await holder.stdout.readline() != b"ready\n":  # type: ignore[union-attr]
+                said = (await holder.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
+                raise EnvError(f"the image sandbox's user namespace could not be made: unshare said {said}")
+            for kind in ("uid", "gid"):
+                with open(f"/proc/{holder.pid}/{kind}_map", "w") as table:
+                    table.write(f"0 {base} {count}\n")
+        except BaseException:
+            holder.kill()
+            await holder.wait()
+            raise
+        return cls(holder, base)
+
+    async def close(self) -> None:
+        if self.holder.returncode is None:
+            self.holder.kill()
+        await self.holder.wait()
+
+
 class Sandbox:
     def __init__(self, process: asyncio.subprocess.Process, pid: int, uid: int, cgroup: cgroups.Cgroup | None,
-                 policy: SandboxPolicy) -> None:
-        self.process, self.pid, self.cgroup, self.policy = process, pid, cgroup, policy
+                 policy: SandboxPolicy, users: ImageUsers | None = None) -> None:
+        self.process, self.pid, self.cgroup, self.policy, self.users = process, pid, cgroup, policy, users
         self.workdir = WORKDIR
         self._listener: socket.socket | None = None
         self.ports: list[asyncio.Task] = []  # forwarding the hosts it is allowed (policy.allow)
@@ -98,6 +146,10 @@ class Sandbox:
         """The episode's own uid: its working directory and its other folders are its, its processes enter as it."""
         for folder in (WORKDIR, *self.policy.writable):
             os.chown(self.host_path(folder), uid, uid)
+        if self.users is not None:  # (the episode is the image's root: its uid 0 inside, the image's users' base)
+            self.uid, self.entry = uid, Entry(self.pid, 0, self.cgroup, image_users=self.users.holder.pid,
+                                              capabilities=CONTAINER_CAPABILITIES)
+            return
         self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup, own_user_namespace=shares_uid())
         self.oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
 
@@ -109,7 +161,7 @@ class Sandbox:
         _first_in_this_process()
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname",
                       "sandbox"] + ([] if policy.network == "public" else ["--unshare-net"]) + \
-            ["--unshare-user"] * shares_uid()
+            ["--unshare-user"] * (shares_uid() and policy.image is None)
         info, info_writer = os.pipe()
         given = [info_writer]
         if policy.allow:  # its /etc/hosts, names of the allowed hosts in it
@@ -127,21 +179,29 @@ class Sandbox:
         finally:
             for fd in given:
                 os.close(fd)
+        users = None
         try:
             if await process.stdout.readline() != b"ready\n":  # type: ignore[union-attr]
                 said = (await process.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
                 raise EnvError(f"the episode's sandbox did not start: bubblewrap said {said or 'nothing'}")
             pid = json.loads(_read_all(info))["child-pid"]  # (written and closed before its command ran: no wait)
-            uid = _episode_uid()
-            cgroup = cgroups.create(f"{os.getpid()}-{uid}", policy.processes, policy.memory_bytes)  # (a few writes)
-            sandbox = cls(process, pid, uid, cgroup, policy)
-            if policy.owned:
-                await overlay.own(pid, uid, policy.disk_bytes, policy.owned)
+            if policy.image is not None:
+                users = await ImageUsers.open()
+            uid = users.base if users is not None else _episode_uid()
+            cgroup = cgroups.create(f"{os.getpid()}-{uid}-{pid}" if users else f"{os.getpid()}-{uid}",
+                                    policy.processes, policy.memory_bytes)  # (a few writes)
+            sandbox = cls(process, pid, uid, cgroup, policy, users)
+            tops = tuple(top for top in top_folders(Path(policy.image)) if top not in policy.writable) \
+                if policy.image is not None else ()
+            if policy.owned or tops:
+                await overlay.own(pid, uid, policy.disk_bytes, policy.owned, tops)
             sandbox.ports = [into_sandbox(pid, port, host, inside) for host, port, inside in policy.allowed()]
             return sandbox
         except BaseException:
             process.kill()
             await process.wait()
+            if users is not None:
+                await users.close()
             raise
         finally:
             with contextlib.suppress(OSError):
@@ -174,7 +234,8 @@ class Sandbox:
         files than wipe.WIPE_BUDGET, overlays of system folders, whose upper layers may not change under them): then
         only close() leaves nothing. (Its System V IPC objects ended with its processes: each program has an IPC
         namespace of its own.)"""
-        if self.process.returncode is not None or bool(self.policy.owned) or not await self._kill_all():
+        if self.process.returncode is not None or bool(self.policy.owned) or self.policy.image is not None or \
+                not await self._kill_all():
             return False
         if not all(wipe.empty(self.host_path(folder), kept) for folder, kept in self._leading_to_mounts().items()):
             return False
@@ -212,6 +273,8 @@ class Sandbox:
         if self._listener is not None:
             self._listener.close()
         _uids_in_use.discard(self.uid)
+        if self.users is not None:
+            await self.users.close()
         if self.cgroup is not None:
             await self.cgroup.remove()
 

@@ -1,0 +1,203 @@
+"""An image's root file system, for sandboxes over it: exported once from its container engine into a cache folder
+named by the image's id, shared read-only by every sandbox over it (each episode writes in overlays of its own:
+sandbox.py), and its config (ENV, WORKDIR, USER, ENTRYPOINT, HEALTHCHECK) read as the engine gives it.
+
+The files' owners are shifted as a rootless engine shifts them: the image's uid N is the host's `base + N`, so that
+the episode, uid 0 in a user namespace that maps 0 to `base`, is the image's root, owns what the image's root owns,
+and owns nothing of the host's.
+
+    exported = export(engine, "openenv-gym/image:3f2a...", cache, base)   # Exported(rootfs, config), made once
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tarfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.sandbox.engines import Engine
+
+IDS = 65536  # the image's uids and gids that are shifted (and mapped inside); others are the last of them
+EXPORT_TIMEOUT = 1800.0
+NOT_SHOWN = ("dev", "proc", "sys", "tmp")  # made by the sandbox itself, whatever the image holds there
+
+
+class ImageUnavailableError(OpenEnvGymError):
+    """An image could not be found or exported: what the engine said, and what to do."""
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What an image's config says a container of it starts with (Docker's and Podman's `image inspect` .Config)."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = ""
+    user: str = ""
+    entrypoint: tuple[str, ...] = ()
+    healthcheck: dict[str, Any] | None = None  # task.toml's shape: {command, interval_sec, ...}
+
+    @classmethod
+    def read(cls, config: dict[str, Any]) -> ImageConfig:
+        env = dict(entry.split("=", 1) for entry in config.get("Env") or () if "=" in entry)
+        check = config.get("Healthcheck") or {}
+        test = check.get("Test") or []
+        healthcheck = None
+        if test and test[0] in ("CMD", "CMD-SHELL"):
+            seconds = {name: check[key] / 1e9 for name, key in (("interval_sec", "Interval"), (
+                "timeout_sec", "Timeout"), ("start_period_sec", "StartPeriod"), ("start_interval_sec",
+                                                                                    "StartInterval")) if check.get(key)}
+            command = test[1] if test[0] == "CMD-SHELL" else shlex.join(test[1:])
+            healthcheck = {"command": command, "interval_sec": 30.0, "timeout_sec": 30.0, "start_period_sec": 0.0,
+                           "start_interval_sec": 5.0, "retries": check.get("Retries") or 3, **seconds}
+        return cls(env=env, workdir=config.get("WorkingDir") or "", user=config.get("User") or "",
+                   entrypoint=tuple(config.get("Entrypoint") or ()), healthcheck=healthcheck)
+
+
+@dataclass(frozen=True)
+class Exported:
+    rootfs: Path
+    config: ImageConfig
+
+    def uid_of(self, user: str) -> tuple[int, int]:
+        """(uid, gid) inside of a USER value ("app", "1000", "app:staff", "1000:1000"), looked up in the image's
+        /etc/passwd and /etc/group as a container's runtime looks them up; ImageUnavailableError naming what is not
+        there."""
+        name, _, group = user.partition(":")
+        uid, gid = (int(name), int(name)) if name.isdigit() else (0, 0)
+        if name and not name.isdigit():
+            found = self._entry("passwd", name)
+            uid, gid = int(found[2]), int(found[3])
+        if group:
+            gid = int(group) if group.isdigit() else int(self._entry("group", group)[2])
+        return uid, gid
+
+    def home_of(self, user: str) -> str:
+        """The HOME a container's runtime gives `user`: its /etc/passwd entry's, else "/"."""
+        name = user.partition(":")[0]
+        with contextlib.suppress(ImageUnavailableError, IndexError):
+            if name.isdigit():
+                return next(fields[5] for fields in self._table("passwd") if fields[2] == name)
+            return self._entry("passwd", name)[5]
+        return "/"
+
+    def _table(self, name: str) -> list[list[str]]:
+        with contextlib.suppress(OSError):
+            return [line.split(":") for line in (self.rootfs / "etc" / name).read_text(errors="replace").splitlines()
+                    if line.count(":") >= 2]
+        return []
+
+    def _entry(self, table: str, name: str) -> list[str]:
+        found = next((fields for fields in self._table(table) if fields[0] == name), None)
+        if found is None or not all(part.isdigit() for part in found[2:4 if table == "passwd" else 3]):
+            raise ImageUnavailableError(f"the image has no {'user' if table == 'passwd' else 'group'} {name!r} "
+                                        f"in its /etc/{table}")
+        return found
+
+
+def image_id(engine: Engine, image: str) -> str | None:
+    """The id of `image` in the engine's local store, or None where it has not that image."""
+    done = subprocess.run([engine.name, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                          text=True)
+    return done.stdout.strip().removeprefix("sha256:") if done.returncode == 0 and done.stdout.strip() else None
+
+
+def config_of(engine: Engine, image: str) -> dict[str, Any]:
+    """The config of `image` as the engine gives it (Env, WorkingDir, User, Entrypoint, Healthcheck, ...)."""
+    done = subprocess.run([engine.name, "image", "inspect", "--format", "{{json .Config}}", image],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ImageUnavailableError(f"{engine.name} cannot inspect {image}: {done.stderr.strip()}")
+    return json.loads(done.stdout) or {}
+
+
+def export(engine: Engine, image: str, cache: Path, base: int) -> Exported:
+    """The root file system and config of `image`, exported into `cache` once (by whichever process comes first;
+    the others wait for it), its owners shifted by `base`."""
+    found = image_id(engine, image)
+    if found is None:
+        raise ImageUnavailableError(f"{engine.name} has no image {image}: build it, or load it "
+                                    f"({engine.name} load -i IMAGE.tar)")
+    folder = cache / f"{found[:24]}-{base}"
+    if not (folder / "config.json").is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / f"{folder.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (folder / "config.json").is_file():
+                _export(engine, image, folder, base)
+    config = json.loads((folder / "config.json").read_text())
+    return Exported(folder / "rootfs", ImageConfig.read(config))
+
+
+def _export(engine: Engine, image: str, folder: Path, base: int) -> None:
+    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
+    container = f"openenv-gym-export-{uuid.uuid4().hex[:12]}"
+    try:
+        config = config_of(engine, image)
+        subprocess.run([engine.name, "create", "--name", container, image, "true"], capture_output=True, check=True)
+        process = subprocess.Popen([engine.name, "export", container], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        (staging / "rootfs").mkdir(parents=True)
+        with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
+            archive.extractall(staging / "rootfs", numeric_owner=True, filter=_shifted(base))
+        if process.wait(EXPORT_TIMEOUT) != 0:
+            raise ImageUnavailableError(f"{engine.name} export of {image} failed: "
+                                        f"{process.stderr.read().decode(errors='replace').strip()}")  # type: ignore
+        os.chown(staging / "rootfs", base, base)
+        (staging / "config.json").write_text(json.dumps(config))
+        staging.rename(folder)
+    except subprocess.CalledProcessError as exc:
+        raise ImageUnavailableError(f"{engine.name} could not export {image}: "
+                                    f"{(exc.stderr or b'').decode(errors='replace').strip()}") from None
+    finally:
+        subprocess.run([engine.name, "rm", "-f", container], capture_output=True)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _shifted(base: int) -> Any:
+    """tarfile's filter: its checks for an archive's paths (none outside the folder, none through a link that
+    leads out), then the member as it was (its mode whole: /tmp's sticky bit, setuid bits, which the sandbox's
+    mounts disarm), its owners shifted, devices left out (the sandbox has its own /dev)."""
+    def shift(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        if member.isdev():
+            return None
+        checked = tarfile.tar_filter(member, path)
+        return checked.replace(mode=member.mode, uid=base + min(member.uid, IDS - 1),
+                               gid=base + min(member.gid, IDS - 1), uname="", gname="", deep=False)
+    return shift
+
+
+def mount_point(rootfs: Path, inside: str, is_folder: bool) -> bool:
+    """Make the folders (and the file, if not `is_folder`) of path `inside` in the image's root, for a host path to
+    be shown there (the server's Python, say). Made only through real folders of the image's: False (nothing made)
+    where a part of the way is a link or a file, which could lead out of the root."""
+    parts = PurePosixPath(inside).parts[1:]
+    here = rootfs
+    for index, part in enumerate(parts):
+        here = here / part
+        last = index == len(parts) - 1
+        if here.is_symlink():
+            return False
+        if not here.exists():
+            if last and not is_folder:
+                here.touch()
+            else:
+                here.mkdir()
+        elif not here.is_dir() and not (last and not is_folder):
+            return False
+    return True
+
+
+def top_folders(rootfs: Path) -> list[str]:
+    """The image's top-level folders that a sandbox shows (and each episode writes in an overlay of its own)."""
+    return sorted(f"/{entry.name}" for entry in os.scandir(rootfs)
+                  if entry.is_dir(follow_symlinks=False) and entry.name not in NOT_SHOWN)
