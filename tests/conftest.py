@@ -6,7 +6,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import resource
 import socket
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))  # the benchmarks package: tests reuse its referen
 os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
 os.environ.setdefault("OPENENV_GYM_VENVS", str(ROOT / ".venv-envs"))
 # nothing comes from a model hub here: no lookups, and no telemetry thread retrying in the background
+os.environ["OPENENV_GYM_ENGINE"] = "none"  # (Harbor tasks emulated, but where a test names an engine)
 os.environ["OPENENV_GYM_SANDBOX_KEEP_SECONDS"] = "0.5"  # (tests that count what a server leaves wait for it)
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -223,3 +226,60 @@ class Listener:
         self.open = False
         self.thread.join()
         self.socket.close()
+
+
+# -- container engines: Docker and Podman, with a stand-in base image ------------------------------------------------
+
+IMAGE = "openenv-gym-test/bookworm-sandbox:stand-in"  # (a stand-in, for what a user would build FROM debian:bookworm:
+IMAGE_PACKAGES = "ca-certificates,python3,bubblewrap,procps,nodejs"  # no registry is reachable here)
+PODMAN_PROCESSES = 4096
+
+
+def _docker_answers() -> bool:
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+
+
+def _has_image(engine: str) -> bool:
+    return subprocess.run([engine, "image", "inspect", IMAGE], capture_output=True, timeout=120).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def image_tar(tmp_path_factory) -> Path:
+    """The stand-in's root file system, made from Debian's mirror (once a session, and only where an engine lacks
+    the image: the engines' stores keep it between runs)."""
+    tar = tmp_path_factory.mktemp("image") / "bookworm.tar"
+    build = subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={IMAGE_PACKAGES}", "bookworm",
+                            str(tar)], capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-2000:]
+    return tar
+
+
+@pytest.fixture(scope="session")
+def docker(request) -> Iterator[list[str]]:
+    """A Docker daemon that answers (the machine's, or one started here and stopped after), with the stand-in."""
+    daemon = None
+    if not _docker_answers():
+        daemon = subprocess.Popen(["dockerd"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not _docker_answers():
+            assert daemon.poll() is None and time.monotonic() < deadline, "dockerd did not start"
+            time.sleep(0.5)
+    if not _has_image("docker"):
+        subprocess.run(["docker", "import", str(request.getfixturevalue("image_tar")), IMAGE], check=True,
+                       capture_output=True)
+    yield ["docker"]
+    if daemon is not None:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def podman(request) -> list[str]:
+    """Podman with the stand-in; `podman run` with what it needs here: its default open-files and processes limits
+    are above what this machine lets its runtime set, so a container gets this process's open files, and processes
+    enough for a test."""
+    if not _has_image("podman"):
+        subprocess.run(["podman", "import", "--quiet", str(request.getfixturevalue("image_tar")), IMAGE], check=True,
+                       capture_output=True)
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return ["podman", "--ulimit", f"nofile={files}:{files}", "--ulimit", f"nproc={PODMAN_PROCESSES}:{PODMAN_PROCESSES}"]

@@ -8,7 +8,6 @@ Real parts: dockerd (started here if none answers), Podman, an image made from D
 registry is reachable: the image is a stand-in, tagged as one, for what a user would build FROM debian:bookworm."""
 
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -16,58 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import IMAGE, ROOT
 from sandbox_user_escapes import assert_contained
 
 from benchmarks.ordinary_user import readable_by_all, user_venv
 from openenv_gym.sandbox import engines, images
 
-IMAGE = "openenv-gym-test/bookworm-sandbox:stand-in"  # (a stand-in: no registry is reachable here)
-PACKAGES = "ca-certificates,python3,bubblewrap,procps,nodejs"
 UID = 1000  # the container's user: a uid with no name in the image, as `docker run --user 1000` gives
 DEFAULT_PROFILE = Path("/usr/share/containers/seccomp.json")  # (containers-common)
-PODMAN_PROCESSES = 4096
 INSIDE = "/tmp/checker"  # the checking process's folder in the container
-
-
-def _answers() -> bool:
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def image_tar(tmp_path_factory):
-    """The image's root file system, made once from Debian's mirror."""
-    tar = tmp_path_factory.mktemp("image") / "bookworm.tar"
-    build = subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={PACKAGES}", "bookworm",
-                            str(tar)], capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, build.stderr[-2000:]
-    return tar
-
-
-@pytest.fixture(scope="module")
-def docker(image_tar):
-    """A Docker daemon that answers (the machine's, or one started here and stopped after), with the image."""
-    daemon = None
-    if not _answers():
-        daemon = subprocess.Popen(["dockerd"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not _answers():
-            assert daemon.poll() is None and time.monotonic() < deadline, "dockerd did not start"
-            time.sleep(0.5)
-    subprocess.run(["docker", "import", str(image_tar), IMAGE], check=True, capture_output=True)
-    yield ["docker"]
-    if daemon is not None:
-        daemon.terminate()
-        daemon.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def podman(image_tar):
-    """Podman with the image. Its default open-files and processes limits are above what this machine lets its
-    runtime set: the container gets this process's open files, and processes enough for the test."""
-    subprocess.run(["podman", "import", "--quiet", str(image_tar), IMAGE], check=True, capture_output=True)
-    files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return ["podman", "--ulimit", f"nofile={files}:{files}", "--ulimit", f"nproc={PODMAN_PROCESSES}:{PODMAN_PROCESSES}"]
 
 
 @pytest.fixture(params=["docker", "podman"])

@@ -1,5 +1,5 @@
-"""The `openenv-gym` command: serve | import | list | bench | rollout | rescore | venvs | view | validate | doctor. A
-thin layer over the library."""
+"""The `openenv-gym` command: serve | import | list | bench | rollout | rescore | venvs | images | view | validate |
+doctor. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 
 from openenv_gym.cli.ray_serve import add_ray_options, serve_on_ray
 from openenv_gym.errors import OpenEnvGymError
+from openenv_gym.sandbox.engines import ENGINES
 from openenv_gym.server.config import Limits, ServeConfig
+
+ENGINE_CHOICES = (*ENGINES, "none")
 
 
 def positive_int(text: str) -> int:
@@ -77,6 +80,9 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="run the programs of agent environments unconfined, seeing the server's files, network "
                             "and processes (default: in a sandbox each; an environment that runs programs is refused "
                             "where no sandbox can be made)")
+    serve.add_argument("--engine", choices=ENGINE_CHOICES,
+                       help="Harbor tasks imported into images: the container engine that holds them (default: the "
+                            "one they were imported with)")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
@@ -105,7 +111,7 @@ def _run_serve(args: argparse.Namespace) -> None:
           group_timeout=args.group_timeout, max_action_chars=args.max_action_chars, threads=args.threads,
           reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
-          exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox)
+          exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox, engine=args.engine)
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:
@@ -136,6 +142,10 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--inline-sync", action="store_true",
                         help="OpenEnv environments: their sync reset/step are quick and never block, so run them on "
                              "the event loop rather than in a thread (several times the throughput)")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES,
+                        help="Harbor tasks: the container engine that builds their images, each episode then played in "
+                             "its image (default: $OPENENV_GYM_ENGINE, else the first of docker and podman that "
+                             "answers); none: no engine, the images emulated over this machine's root")
     parser.add_argument("--no-check", dest="check", action="store_false",
                         help="do not load the environment as the server will, in its venv (built then, not at the "
                              "first serve): what would fail there then fails at the first serve")
@@ -154,7 +164,7 @@ def _run_import(args: argparse.Namespace) -> None:
     with local_source(args.source, say) as source:
         results = import_environment(source.path, args.name, args.output_dir, args.data, args.env_class, args.force,
                                      args.inline_sync, args.scenarios, args.check, imported_from=source.origin,
-                                     env_args=args.env_args, servers=args.servers)
+                                     env_args=args.env_args, servers=args.servers, engine=args.engine, say=say)
     for result in results:
         print(f"imported {result.detected.entry} ({result.detected.kind}) as {result.gym_id}")
         print(f"  folder: {result.folder}")
@@ -183,6 +193,7 @@ def _run_list(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from openenv_gym.cli.bench import add_bench
     from openenv_gym.cli.doctor import add_doctor
+    from openenv_gym.cli.images import add_images
     from openenv_gym.cli.rescore import add_rescore
     from openenv_gym.cli.rollout import add_rollout
     from openenv_gym.cli.validate import add_validate
@@ -198,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_rollout(commands)
     add_rescore(commands)
     add_venvs(commands)
+    add_images(commands)
     add_view(commands)
     add_validate(commands)
     add_doctor(commands)

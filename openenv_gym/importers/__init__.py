@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,8 @@ OPTION_USES = {"data": "--data copies data files with a source's code",
                "inline_sync": "--inline-sync is for OpenEnv environments, whose sync methods otherwise run in a thread",
                "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)",
                "env_args": "--env-args are a Verifiers environment's arguments (load_environment's, a v1 env's config)",
-               "servers": "--server picks resource servers of a NeMo Gym checkout"}
+               "servers": "--server picks resource servers of a NeMo Gym checkout",
+               "engine": "--engine builds the images of Harbor tasks"}
 
 
 @dataclass
@@ -97,12 +98,15 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
                        env_class: str | None = None, force: bool = False, inline_sync: bool = False,
                        scenarios: list[str] | None = None, check: bool = True,
                        imported_from: str | None = None, env_args: dict[str, Any] | None = None,
-                       servers: list[str] | None = None) -> list[ImportResult]:
+                       servers: list[str] | None = None, engine: str | None = None,
+                       say: Callable[[str], None] = lambda _: None) -> list[ImportResult]:
     """Import the environments of `source` as NAME (NAME-<class> when it holds several) under `output_dir`.
     check: load each as the server will, in its venv (built now), and fail the import if it does not load.
     env_args: a Verifiers environment's arguments, written in its manifest (and so loaded with by the check).
     imported_from: what the manifest says it came from (default: `source`; a package's name==version, say).
-    servers: the resource servers of a NeMo Gym checkout to import (default: every one)."""
+    servers: the resource servers of a NeMo Gym checkout to import (default: every one).
+    engine: the container engine that builds Harbor tasks' images ("docker", "podman"; default the first that
+    answers; "none" emulates them over the host's root). say: the progress of long work, as it goes."""
     source = source.resolve()
     if not source.exists():
         raise ImportFailedError(f"{source} does not exist; SOURCE is a .py file or a folder")
@@ -111,7 +115,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     for path in data or []:
         if not path.exists():
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
-    options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}), servers)
+    options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}), servers, engine, say)
     chosen = _choose(detect_all(source), env_class, source, servers)
     importer = {i.kind: i for i in IMPORTERS}
     for found in chosen:
@@ -126,6 +130,7 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
         dependencies = importer[found.kind].dependencies(source, found)
         with staging(folder) as staged:
             written = importer[found.kind].write(source, found, staged, options)
+            dependencies = written.dependencies if written.dependencies is not None else dependencies
             manifest = KINDS[found.kind](  # written through the schema it is read with
                 name=env_name, kind=found.kind, dependencies=dependencies, imported_from=imported_from or str(source),
                 folder=folder, source_hash=tree_hash(staged / written.content), **written.fields)

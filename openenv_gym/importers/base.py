@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,11 +41,14 @@ class ImportOptions:
     force: bool = False  # --force: replace an environment of that name, import modules that shadow others
     env_args: dict[str, Any] = field(default_factory=dict)  # --env-args: a Verifiers environment's arguments
     servers: list[str] | None = None  # --server: the resource servers of a NeMo Gym checkout to import
+    engine: str | None = None  # --engine: the container engine that builds tasks' images (None: the first that
+    # answers, "none": no engine, the image emulated over the host's root)
+    say: Callable[[str], None] = lambda _: None  # progress of long work (an image's build), as it goes
 
     def given(self) -> set[str]:
         return {name for name, value in (("data", self.data), ("inline_sync", self.inline_sync),
                                          ("scenarios", self.scenarios), ("env_args", self.env_args),
-                                         ("servers", self.servers)) if value}
+                                         ("servers", self.servers), ("engine", self.engine)) if value}
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Written:
     fields: dict[str, Any]  # the manifest's keys beyond name, kind, dependencies and provenance
     report: VendorReport
     notes: list[str]  # what the user should know (changed pins, hazards, what was skipped), printed at import
+    dependencies: list[str] | None = None  # what the files written need, where only writing them finds it out
 
 
 def need_note(need: str) -> str:

@@ -19,15 +19,19 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
+from openenv_gym.importers.harbor_engine import TaskImages
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.importers.vendor import VendorReport, vendor
-from openenv_gym.manifests.harbor import TaskRefusedError, file_mode
+from openenv_gym.manifests.harbor import TaskRefusedError, file_mode, sides
 
 TASKS_DIR = "tasks"
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 MAX_DEPTH = 4  # folders searched below the source for task.toml files
 # What the verifiers' test-time tools run on (uvx --with pytest==... --with pytest-json-ctrf==...: tools/uvx)
 VERIFIER_TOOLS = ["pytest", "pytest-json-ctrf"]
+EMULATED = ("the tasks' images are emulated over this machine's root (harbor_image.py): their programs run on its "
+            "Python and libraries, a RUN line other than file setup, pip and apt-get of packages it has is refused, "
+            "and so is an Alpine, CUDA or multi-stage image; with Docker or Podman, import with --engine")
 
 
 def task_folders(source: Path) -> list[Path]:
@@ -54,7 +58,7 @@ def split_of(source: Path, folder: Path) -> str:
 class HarborImporter:
     kind = "harbor"
     looks_for = "a Harbor task package (a folder with task.toml), or a folder of them"
-    takes: frozenset[str] = frozenset()
+    takes: frozenset[str] = frozenset({"engine"})
 
     def detect(self, source: Path) -> list[Detected]:
         if source.is_dir() and task_folders(source):
@@ -62,15 +66,7 @@ class HarborImporter:
         return []
 
     def dependencies(self, source: Path, detected: Detected) -> list[str]:
-        packages = dict.fromkeys(VERIFIER_TOOLS)
-        for folder in task_folders(source):
-            try:
-                record = read_task(folder)
-            except TaskRefusedError:
-                continue
-            for side in sides(record):
-                packages.update(dict.fromkeys(side["packages"]))
-        return _without_bare_repeats(list(packages))
+        return list(VERIFIER_TOOLS)  # (and what emulated images pip-install: found as they are written)
 
     def near_miss(self, source: Path) -> str | None:
         if source.is_dir() and ((source / "task.yaml").is_file() or any(source.glob("*/task.yaml"))):
@@ -82,10 +78,15 @@ class HarborImporter:
         single = (source / "task.toml").is_file()
         index, notes, report = [], [], VendorReport()
         keys: set[str] = set()
+        packages = dict.fromkeys(VERIFIER_TOOLS)
+        try:
+            images = TaskImages.chosen(options.engine, options.say)
+        except TaskRefusedError as exc:
+            raise ImportFailedError(str(exc)) from None
         for task_folder in task_folders(source):
             where = task_folder.relative_to(source).as_posix() if not single else task_folder.name
             try:
-                record = read_task(task_folder)
+                record = read_task(task_folder, images)
             except TaskRefusedError as exc:
                 if single:
                     raise ImportFailedError(f"{source}: {exc}") from None
@@ -100,6 +101,7 @@ class HarborImporter:
             report.total_bytes += copied.total_bytes
             for side in sides(record):
                 _show(side, folder / TASKS_DIR / key, key)
+                packages.update(dict.fromkeys(side.pop("packages")))
             notes += [f"{where}: {note}" for side in sides(record) for note in side.pop("notes")]
             index.append({"key": key, "id": where if not single else record["name"], "split": split_of(source,
                                                                                                     task_folder),
@@ -109,7 +111,10 @@ class HarborImporter:
         (folder / TASKS_DIR).mkdir(parents=True, exist_ok=True)
         (folder / TASKS_DIR / "index.json").write_text(json.dumps(index, indent=1))
         count = f"{len(index)} Harbor task{'s' if len(index) > 1 else ''}"
-        return Written(TASKS_DIR, {"description": f"Harbor: {count}"}, report, [count, *notes])
+        if images is None:
+            notes.append(EMULATED if options.engine == "none" else f"no container engine answers here: {EMULATED}")
+        fields = {"description": f"Harbor: {count}"} | ({"engine": images.engine.name} if images else {})
+        return Written(TASKS_DIR, fields, report, [count, *notes], _without_bare_repeats(list(packages)))
 
 
 def _without_bare_repeats(requirements: list[str]) -> list[str]:
@@ -125,12 +130,6 @@ def _without_bare_repeats(requirements: list[str]) -> list[str]:
                  requirement.strip().lower().replace("_", "-") != name}
     return [requirement for requirement, name in named.items()
             if not (name in said_more and requirement.strip().lower().replace("_", "-") == name)]
-
-
-def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The containers of a task's record: the task's own, and each separate verifier's."""
-    verifiers = [record["verifier"], *(step["verifier"] for step in record["steps"])]
-    return [record, *(verifier["separate"] for verifier in verifiers if "separate" in verifier)]
 
 
 def _vendor_copied_files(record: dict[str, Any], task_folder: Path, vendored: Path, report: VendorReport) \

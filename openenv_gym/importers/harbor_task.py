@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from openenv_gym.importers.harbor_engine import TaskImages
 from openenv_gym.importers.harbor_image import Image, ImageRefusedError, read_image
 from openenv_gym.manifests.harbor import TaskRefusedError, variables_missing
 from openenv_gym.sandbox.mounts import own_folder
@@ -108,8 +109,9 @@ class TaskConfig(_Section):
         return data
 
 
-def read_task(folder: Path) -> dict[str, Any]:
-    """The record of the task package in `folder`; TaskRefusedError with the key and why where it cannot run here."""
+def read_task(folder: Path, images: TaskImages | None = None) -> dict[str, Any]:
+    """The record of the task package in `folder`; TaskRefusedError with the key and why where it cannot run here.
+    With `images`, its containers are images a container engine builds (harbor_engine.py); without, emulated."""
     path = folder / "task.toml"
     try:
         config = TaskConfig.model_validate(tomllib.loads(path.read_text()))
@@ -119,13 +121,13 @@ def read_task(folder: Path) -> dict[str, Any]:
         problem = exc.errors()[0]
         raise TaskRefusedError(f"task.toml key {'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
     _refuse_what_cannot_run(config, folder)
-    side = _side(folder / "environment", config.environment, "[environment]")
+    side = _side(folder / "environment", config.environment, "[environment]", images)
     baseline = side["environment"]["network"]
-    verifier = _verifier(folder, config, config.verifier, config.verifier, "[verifier]", config.artifacts)
+    verifier = _verifier(folder, config, config.verifier, config.verifier, "[verifier]", config.artifacts, images)
     steps = [{"name": step.name, "min_reward": step.min_reward,
               "agent": _phase(step.agent, config.agent, baseline, f"[[steps]] {step.name}: agent"),
               "verifier": _verifier(folder, config, step.verifier, config.verifier,
-                                    f"[[steps]] {step.name}: verifier", [*config.artifacts, *step.artifacts]),
+                                    f"[[steps]] {step.name}: verifier", [*config.artifacts, *step.artifacts], images),
               "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None}
              for step in config.steps]
     if not steps and not (folder / "instruction.md").is_file():
@@ -150,9 +152,12 @@ def read_task(folder: Path) -> dict[str, Any]:
     return record
 
 
-def _side(context: Path, environment: Environment, where: str) -> dict[str, Any]:
+def _side(context: Path, environment: Environment, where: str, images: TaskImages | None = None) -> dict[str, Any]:
     """A container of the task's, as its sandbox makes it: the image emulated from `context` (a Dockerfile there),
-    its workdir, its own folders, its files shown at the root, its environment and network."""
+    its workdir, its own folders, its files shown at the root, its environment and network; or its image built
+    (`images`)."""
+    if images is not None:
+        return _built_side(context, environment, where, images)
     try:
         image = read_image(context, environment.docker_image)
     except ImageRefusedError as exc:
@@ -172,8 +177,28 @@ def _side(context: Path, environment: Environment, where: str) -> dict[str, Any]
             "image": image.record(), "packages": image.packages, "notes": image.notes}
 
 
+def _built_side(context: Path, environment: Environment, where: str, images: TaskImages) -> dict[str, Any]:
+    """A container of the task's in its own image: the image's files, environment, user and entrypoint are its
+    own (read when it is served: rootfs.py), only Harbor's folders are the sandbox's (/logs, /tests, /solution),
+    and seed files (an image named, without a Dockerfile) go to the workdir at start, as Harbor uploads them."""
+    tag = images.image(context, environment.docker_image, where)
+    config = images.config(tag)
+    seeds = [(str(path.relative_to(context)), "") for path in sorted(context.rglob("*"))
+             if path.is_file() and path.name != ".gitkeep"] if not (context / "Dockerfile").is_file() else []
+    workdir = environment.workdir or config.workdir or "/"
+    return {"workdir": workdir, "writable": ["/logs", "/tests", "/solution"], "owned": [], "shown": [],
+            "context": context.name, "tag": tag,
+            "environment": {"env": {**config.env, **environment.env}, "network": _network(environment, where),
+                            "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else
+                            config.healthcheck},
+            "image": {"base": tag, "user": config.user or None, "copies": [(source, f"{workdir.rstrip('/')}/{source}")
+                                                                         for source, _ in seeds],
+                      "setup": [], "entrypoint": list(config.entrypoint) or None, "modes": {}},
+            "packages": [], "notes": []}
+
+
 def _verifier(folder: Path, config: TaskConfig, section: Verifier, fallback: Verifier, where: str,
-              artifacts: list[str | dict[str, Any]]) -> dict[str, Any]:
+              artifacts: list[str | dict[str, Any]], images: TaskImages | None = None) -> dict[str, Any]:
     """A verifier's settings; a separate one (environment_mode = "separate", or an environment of its own) with
     the container it runs in (built from tests/ where tests/ has a Dockerfile, else as the task's) and the
     artifacts it receives."""
@@ -189,10 +214,11 @@ def _verifier(folder: Path, config: TaskConfig, section: Verifier, fallback: Ver
         return _phase(chosen, Verifier(), baseline, where)
     environment = Environment.model_validate(own) if own is not None else config.environment
     context = folder / "tests" if (folder / "tests" / "Dockerfile").is_file() else folder / "environment"
-    side = _side(context, environment, f"{where} environment")
+    side = _side(context, environment, f"{where} environment", images)
     side["artifacts"] = [_artifact(entry, where) for entry in [*artifacts, "/logs/artifacts"]]
-    side["writable"] += [found for _, inside in side["artifacts"] if (found := own_folder(inside)) not in
-                         (None, "/tmp", *side["writable"])]
+    if images is None:  # (in an image, the artifacts are written where it has them, through its overlays)
+        side["writable"] += [found for _, inside in side["artifacts"] if (found := own_folder(inside)) not in
+                             (None, "/tmp", *side["writable"])]
     return _phase(chosen, Verifier(), side["environment"]["network"], where) | {"separate": side}
 
 
@@ -217,8 +243,8 @@ def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
                                "engine, which this machine has not")
     for compose in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml"):
         if (folder / "environment" / compose).exists():
-            raise TaskRefusedError(f"environment/{compose}: its services run in containers, which this machine "
-                                   "cannot run (no container engine)")
+            raise TaskRefusedError(f"environment/{compose}: its services run in containers of a compose project, "
+                                   "which are not played here")
     verifiers = [("[verifier]", config.verifier)] + [(f"[[steps]] {s.name}: verifier", s.verifier)
                                                      for s in config.steps]
     for where, verifier in verifiers:

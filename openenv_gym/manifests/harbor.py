@@ -48,3 +48,9 @@ def file_mode(mode: str | None, current: int) -> int:
     if mode.isdigit():
         return int(mode, 8)
     return current & 0o777 | (0o111 if "x" in mode else 0) | (0o444 if "r" in mode else 0)
+
+
+def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The containers of a task's record: the task's own, and each separate verifier's."""
+    verifiers = [record["verifier"], *(step["verifier"] for step in record["steps"])]
+    return [record, *(verifier["separate"] for verifier in verifiers if "separate" in verifier)]

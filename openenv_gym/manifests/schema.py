@@ -62,6 +62,11 @@ class BaseManifest(BaseModel):
         """Whether its episodes run programs (each in a sandbox of its own, unless served --no-sandbox)."""
         return False
 
+    def served_with(self, engine: str) -> BaseManifest:
+        """The manifest served with container engine `engine` (serve --engine): only Harbor tasks have images."""
+        raise ManifestError(f"{self.name}: --engine is for Harbor tasks imported into images; a {self.kind} "
+                            "environment has none")
+
 
 class AgentLimits(BaseModel):
     """What one episode's program may use; past a limit it is killed and only its episode ends."""
@@ -224,10 +229,25 @@ class HarborManifest(ImportedManifest):
     harness: Literal["client", "bash"] = "client"
     harness_turns: PositiveInt = 50  # model requests the built-in agent program makes at most per step of a task
     limits: AgentLimits = AgentLimits()
+    # the container engine that built the tasks' images (each episode's sandbox over its image's files); None: the
+    # images are emulated over the host's root
+    engine: Literal["docker", "podman"] | None = None
 
     @property
     def runs_programs(self) -> bool:
         return True
+
+    def served_with(self, engine: str) -> HarborManifest:
+        """Its images taken from `engine`'s store ("docker", "podman"), where they were imported into images; "none"
+        where they were emulated."""
+        if (engine == "none") != (self.engine is None):
+            raise ManifestError(
+                f"{self.name}: its tasks were imported into images of {self.engine}'s: serve them with --engine "
+                f"docker or podman (the one holding the images: docker save IMAGE | podman load), or import again "
+                f"with --engine none" if self.engine else
+                f"{self.name}: its tasks' images were emulated at import (no engine answered, or --engine none): "
+                f"import again with --engine {engine} to play them in images")
+        return self if engine == "none" else self.model_copy(update={"engine": engine})
 
 
 NEMO_ROW_INPUT = "responses_create_params"  # a NeMo Gym dataset row's Responses request: its input and tools

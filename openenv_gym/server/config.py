@@ -37,3 +37,4 @@ class ServeConfig:
     reveal_tasks: bool = False  # task listings (GET /tasks, the tasks op) hold the tasks' hidden parts (answers)
     web: bool = True  # the playground page, GET /web
     sandbox: bool = True  # episodes that run programs run them in a sandbox each; False: unconfined (--no-sandbox)
+    engine: str | None = None  # the container engine whose images Harbor tasks play in (None: the import's)

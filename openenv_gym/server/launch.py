@@ -38,7 +38,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
           reveal_tasks: bool = ServeConfig.reveal_tasks,
           web: bool = ServeConfig.web, env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
-          exit_with_stdin: bool = False, sandbox: bool = ServeConfig.sandbox) -> None:
+          exit_with_stdin: bool = False, sandbox: bool = ServeConfig.sandbox, engine: str | None = None) -> None:
     """Serve `env` (a name, a gym id, or a folder with an openenv.toml) until SIGTERM or SIGINT.
 
     workers: processes sharing the port (default: one per core). on_ready(url): called once serving (default:
@@ -46,11 +46,14 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     stdin closes (the lifeline of a server started by another process). reveal_tasks: task listings hold the
     tasks' hidden parts (answers) too; off by default, since anyone who reaches the port may list tasks. web: serve
     the playground page at /web. sandbox: episodes that run programs run them in a sandbox each (False: unconfined,
-    for a machine that cannot make sandboxes; the server refuses such an environment otherwise).
+    for a machine that cannot make sandboxes; the server refuses such an environment otherwise). engine: the
+    container engine whose images Harbor tasks play in ("docker", "podman"; default the one they were imported with).
     """
     settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
     manifest = find_manifest(env)
+    if engine is not None:  # (refused here, once, rather than by every worker)
+        manifest = manifest.served_with(engine)
     sandboxed = sandbox and manifest.runs_programs
     if sandboxed and os.geteuid() != 0 and userns.REFUSED not in os.environ:  # an ordinary user: root in a user
         _run_in(sys.executable, settings, on_ready, userns.command)            # namespace of the server's own
@@ -72,7 +75,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
                                        frame_timeout, resume_window, group_timeout),
                          threads=threads, reveal_tasks=reveal_tasks, web=web, env_args=env_args or {},
-                         sandbox=sandbox)
+                         sandbox=sandbox, engine=engine)
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
     run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),

@@ -89,6 +89,8 @@ class Worker:
         self.config = config
         self.counter = counter
         self.manifest = find_manifest(config.env)
+        if config.engine is not None:
+            self.manifest = self.manifest.served_with(config.engine)
         if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
             os.chdir(self.manifest.vendored)
         self.model_endpoint = ModelEndpointServer()  # started by the first program that needs it

@@ -31,11 +31,15 @@ from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
-from openenv_gym.manifests.harbor import variables_missing
+from openenv_gym.manifests.harbor import sides, variables_missing
+from openenv_gym.manifests.home import home
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.programs import Program, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, unavailable
+from openenv_gym.sandbox.engines import EngineUnavailableError, choose
+from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError, export
+from openenv_gym.sandbox.sandbox import image_uids
 
 OPTIONS = ("oracle", "harness")
 HARNESSES = ("client", "bash")
@@ -57,7 +61,8 @@ class HarborFactory:
         self.index: list[dict[str, Any]] = json.loads((manifest.vendored / "index.json").read_text())
         self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
         self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
-        self.policies = {(task["key"], harness): _policy(manifest, task, harness != "client")
+        self.images = _exported(manifest, self.index) if sandboxed else {}
+        self.policies = {(task["key"], harness): _policy(manifest, task, harness != "client", self.images)
                          for task in self.index for harness in HARNESSES}
         warm_up(["http.client", "json", "subprocess", "urllib.parse"])  # (what the agent program imports)
         for task in self.index:
@@ -68,7 +73,7 @@ class HarborFactory:
     def verifier_policy(self, task: dict[str, Any], step: int) -> SandboxPolicy:
         """The sandbox of a task's separate verifier (a step's, in a multi-step task)."""
         verifier = task["steps"][step]["verifier"] if task["steps"] else task["verifier"]
-        return _policy(self.manifest, verifier["separate"], False)
+        return _policy(self.manifest, verifier["separate"], False, self.images)
 
     def __call__(self) -> HarborSession:
         return HarborSession(self)
@@ -130,7 +135,7 @@ class HarborSession(Environment):
         self.task = self.factory.by_split[chosen["split"]][chosen["index"]]
         await self._end_trial()
         place = await Workplace.open(self.factory.policies[self.task["key"], self.harness], True)
-        self.trial = Trial(self.manifest, self.task, place)
+        self.trial = Trial(self.manifest, self.task, place, images=self.factory.images)
         self.step_index, self.step_rewards = 0, []
         try:
             await self.trial.start()
@@ -267,7 +272,7 @@ class HarborSession(Environment):
         agent = self._phase("agent")
         left = self.trial.agent_time_left(agent["timeout"])
         timeout = max(min(float(asked), self.manifest.command_timeout, float("inf") if left is None else left), 0.001)
-        ran = await self.trial.run(command, timeout, no_network=self.trial.offline(agent))
+        ran = await self.trial.run(command, timeout, no_network=self.trial.offline(agent), user=agent["user"])
         self.tool_calls += 1
         output = ran.output[-self.manifest.output_chars:]
         observation = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}[exit code {ran.exit_code}]"
@@ -323,10 +328,26 @@ class HarborSession(Environment):
         await self._end_trial()
 
 
-def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool) -> SandboxPolicy:
-    """The sandbox of a task's container (its own, or a separate verifier's); with an agent `program` inside, it
-    reaches its model endpoint too (where the task has no network, or an allowlist: its session's endpoint is the
-    one more address)."""
+def _exported(manifest: HarborManifest, index: list[dict[str, Any]]) -> dict[str, Exported]:
+    """The image of each of the tasks' containers, its files exported for sandboxes over them (once, shared by every
+    worker: rootfs.py), by the tag it was built with."""
+    if manifest.engine is None:
+        return {}
+    tags = sorted({side["tag"] for task in index for side in sides(task) if "tag" in side})
+    try:
+        engine = choose(manifest.engine)
+        assert engine is not None
+        return {tag: export(engine, tag, home() / "images" / "rootfs", image_uids()[0]) for tag in tags}
+    except (EngineUnavailableError, ImageUnavailableError) as exc:
+        raise SandboxUnavailableError(f"{manifest.name}: its tasks run in images of {manifest.engine}'s: {exc}") \
+            from None
+
+
+def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, images: dict[str, Exported]) \
+        -> SandboxPolicy:
+    """The sandbox of a task's container (its own, or a separate verifier's), over its image's files where it has
+    one; with an agent `program` inside, it reaches its model endpoint too (where the task has no network, or an
+    allowlist: its session's endpoint is the one more address)."""
     limits = manifest.limits
     network = side["environment"]["network"]
     mode = {"public": "public", "no-network": "model" if program else "none",
@@ -337,7 +358,8 @@ def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool) -> Sa
                          disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),),
                          writable=tuple(side["writable"]), owned=tuple(side.get("owned", ())),
                          shown=tuple((str(manifest.vendored / source), inside)
-                                     for source, inside in side.get("show", [])))
+                                     for source, inside in side.get("show", [])),
+                         image=str(images[side["tag"]].rootfs) if side.get("tag") in images else None)
 
 
 def load_harbor_environment(manifest: HarborManifest, endpoint: ModelEndpoint | None, sandboxed: bool) \

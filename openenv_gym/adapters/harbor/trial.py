@@ -11,6 +11,7 @@ installer, uvx), and, in a phase the task keeps off the network, a network of it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import math
@@ -30,6 +31,7 @@ from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to
 from openenv_gym.programs.program import Finished
 from openenv_gym.sandbox import wipe
 from openenv_gym.sandbox.paths import make_folder_inside, read_inside, write_inside
+from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError
 
 TOOLS = Path(__file__).parent / "tools"
 # Debian's libnss-wrapper, where the machine has it: what makes [agent].user a name the episode's uid answers to
@@ -37,6 +39,8 @@ NSS_WRAPPER = next((path for path in Path("/usr/lib").glob("*/libnss_wrapper.so"
 LOGS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 REWARD_BYTES = 1 << 20
 SETUP_TIMEOUT = 300.0
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # (Docker's, where an image sets none)
+HARBOR_COMMAND = ("sh", "-c", "sleep infinity")  # the command Harbor gives a task's container, after its ENTRYPOINT
 _outputs = itertools.count()  # (a program's output files: each its own, several may run at once)
 
 
@@ -54,20 +58,27 @@ class Trial:
     "separate": built from tests/ where tests/ has a Dockerfile, given the agent's artifacts)."""
 
     def __init__(self, manifest: HarborManifest, task: dict[str, Any], place: Workplace,
-                 side: dict[str, Any] | None = None) -> None:
+                 side: dict[str, Any] | None = None, images: dict[str, Exported] | None = None) -> None:
         if place.sandbox is None:
             raise EnvError("Harbor tasks run in a sandbox each: their paths (/app, /logs, /tests) are the sandbox's "
                            "own; serve them without --no-sandbox")
         self.manifest, self.task, self.place, self.sandbox = manifest, task, place, place.sandbox
-        self.side = side or task
+        self.side, self.images = side or task, images or {}
+        self.image = self.images.get(self.side.get("tag", ""))  # (None: the image emulated over the host's root)
         self.folder = manifest.vendored / task["key"]
         self.workdir: str = self.side["workdir"]
-        self.environ = {**inherited_environ(), "HOME": "/tmp/work", "TMPDIR": "/tmp",
-                        "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                        "OPENENV_GYM_PYTHON": sys.executable, **resolved(self.side["environment"]["env"])}
-        user = (task["agent"]["user"] if side is None else None) or self.side["image"]["user"]
-        if user:  # (every command runs as the episode's uid; what it is called is emulated)
-            self.environ |= {"USER": user, "LOGNAME": user, **self._named(user)}
+        self.user: str | None = self.side["image"]["user"]  # who runs its commands, but a phase's own user
+        environment = resolved(self.side["environment"]["env"])
+        if self.image is not None:  # (the image's environment, the runner's tools first on its PATH)
+            self.environ = {**environment, "PATH": f"{TOOLS}:{environment.get('PATH', DEFAULT_PATH)}",
+                            "OPENENV_GYM_PYTHON": sys.executable}
+        else:
+            self.environ = {**inherited_environ(), "HOME": "/tmp/work", "TMPDIR": "/tmp",
+                            "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', DEFAULT_PATH)}",
+                            "OPENENV_GYM_PYTHON": sys.executable, **environment}
+            user = (task["agent"]["user"] if side is None else None) or self.user
+            if user:  # (every command runs as the episode's uid; what it is called is emulated)
+                self.environ |= {"USER": user, "LOGNAME": user, **self._named(user)}
         self.service: Program | None = None
         self.started = time.monotonic()
 
@@ -88,8 +99,8 @@ class Trial:
     def _write(self, inside: str, data: bytes, mode: int = 0o644) -> None:
         write_inside(self.sandbox.pid, inside, data, self.sandbox.uid, mode)
 
-    def _folder(self, inside: str) -> None:
-        make_folder_inside(self.sandbox.pid, inside, self.sandbox.uid)
+    def _folder(self, inside: str, mode: int | None = None) -> None:
+        make_folder_inside(self.sandbox.pid, inside, self.sandbox.uid, mode)
 
     def _read(self, inside: str) -> bytes | None:
         try:
@@ -117,19 +128,23 @@ class Trial:
             data = read_inside(self.sandbox.pid, inside, self.manifest.limits.output_mb << 20)
             other._write(destination + inside[len(source):], data)
 
-    def _copy_tree(self, source: Path, inside: str) -> None:
+    def _copy_tree(self, source: Path, inside: str, script: str = "") -> None:
+        """A folder's files into the trial, `script` among them executable (Harbor makes it so, as root)."""
         for path in sorted(source.rglob("*")) if source.is_dir() else ():
             if path.is_file():
-                self._write(f"{inside}/{path.relative_to(source).as_posix()}", path.read_bytes(),
-                            path.stat().st_mode & 0o777 | 0o600)
+                relative = path.relative_to(source).as_posix()
+                self._write(f"{inside}/{relative}", path.read_bytes(),
+                            path.stat().st_mode & 0o777 | (0o755 if relative == script else 0o600))
 
     # -- starting ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """The trial as a fresh container would be: Harbor's folders, the image's files and setup, its service."""
         image = self.side["image"]
-        for folder in (*LOGS, self.workdir):
-            await asyncio.to_thread(self._folder, folder)
+        for folder in LOGS:  # (in an image, writable by whichever of its users a phase runs as)
+            await asyncio.to_thread(self._folder, folder, 0o777 if self.image is not None else None)
+        if self.workdir != "/":
+            await asyncio.to_thread(self._folder, self.workdir)
         for source, inside in image["copies"]:
             path = self.folder / self.side["context"] / source
             mode = file_mode(image["modes"].get(inside), path.stat().st_mode)
@@ -139,8 +154,9 @@ class Trial:
             if ran.exit_code != 0:
                 raise EnvError(f"the task's image setup (its Dockerfile's RUN lines) failed with exit code "
                                f"{ran.exit_code}: {ran.output[-2000:]}")
-        if image["entrypoint"]:
-            self.service = await Program.start(self._spec(image["entrypoint"]), self.sandbox.host_path("/tmp"))
+        if image["entrypoint"]:  # (in its image, given Harbor's command: CMD is replaced, ENTRYPOINT kept)
+            command = [*image["entrypoint"], *(HARBOR_COMMAND if self.image is not None else ())]
+            self.service = await Program.start(self._spec(command), self.sandbox.host_path("/tmp"))
         healthcheck = self.side["environment"]["healthcheck"]
         if healthcheck:
             await self.wait_healthy(healthcheck)
@@ -164,17 +180,28 @@ class Trial:
     # -- commands ---------------------------------------------------------------------------------
 
     def _spec(self, command: str | list[str], environ: dict[str, str] | None = None,
-              no_network: bool = False) -> ProgramSpec:
-        """A command of the trial's: `bash -c command` from the workdir, or an argv (the image's entrypoint)."""
+              no_network: bool = False, user: str | None = None) -> ProgramSpec:
+        """A command of the trial's: `bash -c command` from the workdir, or an argv (the image's entrypoint); in an
+        image, as `user` (else the image's), its HOME that user's."""
         argv = ["bash", "-c", f"cd {shlex.quote(self.workdir)} && {command}"] if isinstance(command, str) else \
             ["sh", "-c", f'cd {shlex.quote(self.workdir)} && exec "$@" > /logs/agent/entrypoint.log 2>&1',
              "entrypoint", *command]
-        return self._program_spec(environ={**self.environ, **(environ or {})}, command=argv, no_network=no_network)
+        environ = {**self.environ, **(environ or {})}
+        entry = self.place.entry
+        if self.image is not None:
+            name = user or self.user or "root"
+            try:
+                uid, gid = self.image.uid_of(name)
+            except ImageUnavailableError as exc:
+                raise EnvError(f"the task runs its commands as {name}: {exc}") from None
+            entry = dataclasses.replace(entry, uid=uid, gid=gid)
+            environ = {"HOME": self.image.home_of(name), **environ}
+        return self._program_spec(environ=environ, command=argv, no_network=no_network, sandbox=entry)
 
     def program(self, entry: str, call: dict[str, Any]) -> ProgramSpec:
         """An agent program of ours (`entry` in this folder, called with `call`) run in the trial, forked warm."""
         return self._program_spec(environ=self.environ, folder=str(Path(__file__).parent), name="harbor-programs",
-                                  entry=entry, call=call)
+                                  entry=entry, call=call, sandbox=self.place.entry)
 
     def _program_spec(self, **fields: Any) -> ProgramSpec:
         """A program in the trial, under the manifest's limits; its output files in the sandbox's /tmp (its working
@@ -182,14 +209,14 @@ class Trial:
         limits = self.manifest.limits
         return ProgramSpec(workdir="/tmp", cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_mb << 20,
                            output_bytes=limits.output_mb << 20, open_files=limits.open_files,
-                           sandbox=self.place.entry, processes=limits.processes,
+                           processes=limits.processes,
                            output_prefix=f".harbor-{next(_outputs)}", **fields)
 
     async def run(self, command: str, timeout: float, environ: dict[str, str] | None = None,
-                  no_network: bool = False) -> Ran:
-        """`bash -c command` in the trial, from its workdir, killed past `timeout` seconds."""
-        done: Finished = await run_to_end(self._spec(command, environ, no_network), self.sandbox.host_path("/tmp"),
-                                          timeout)
+                  no_network: bool = False, user: str | None = None) -> Ran:
+        """`bash -c command` in the trial, from its workdir (as `user` in an image), killed past `timeout` seconds."""
+        done: Finished = await run_to_end(self._spec(command, environ, no_network, user),
+                                          self.sandbox.host_path("/tmp"), timeout)
         return Ran(done.exit_code, done.stdout + done.stderr, done.timed_out)
 
     # -- phases -----------------------------------------------------------------------------------
@@ -201,10 +228,10 @@ class Trial:
         if not (source / "solve.sh").is_file():
             raise EnvError(f"{'step ' + step if step else 'the task'} has no solution/solve.sh to play the oracle")
         await asyncio.to_thread(self._empty, "/solution")
-        await asyncio.to_thread(self._copy_tree, source, "/solution")
+        await asyncio.to_thread(self._copy_tree, source, "/solution", "solve.sh")
         environ = {"DEBIAN_FRONTEND": "noninteractive", **resolved(self.task["solution"]["env"])}
-        return await self.run("chmod +x /solution/solve.sh && /solution/solve.sh > /logs/agent/oracle.txt 2>&1",
-                              agent["timeout"] or SETUP_TIMEOUT, environ, self.offline(agent))
+        return await self.run("/solution/solve.sh > /logs/agent/oracle.txt 2>&1", agent["timeout"] or SETUP_TIMEOUT,
+                              environ, self.offline(agent), agent["user"])
 
     async def stage_step(self, step: str) -> None:
         """A multi-step task's step: its workdir/ files into the workdir, then its setup.sh (which removes itself)."""
@@ -223,7 +250,7 @@ class Trial:
         /logs/verifier emptied, test.sh run as Harbor runs it; by a separate verifier, in its own container
         (`separate`, its sandbox) given the artifacts, where the task says so."""
         if separate is not None:
-            apart = Trial(self.manifest, self.task, separate, verifier["separate"])
+            apart = Trial(self.manifest, self.task, separate, verifier["separate"], self.images)
             try:
                 await apart.start()
                 for source, destination in verifier["separate"]["artifacts"]:
@@ -233,12 +260,12 @@ class Trial:
                 await apart.close()
         for folder in ("/tests", "/logs/verifier"):
             await asyncio.to_thread(self._empty, folder)
-        await asyncio.to_thread(self._copy_tree, self.folder / "tests", "/tests")
+        await asyncio.to_thread(self._copy_tree, self.folder / "tests", "/tests", "test.sh")
         if step and (self.folder / "steps" / step / "tests").is_dir():
-            await asyncio.to_thread(self._copy_tree, self.folder / "steps" / step / "tests", "/tests")
+            await asyncio.to_thread(self._copy_tree, self.folder / "steps" / step / "tests", "/tests", "test.sh")
         environ = resolved(verifier.get("env", {}))
-        ran = await self.run("chmod +x /tests/test.sh && /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1",
-                             verifier["timeout"] or 600.0, environ, self.offline(verifier))
+        ran = await self.run("/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1", verifier["timeout"] or 600.0,
+                             environ, self.offline(verifier), verifier["user"])
         output = (await asyncio.to_thread(self._read, "/logs/verifier/test-stdout.txt") or b"").decode(
             "utf-8", "replace")[-4000:]
         if ran.timed_out:

@@ -1,0 +1,74 @@
+"""What imports built in the container engines (Harbor tasks' images, openenv-gym/image:<digest of their build
+context>) and the files exported from them for sandboxes ($OPENENV_GYM_HOME/images/rootfs): listed with the
+environments that use them, and cleaned, as `openenv-gym venvs` does for venvs.
+
+    images = list_images(all_manifests())    # [{"engine", "tag", "id", "bytes", "envs", "exported"}]
+    removed = clean_images(all_manifests())  # the unused ones, gone (everything=True: all of ours)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from openenv_gym.manifests.harbor import sides
+from openenv_gym.manifests.home import home
+from openenv_gym.manifests.schema import BaseManifest, HarborManifest
+from openenv_gym.sandbox.engines import available
+from openenv_gym.sandbox.images import REPOSITORY
+
+
+def exported_dir() -> Path:
+    return home() / "images" / "rootfs"
+
+
+def images_used(manifests: Iterable[BaseManifest]) -> dict[tuple[str, str], list[str]]:
+    """{(engine, tag): the environments whose tasks play in that image}."""
+    used: dict[tuple[str, str], list[str]] = {}
+    for manifest in manifests:
+        if not isinstance(manifest, HarborManifest) or manifest.engine is None:
+            continue
+        index = json.loads((manifest.vendored / "index.json").read_text())
+        for tag in sorted({side["tag"] for task in index for side in sides(task) if "tag" in side}):
+            used.setdefault((manifest.engine, tag), []).append(manifest.name)
+    return used
+
+
+def list_images(manifests: Iterable[BaseManifest]) -> list[dict[str, Any]]:
+    """Each image of ours (built by an import) and each image an environment names, in each engine that answers:
+    its size, the environments that use it, and the size of its exported files."""
+    used = images_used(manifests)
+    exported = {folder.name.split("-")[0]: folder for folder in sorted(exported_dir().glob("*-*")) if folder.is_dir()}
+    found = []
+    for engine in available():
+        listed = subprocess.run([engine.name, "images", "--no-trunc", "--format",
+                                 "{{.Repository}}\t{{.Tag}}\t{{.ID}}\t{{.Size}}"], capture_output=True, text=True)
+        for line in listed.stdout.splitlines():
+            repository, label, image_id, size = line.split("\t")
+            repository = repository.removeprefix("localhost/")  # (Podman's name for what was built here)
+            tag = f"{repository}:{label}"
+            if repository != REPOSITORY and (engine.name, tag) not in used:
+                continue
+            image_id = image_id.removeprefix("sha256:")
+            folders = [folder for prefix, folder in exported.items() if image_id.startswith(prefix)]
+            found.append({"engine": engine.name, "tag": tag, "id": image_id[:12], "size": size,
+                          "envs": used.get((engine.name, tag), []), "ours": repository == REPOSITORY,
+                          "exported": folders})
+    return found
+
+
+def clean_images(manifests: Iterable[BaseManifest], everything: bool = False) -> list[dict[str, Any]]:
+    """Remove the images of ours no environment uses (with `everything`, all of ours) and their exported files."""
+    removed = []
+    for image in list_images(manifests):
+        if not image["ours"] or (image["envs"] and not everything):
+            continue
+        subprocess.run([image["engine"], "rmi", image["tag"]], capture_output=True)
+        for folder in image["exported"]:
+            shutil.rmtree(folder, ignore_errors=True)
+        removed.append(image)
+    return removed

@@ -1,0 +1,195 @@
+"""Harbor tasks in their own images: built at import by a real container engine (Docker, Podman), each episode's
+sandbox over the image's exported files, its commands run as the image's users with its environment, workdir and
+entrypoint, its verifier in the image; what the emulation over the host's root refuses (apt-get of a package this
+machine has not, a RUN line it cannot replay) plays. What an episode writes is its own: the shared files, the next
+episode and the host never see it (checked from outside).
+
+Real parts: dockerd (started here if none answers), Podman, Debian's mirror for the task's apt-get, bubblewrap, a
+real server on loopback. The base image is a stand-in, tagged as one: Debian 12 made by mmdebstrap (no registry is
+reachable here)."""
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import IMAGE, ROOT, write_files
+
+import openenv_gym
+from benchmarks.harbor_runner import HarborRunner
+from openenv_gym.client.local import LocalServer
+from openenv_gym.importers import ImportFailedError, import_environment
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.schema import ManifestError
+from openenv_gym.sandbox import engines, images, rootfs, unavailable
+from openenv_gym.sandbox.sandbox import image_uids
+
+TASK = ROOT / "tests" / "harbor_image_tasks" / "figlet_user"
+SUBMIT = {"name": "submit", "arguments": {}}
+
+def _same_venv() -> Path:
+    """A task whose venv is the image task's (the verifiers' test tools: its image holds the rest), that imports
+    without an engine."""
+    return write_files(Path(tempfile.mkdtemp()) / "task", {"task.toml": "", "instruction.md": "x\n",
+                                                           "tests/test.sh": ""})
+
+
+pytestmark = [pytest.mark.env_venvs.with_args(_same_venv),
+              pytest.mark.skipif(unavailable() is not None, reason="needs the sandbox (make test sets it up)")]
+
+
+def bash(command: str) -> dict:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+@pytest.fixture(scope="module", params=["docker", "podman"])
+def served(request, tmp_path_factory):
+    """The task imported with the engine (its image built), served; (engine, manifest, server, what was said)."""
+    request.getfixturevalue(request.param)
+    said: list[str] = []
+    [result] = import_environment(TASK, f"imaged-{request.param}", tmp_path_factory.mktemp("out"), engine=request.param,
+                                  say=said.append, check=False)
+    with LocalServer(str(result.folder), 1, 20) as server:
+        yield request.param, load_manifest(result.folder), server, said
+
+
+def play(server: LocalServer, options: dict, *actions: dict) -> list[tuple]:
+    async def episode() -> list[tuple]:
+        async with openenv_gym.connect(server.url) as conn:
+            session = conn.session()
+            try:
+                await session.reset(options=options)
+                return [await session.step(action) for action in actions]
+            finally:
+                await session.close()
+    return asyncio.run(episode())
+
+
+def test_what_the_emulation_refuses_builds_its_image_at_import_and_plays_in_it(served, tmp_path):
+    engine, manifest, server, said = served
+    with pytest.raises(ImportFailedError, match="apt-get install of figlet, which this machine has not"):
+        import_environment(TASK, "emulated", tmp_path / "out", engine="none", check=False)
+    assert manifest.engine == engine
+    assert not said or any("step 2 of 8: RUN apt-get update" in line for line in said)  # (built, or built before)
+    [oracle] = play(server, {"oracle": True}, SUBMIT)
+    assert oracle[1:3] == (1.0, True), oracle[4].get("verifier_output")
+    started = "for i in $(seq 100); do [ -s /tmp/entrypoint.txt ] && break; sleep 0.05; done"  # (it runs apart)
+    looked, nothing = play(server, {}, bash(f"id -un; echo $HOME $GREETING; pwd; {started}; cat /tmp/entrypoint.txt;"
+                                            " command -v figlet"), SUBMIT)
+    assert looked[0].splitlines()[:5] == ["root", "/root from-the-image", "/app", "player from-the-image",
+                                          "/usr/bin/figlet"]  # (the agent as [agent].user, the entrypoint as USER)
+    assert nothing[1:3] == (0.0, True)
+
+
+def test_a_task_names_an_image_that_is_not_there_and_is_told_how_to_load_it(docker, tmp_path):
+    task = write_files(tmp_path / "task", {
+        "task.toml": '[environment]\ndocker_image = "openenv-gym-test/never-built:absent"\n', "instruction.md": "x\n",
+        "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+    with pytest.raises(ImportFailedError, match=r"docker_image openenv-gym-test/never-built:absent is not in "
+                                                r"docker's images and could not be pulled \(.+\): load it \(docker "
+                                                r"load -i IMAGE.tar\)"):
+        import_environment(task, "absent", tmp_path / "out", engine="docker", check=False)
+
+
+def _digest(folder: Path) -> str:
+    """Every path of a tree, its owner, mode, size and modification time."""
+    found = hashlib.sha256()
+    for root, folders, files in os.walk(folder):
+        folders.sort()
+        for name in sorted([*folders, *files]):
+            status = os.lstat(os.path.join(root, name))
+            found.update(f"{root}/{name} {status.st_uid} {status.st_mode} {status.st_size} "
+                         f"{status.st_mtime_ns}\n".encode())
+    return found.hexdigest()
+
+
+def _image_processes() -> list[str]:
+    """The host's processes that run as one of the images' uids (an episode's)."""
+    base, count = image_uids()
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = int(next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration):
+            continue
+        if base <= uid < base + count:
+            found.append(status.parent.name)
+    return found
+
+
+def test_an_episode_writes_only_its_own_and_reaches_nothing_of_the_hosts(served, tmp_path):
+    """As the image's root (the task's [agent].user), with a container's root's capabilities, the episode
+    overwrites the image's files and looks for a host's file; from outside, the exported files are as they were,
+    the host's file unseen, the next episode finds the image as built, and no mount is left."""
+    engine, manifest, server, _ = served
+    rootfs = next((Path(os.environ["OPENENV_GYM_HOME"]) / "images" / "rootfs").glob("*-*/rootfs"))
+    before = _digest(rootfs)
+    secret = Path("/opt") / f"openenv-gym-secret-{os.getpid()}"  # (the host's /opt: the image has one of its own)
+    secret.write_text("host only\n")
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        [wrote] = play(server, {}, bash(f"cat {secret} 2>&1; echo mine > /opt/config.json && rm /usr/bin/figlet && "
+                                        "echo mine > /app/answer.txt && echo written; "
+                                        "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'time[.]sleep(600)'"))
+        assert wrote[0].splitlines() == [f"cat: {secret}: No such file or directory", "written", "0",
+                                         "[exit code 1]"], wrote[0]
+        [after] = play(server, {}, bash("cat /opt/config.json; echo; ls /app; command -v figlet"))  # (/app: empty)
+        assert after[0].splitlines() == ['{"n": 7}', "/usr/bin/figlet", "[exit code 0]"], after[0]
+    finally:
+        secret.unlink()
+        bystander.kill()
+    assert _digest(rootfs) == before
+    leftover = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    assert str(rootfs) not in leftover
+    assert manifest.engine == engine
+
+
+def test_what_imports_built_is_listed_with_its_environments_and_the_unused_is_cleaned(served, tmp_path):
+    engine, manifest, _, _ = served
+    unused = tmp_path / "unused"
+    write_files(unused, {"Dockerfile": f"FROM {IMAGE}\nRUN echo {time.time_ns()} > /made\n"})
+    spare = images.build(engines.choose(engine), unused, tmp_path / "logs")
+    cli = [sys.executable, "-m", "openenv_gym", "images"]
+    listed = subprocess.run([*cli, "list"], capture_output=True, text=True, timeout=120, check=True).stdout
+    tag = json.loads((manifest.vendored / "index.json").read_text())[0]["tag"]
+    assert re.search(rf"^{engine} +{re.escape(tag)} +.+  imaged-{engine}; exported to .+/images/rootfs/", listed,
+                     re.M), listed
+    assert re.search(rf"^{engine} +{re.escape(spare)} +.+  unused$", listed, re.M), listed
+    cleaned = subprocess.run([*cli, "clean"], capture_output=True, text=True, timeout=300, check=True).stdout
+    assert f"removed {engine} {spare} " in cleaned and f"{engine} {tag}" not in cleaned
+    assert not rootfs.image_id(engines.choose(engine), spare) and rootfs.image_id(engines.choose(engine), tag)
+
+
+def test_an_environment_is_served_with_the_engine_that_holds_its_images_or_refused_saying_what_to_do(served,
+                                                                                                  tmp_path):
+    engine, manifest, _, _ = served
+    with pytest.raises(ManifestError, match=rf"imported into images of {engine}'s: serve them with --engine docker "
+                                            "or podman .* or import again with --engine none"):
+        manifest.served_with("none")
+    assert manifest.served_with("podman").engine == "podman"
+    [emulated] = import_environment(ROOT / "tests" / "harbor_tasks" / "hello_v14", "emulated", tmp_path, check=False)
+    refused = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", str(emulated.folder), "--engine", engine,
+                              "--port", "0"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert f"images were emulated at import (no engine answered, or --engine none): import again with --engine " \
+           f"{engine}" in refused.stderr
+
+
+@pytest.mark.parametrize("served", ["docker"], indirect=True)  # (Podman's too in `make bench`: harbor_images.py)
+def test_harbors_own_runner_gives_the_rewards_ours_gives_in_the_same_image(served, tmp_path):
+    """Harbor 0.25's `harbor run` (its oracle and nop agents) in the same engine, on the same task: every metric
+    the same, trial by trial."""
+    engine, _, server, _ = served
+    runner = HarborRunner.ready(Path(os.environ["OPENENV_GYM_VENVS"]) / "harbor-runner")
+    harbors = {agent: runner.run(TASK, agent, engine, tmp_path / "jobs") for agent in ("oracle", "nop")}
+    ours = {"oracle": play(server, {"oracle": True}, SUBMIT)[-1], "nop": play(server, {}, SUBMIT)[-1]}
+    for agent, [trial] in harbors.items():
+        assert trial.error is None, trial
+        assert trial.rewards == ours[agent][4]["metrics"] == {"reward": 1.0 if agent == "oracle" else 0.0}
