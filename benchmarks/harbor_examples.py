@@ -6,11 +6,17 @@ does not.
     python -m benchmarks.harbor_examples FOLDER [FOLDER ...] [--out harbor_examples.json]
     python -m benchmarks.harbor_examples DATASET --read-only      # a large one: why each task would be refused
     python -m benchmarks.harbor_examples DATASET --sample 150     # and 150 of those it takes, at random, played
+
+With --engine docker|podman, each task is built into its image at import and played in it (the default, none,
+emulates images over this machine's root); --refused then samples among the tasks the emulation refuses, and
+--harbor plays each task taken with Harbor's own runner too (its oracle and nop agents, the same engine), and says
+whether every reward equals ours.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import random
@@ -18,19 +24,28 @@ import re
 import tempfile
 from pathlib import Path
 
+import openenv_gym
+from benchmarks.harbor_runner import HarborRunner
 from openenv_gym.cli.validate import validate
+from openenv_gym.client.local import LocalServer
+from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.harbor import task_folders
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.manifests.harbor import TaskRefusedError
 
 
-def try_task(folder: Path, scratch: Path) -> tuple[str, str]:
-    """(what happened: refused | no oracle | passed | failed, why)."""
+def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRunner | None = None) \
+        -> tuple[str, str]:
+    """(what happened: refused | no oracle | passed | failed | differs from harbor, why)."""
     try:
-        [result] = import_environment(folder, f"task{len(list(scratch.iterdir()))}", scratch)
+        [result] = import_environment(folder, f"task{len(list(scratch.iterdir()))}", scratch, engine=engine)
     except ImportFailedError as exc:
         return "refused", str(exc).split(": ", 1)[-1]
+    if harbor is not None:
+        differs = _against_harbor(folder, result.folder, engine, harbor, scratch)
+        if differs:
+            return "differs from harbor", differs
     report = validate(str(result.folder), 0.5, 1)
     checks = {check["check_id"]: check for check in report["results"]}
     oracle = checks.get("semantic.oracle_max", {})
@@ -45,12 +60,48 @@ def try_task(folder: Path, scratch: Path) -> tuple[str, str]:
     return "failed", " | ".join(failed) or report.get("error", "")
 
 
+def _against_harbor(folder: Path, imported: Path, engine: str, harbor: HarborRunner, scratch: Path) -> str:
+    """Why our rewards differ from Harbor's own runner's on the task (its oracle and nop agents); "" if equal."""
+    ours = {}
+    with LocalServer(str(imported), 1, 10) as server:
+        for agent, options in (("oracle", {"oracle": True}), ("nop", {})):
+            ours[agent] = asyncio.run(_submitted(server.url, options))
+    found = []
+    for agent in ("oracle", "nop"):
+        [trial] = harbor.run(folder, agent, engine, scratch / "harbor-jobs")
+        theirs = trial.rewards if trial.error is None else f"error {trial.error[:200]}"
+        if theirs != ours[agent]:
+            found.append(f"{agent}: harbor {theirs}, ours {ours[agent]}")
+    return "; ".join(found)
+
+
+async def _submitted(url: str, options: dict) -> dict | str:
+    """The metrics of a trial submitted at once after its reset (with the oracle played first, or not), or the
+    error that ended it."""
+    async with openenv_gym.connect(url) as conn:
+        session = conn.session()
+        try:
+            await session.reset(options=options)
+            *_, info = await session.step({"name": "submit", "arguments": {}})
+            return info["metrics"]
+        except OpenEnvGymError as exc:
+            return f"error {str(exc)[:200]}"
+        finally:
+            await session.close()
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=Path("harbor_examples.json"))
     parser.add_argument("--read-only", action="store_true", help="only read each task: taken or refused, and why")
     parser.add_argument("--sample", type=int, default=0, help="play only this many of the tasks taken, at random")
+    parser.add_argument("--engine", choices=("docker", "podman", "none"), default="none",
+                        help="build each task's image with this engine and play it there (default none: emulated)")
+    parser.add_argument("--refused", action="store_true", help="with --sample: sample among the tasks the "
+                                                               "emulation refuses")
+    parser.add_argument("--harbor", type=Path, default=None, metavar="CACHE",
+                        help="play each task with Harbor's own runner too (made in CACHE), same engine, and compare")
     args = parser.parse_args(argv)
     folders = {f"{root.name}/{folder.relative_to(root).as_posix()}": folder
                for root in args.folders for folder in task_folders(root)}
@@ -65,11 +116,14 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{len(folders) - len(outcomes)} of {len(folders)} tasks taken; refused:")
         for reason, count in reasons.most_common(25):
             print(f"  {count:5}  {reason}")
-        taken = sorted(set(folders) - set(outcomes))
+        taken = sorted(outcomes if args.refused else set(folders) - set(outcomes))
         folders = {name: folders[name] for name in random.Random(0).sample(taken, min(args.sample, len(taken)))}
+        if args.refused:  # (those sampled are tried again, with the engine; the others stay as the emulation said)
+            outcomes = {name: outcome for name, outcome in outcomes.items() if name not in folders}
+    harbor = HarborRunner.ready(args.harbor) if args.harbor else None
     with tempfile.TemporaryDirectory() as scratch:
         for name, folder in folders.items():
-            outcomes[name] = try_task(folder, Path(scratch))
+            outcomes[name] = try_task(folder, Path(scratch), args.engine, harbor)
             print(f"{outcomes[name][0]:10} {name}: {outcomes[name][1][:200]}", flush=True)
     counts = collections.Counter(kind for kind, _ in outcomes.values())
     print(", ".join(f"{count} {kind}" for kind, count in counts.most_common()), f"of {len(outcomes)} tasks")

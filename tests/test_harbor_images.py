@@ -193,3 +193,30 @@ def test_harbors_own_runner_gives_the_rewards_ours_gives_in_the_same_image(serve
     for agent, [trial] in harbors.items():
         assert trial.error is None, trial
         assert trial.rewards == ours[agent][4]["metrics"] == {"reward": 1.0 if agent == "oracle" else 0.0}
+
+
+def test_a_tasks_cpus_and_memory_bound_its_episode(docker, tmp_path):
+    """task.toml's cpus and memory_mb, as Harbor's engines enforce them: read from outside, in the episode's control
+    group, while it runs; its program that takes more memory is killed."""
+    task = write_files(tmp_path / "task", {
+        "task.toml": "[environment]\ncpus = 0.5\nmemory_mb = 96\n", "instruction.md": "x\n",
+        "environment/Dockerfile": f"FROM {IMAGE}\nWORKDIR /app\n",
+        "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+    [result] = import_environment(task, "bounded", tmp_path / "out", engine="docker", check=False)
+
+    async def episode(url: str) -> tuple[tuple, dict[str, str]]:
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            await session.reset()
+            taken = await session.step(bash("python3 -c 'x = bytearray(400 << 20)'; echo $?"))
+            groups = {path.name: path.read_text().strip() for name in ("memory.limit_in_bytes", "cpu.cfs_quota_us",
+                                                                       "cpu.cfs_period_us")
+                      for path in Path("/sys/fs/cgroup").glob(f"*/openenv-gym/*/{name}")}
+            await session.close()
+            return taken, groups
+
+    with LocalServer(str(result.folder), 1, 4) as server:
+        taken, groups = asyncio.run(episode(server.url))
+    assert taken[0].splitlines()[0] == "137" and "Killed" in taken[0], taken[0]  # (SIGKILL, by the memory bound)
+    assert groups == {"memory.limit_in_bytes": str(96 << 20), "cpu.cfs_quota_us": "50000",
+                      "cpu.cfs_period_us": "100000"}

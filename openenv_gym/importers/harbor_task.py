@@ -70,6 +70,9 @@ class Verifier(Network):
 
 class Environment(Network):
     docker_image: str | None = None
+    cpus: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+    storage_mb: int | None = Field(default=None, gt=0)
     os: str = "linux"
     gpus: int | None = None
     gpu_types: list[str] | None = None
@@ -79,6 +82,32 @@ class Environment(Network):
     mcp_servers: list[dict[str, Any]] = []
     healthcheck: Healthcheck | None = None
     workdir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_sizes(cls, data: Any) -> Any:
+        """memory = "2G", storage = "10G" (the spellings before memory_mb and storage_mb)."""
+        if isinstance(data, dict):
+            for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+                if isinstance(data.get(old), str) and new not in data:
+                    data = {**data, new: _megabytes(data[old], old)}
+        return data
+
+    def resources(self) -> dict[str, float | int | None]:
+        """What the task's containers may use: CPU cores' worth, memory and disk in MiB (None: the server's
+        bounds)."""
+        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "storage_mb": self.storage_mb}
+
+
+SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", re.I)
+MEBIBYTES = {"K": 1 / 1024, "": 1 / 2**20, "M": 1, "G": 1024, "T": 2**20}  # (a bare number is bytes)
+
+
+def _megabytes(size: str, key: str) -> int:
+    found = SIZE.fullmatch(size)
+    if found is None:
+        raise ValueError(f"[environment].{key} = {size!r}: a size such as \"2G\" or \"512M\"")
+    return max(int(float(found[1]) * MEBIBYTES[found[2].upper()]), 1)
 
 
 class Step(_Section):
@@ -172,6 +201,7 @@ def _side(context: Path, environment: Environment, where: str, images: TaskImage
         image.notes.append(f"{where}: it writes in the system's folders ({', '.join(owned)}): each episode writes in "
                            "an overlay of its own of them")
     return {"workdir": workdir, "writable": writable, "owned": owned, "shown": shown, "context": context.name,
+            "resources": environment.resources(),
             "environment": {"env": {**image.env, **environment.env}, "network": _network(environment, where),
                             "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None},
             "image": image.record(), "packages": image.packages, "notes": image.notes}
@@ -187,7 +217,7 @@ def _built_side(context: Path, environment: Environment, where: str, images: Tas
              if path.is_file() and path.name != ".gitkeep"] if not (context / "Dockerfile").is_file() else []
     workdir = environment.workdir or config.workdir or "/"
     return {"workdir": workdir, "writable": ["/logs", "/tests", "/solution"], "owned": [], "shown": [],
-            "context": context.name, "tag": tag,
+            "context": context.name, "tag": tag, "resources": environment.resources(),
             "environment": {"env": {**config.env, **environment.env}, "network": _network(environment, where),
                             "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else
                             config.healthcheck},

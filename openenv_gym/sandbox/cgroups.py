@@ -1,7 +1,8 @@
 """An episode's control group: one bound on how many processes its programs run at once and on the memory they
-hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it). cgroup v2 where the
-machine delegates its controllers, the v1 `pids` and `memory` hierarchies otherwise; none where neither is
-writable (then the rlimits of each process are the bounds).
+hold together, whatever they fork (a per-process rlimit would let a fork bomb multiply it), and where asked, on the
+CPU time they take (a Harbor task's `cpus`). cgroup v2 where the machine delegates its controllers, the v1 `pids`
+and `memory` (and `cpu`) hierarchies otherwise; none where neither is writable (then the rlimits of each process
+are the bounds, and no CPU bound holds).
 
 Where: in the hierarchy's root, for a root server; else in the server's own group, where the system delegates it
 to the server's user (cgroup v2: a systemd scope or service with Delegate=yes, `systemd-run --user --scope -p
@@ -124,7 +125,8 @@ def writable_hierarchies() -> list[Path]:
 def _enable_v2(parent: Path) -> None:
     """Let the groups made in v2 group `parent` use the pids and memory controllers. A delegated group holding
     processes (the server's) cannot: they move into a leaf of it first."""
-    if {"pids", "memory"} <= set((parent / "cgroup.subtree_control").read_text().split()):
+    wanted = {"pids", "memory"} | ({"cpu"} & _controllers(parent))
+    if wanted <= set((parent / "cgroup.subtree_control").read_text().split()):
         return
     if parent != ROOT and (pids := (parent / "cgroup.procs").read_text().split()):
         leaf = parent / "server"
@@ -132,13 +134,28 @@ def _enable_v2(parent: Path) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):  # (one that ended meanwhile)
                 (leaf / "cgroup.procs").write_text(pid)
-    (parent / "cgroup.subtree_control").write_text("+pids +memory")
+    (parent / "cgroup.subtree_control").write_text(" ".join(f"+{name}" for name in sorted(wanted)))
 
 
-def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
-    """The group of an episode named `name`, bounded; None where this machine lets us make none."""
+def _v1_cpu() -> Path | None:
+    """Where this process may make groups in v1's cpu hierarchy (its root, or the server's own group there)."""
+    own = _own_groups()
+    key = next((key for key in own if "cpu" in key.split(",")), None)
+    folder = ROOT / "cpu" / own.get(key, "/").lstrip("/") if key is not None else None
+    return folder if folder is not None and _writable(folder) else None
+
+
+CPU_PERIOD = 100_000  # microseconds: a bound of N cpus is N times this much CPU time in each period
+
+
+def create(name: str, processes: int, memory_bytes: int, cpus: float | None = None) -> Cgroup | None:
+    """The group of an episode named `name`, bounded (its CPU time to `cpus` cores' worth, where given and the
+    machine has the cpu controller here); None where this machine lets us make none."""
     folders = []
-    for base in writable_hierarchies():
+    bases = writable_hierarchies()
+    if cpus is not None and len(bases) == 2 and (cpu := _v1_cpu()) is not None:
+        bases.append(cpu)
+    for base in bases:
         parent = base / GROUP
         if not parent.is_dir():
             with contextlib.suppress(FileExistsError):
@@ -150,8 +167,11 @@ def create(name: str, processes: int, memory_bytes: int) -> Cgroup | None:
         folder = parent / name
         folder.mkdir()
         folders.append(str(folder))
-        limits = {"pids.max": processes, "memory.max": memory_bytes, "memory.limit_in_bytes": memory_bytes,
-                  "memory.swap.max": 0}
+        limits: dict[str, int | str] = {"pids.max": processes, "memory.max": memory_bytes,
+                                        "memory.limit_in_bytes": memory_bytes, "memory.swap.max": 0}
+        if cpus is not None:
+            quota = max(int(cpus * CPU_PERIOD), 1000)
+            limits |= {"cpu.max": f"{quota} {CPU_PERIOD}", "cpu.cfs_period_us": CPU_PERIOD, "cpu.cfs_quota_us": quota}
         for file, value in limits.items():
             if (folder / file).exists():
                 (folder / file).write_text(str(value))

@@ -16,6 +16,7 @@ class SandboxPolicy:
     network: Network = "model"
     processes: int = 256  # at once, the program's and all it starts: a fork bomb stops here
     memory_bytes: int = 4 << 30  # all its processes together (its control group; without one, each process's data)
+    cpus: float | None = None  # CPU time, in cores' worth, all its processes together (its control group's)
     cpu_seconds: int = 600  # per process
     open_files: int = 1024  # per process
     file_bytes: int = 16 << 20  # the largest file it may write, its stdout and stderr included

@@ -189,7 +189,7 @@ class Sandbox:
                 users = await ImageUsers.open()
             uid = users.base if users is not None else _episode_uid()
             cgroup = cgroups.create(f"{os.getpid()}-{uid}-{pid}" if users else f"{os.getpid()}-{uid}",
-                                    policy.processes, policy.memory_bytes)  # (a few writes)
+                                    policy.processes, policy.memory_bytes, policy.cpus)  # (a few writes)
             sandbox = cls(process, pid, uid, cgroup, policy, users)
             tops = tuple(top for top in top_folders(Path(policy.image)) if top not in policy.writable) \
                 if policy.image is not None else ()

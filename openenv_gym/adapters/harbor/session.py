@@ -349,13 +349,17 @@ def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, image
     one; with an agent `program` inside, it reaches its model endpoint too (where the task has no network, or an
     allowlist: its session's endpoint is the one more address)."""
     limits = manifest.limits
+    resources = side.get("resources") or {}  # (task.toml's bounds hold too, where it gives them, as Harbor's do)
+    memory_mb, disk_mb = (min(resources.get(key) or bound, bound) for key, bound in (
+        ("memory_mb", limits.memory_mb), ("storage_mb", limits.disk_mb)))
     network = side["environment"]["network"]
     mode = {"public": "public", "no-network": "model" if program else "none",
             "allowlist": "model" if program else "none"}[network["mode"]]
     return SandboxPolicy(network=mode, allow=tuple(network["allow"]), processes=limits.processes,
-                         memory_bytes=limits.memory_mb << 20, cpu_seconds=limits.cpu_seconds,
+                         memory_bytes=memory_mb << 20,
+                         cpus=resources.get("cpus"), cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files, file_bytes=limits.output_mb << 20,
-                         disk_bytes=limits.disk_mb << 20, readable=(str(manifest.folder),),
+                         disk_bytes=disk_mb << 20, readable=(str(manifest.folder),),
                          writable=tuple(side["writable"]), owned=tuple(side.get("owned", ())),
                          shown=tuple((str(manifest.vendored / source), inside)
                                      for source, inside in side.get("show", [])),
