@@ -1,7 +1,7 @@
 """Harbor tasks served: many concurrent sandboxed trials, and what a trial costs part by part.
 
-Harbor's own runner needs a container engine (Docker, or a cloud sandbox), which this machine has not, so there is
-no runner of theirs to run beside ours; what a trial of ours adds is measured instead.
+The tasks' images are emulated over this machine's root here (--engine none); in their own images, against
+Harbor's own runner in the same engine, see benchmarks/harbor_images.py.
 
 1. Crowd: `sessions` concurrent sessions, each playing `rounds` trials of a small task (tests/harbor_tasks/
    legacy_v10: its image a WORKDIR, its verifier a bash script) with the oracle (reset with oracle=True, then
@@ -31,7 +31,8 @@ TASK = "legacy_v10"
 SUBMIT = {"name": "submit", "arguments": {}}
 
 
-async def crowd(url: str, sessions: int, rounds: int) -> dict:
+async def crowd(url: str, sessions: int, rounds: int, options: dict | None = None) -> dict:
+    """`sessions` at once, each playing `rounds` trials with the oracle (reset with `options`, then submit)."""
     import openenv_gym
 
     errors, top = 0, 0
@@ -41,7 +42,7 @@ async def crowd(url: str, sessions: int, rounds: int) -> dict:
         session = conn.session()
         for _ in range(rounds):
             try:
-                await session.reset(options={"task": TASK, "oracle": True})
+                await session.reset(options=options or {"task": TASK, "oracle": True})
                 _, reward, *_ = await session.step(SUBMIT)
                 top += reward == 1.0
             except Exception:
@@ -56,7 +57,8 @@ async def crowd(url: str, sessions: int, rounds: int) -> dict:
             "errors": errors, "top_reward": top}
 
 
-async def parts(url: str, count: int) -> dict:
+async def parts(url: str, count: int, task: dict | None = None) -> dict:
+    """The p50 (ms) of each part of a trial, `count` trials one after the other."""
     import openenv_gym
 
     timings: dict[str, list[float]] = {"reset": [], "reset_with_oracle": [], "bash_step": [], "submit": []}
@@ -65,7 +67,7 @@ async def parts(url: str, count: int) -> dict:
         for _ in range(count):
             for oracle in (False, True):
                 began = time.perf_counter()
-                await session.reset(options={"task": TASK, "oracle": oracle})
+                await session.reset(options={**({"task": TASK} if task is None else task), "oracle": oracle})
                 timings["reset_with_oracle" if oracle else "reset"].append(time.perf_counter() - began)
                 began = time.perf_counter()
                 await session.step({"name": "bash", "arguments": {"command": "true"}})
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--parts", type=int, default=50)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
-        [imported] = import_environment(TASKS, "bench", Path(scratch))
+        [imported] = import_environment(TASKS, "bench", Path(scratch), engine="none")
         with LocalServer(str(imported.folder), 1, args.sessions + 10) as server:
             split = asyncio.run(parts(server.url, args.parts))
             many = asyncio.run(crowd(server.url, args.sessions, args.rounds))

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openenv_gym.manifests.harbor import TaskRefusedError
-from openenv_gym.manifests.home import home
+from openenv_gym.manifests.images import images_cache
 from openenv_gym.sandbox import images
 from openenv_gym.sandbox.engines import Engine, EngineUnavailableError, choose
-from openenv_gym.sandbox.rootfs import ImageConfig, config_of, image_id
+from openenv_gym.sandbox.rootfs import ImageConfig, ImageUnavailableError, archive, config_of, image_id
 
 PULL_TIMEOUT = 600.0
 ENGINE_VARIABLE = "OPENENV_GYM_ENGINE"  # the default engine of imports (docker, podman, none)
@@ -41,11 +41,18 @@ class TaskImages:
             engine = choose(name)
         except EngineUnavailableError as exc:
             raise TaskRefusedError(f"--engine {name}: {exc}") from None
-        return cls(engine, home() / "images" / "logs", say) if engine is not None else None
+        return cls(engine, images_cache() / "logs", say) if engine is not None else None
 
-    def image(self, context: Path, docker_image: str | None, where: str) -> str:
-        """The image of a container whose build context is `context`: built from its Dockerfile, else `docker_image`
-        as named."""
+    def image(self, context: Path, docker_image: str | None, where: str) -> tuple[str, str]:
+        """(the tag, the id) of the image of a container whose build context is `context`: built from its
+        Dockerfile, else `docker_image` as named; its files exported for sandboxes (rootfs.archive)."""
+        tag = self._tag(context, docker_image, where)
+        try:
+            return tag, archive(self.engine, tag, images_cache())
+        except ImageUnavailableError as exc:
+            raise TaskRefusedError(f"{where}: {exc}") from None
+
+    def _tag(self, context: Path, docker_image: str | None, where: str) -> str:
         if (context / "Dockerfile").is_file():
             try:
                 return images.build(self.engine, context, self.logs, self.say)

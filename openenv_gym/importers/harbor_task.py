@@ -211,13 +211,13 @@ def _built_side(context: Path, environment: Environment, where: str, images: Tas
     """A container of the task's in its own image: the image's files, environment, user and entrypoint are its
     own (read when it is served: rootfs.py), only Harbor's folders are the sandbox's (/logs, /tests, /solution),
     and seed files (an image named, without a Dockerfile) go to the workdir at start, as Harbor uploads them."""
-    tag = images.image(context, environment.docker_image, where)
+    tag, image_id = images.image(context, environment.docker_image, where)
     config = images.config(tag)
     seeds = [(str(path.relative_to(context)), "") for path in sorted(context.rglob("*"))
              if path.is_file() and path.name != ".gitkeep"] if not (context / "Dockerfile").is_file() else []
     workdir = environment.workdir or config.workdir or "/"
     return {"workdir": workdir, "writable": ["/logs", "/tests", "/solution"], "owned": [], "shown": [],
-            "context": context.name, "tag": tag, "resources": environment.resources(),
+            "context": context.name, "tag": tag, "image_id": image_id, "resources": environment.resources(),
             "environment": {"env": {**config.env, **environment.env}, "network": _network(environment, where),
                             "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else
                             config.healthcheck},

@@ -22,8 +22,13 @@ from openenv_gym.sandbox.engines import available
 from openenv_gym.sandbox.images import REPOSITORY
 
 
+def images_cache() -> Path:
+    """Where images' files are exported (archives/), unpacked for sandboxes (rootfs/), and their builds' logs."""
+    return home() / "images"
+
+
 def exported_dir() -> Path:
-    return home() / "images" / "rootfs"
+    return images_cache() / "rootfs"
 
 
 def images_used(manifests: Iterable[BaseManifest]) -> dict[tuple[str, str], list[str]]:
@@ -42,7 +47,7 @@ def list_images(manifests: Iterable[BaseManifest]) -> list[dict[str, Any]]:
     """Each image of ours (built by an import) and each image an environment names, in each engine that answers:
     its size, the environments that use it, and the size of its exported files."""
     used = images_used(manifests)
-    exported = {folder.name.split("-")[0]: folder for folder in sorted(exported_dir().glob("*-*")) if folder.is_dir()}
+    exported = [*sorted(exported_dir().glob("*-*")), *sorted((images_cache() / "archives").glob("*.*"))]
     found = []
     for engine in available():
         listed = subprocess.run([engine.name, "images", "--no-trunc", "--format",
@@ -54,7 +59,7 @@ def list_images(manifests: Iterable[BaseManifest]) -> list[dict[str, Any]]:
             if repository != REPOSITORY and (engine.name, tag) not in used:
                 continue
             image_id = image_id.removeprefix("sha256:")
-            folders = [folder for prefix, folder in exported.items() if image_id.startswith(prefix)]
+            folders = [path for path in exported if image_id.startswith(path.name.split("-")[0].split(".")[0])]
             found.append({"engine": engine.name, "tag": tag, "id": image_id[:12], "size": size,
                           "envs": used.get((engine.name, tag), []), "ours": repository == REPOSITORY,
                           "exported": folders})
@@ -68,7 +73,10 @@ def clean_images(manifests: Iterable[BaseManifest], everything: bool = False) ->
         if not image["ours"] or (image["envs"] and not everything):
             continue
         subprocess.run([image["engine"], "rmi", image["tag"]], capture_output=True)
-        for folder in image["exported"]:
-            shutil.rmtree(folder, ignore_errors=True)
+        for path in image["exported"]:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         removed.append(image)
     return removed

@@ -81,7 +81,7 @@ def _removed(folder: str) -> bool:
 
 def remove_orphans() -> None:
     """Remove the groups of worker processes that are gone (killed before they removed their episodes' groups)."""
-    for base in writable_hierarchies():
+    for base in [*writable_hierarchies(), *filter(None, [_v1_cpu()])]:
         for folder in (base / GROUP).glob("*-*"):
             pid = folder.name.split("-")[0]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():

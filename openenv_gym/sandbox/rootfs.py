@@ -6,7 +6,8 @@ The files' owners are shifted as a rootless engine shifts them: the image's uid 
 the episode, uid 0 in a user namespace that maps 0 to `base`, is the image's root, owns what the image's root owns,
 and owns nothing of the host's.
 
-    exported = export(engine, "openenv-gym/image:3f2a...", cache, base)   # Exported(rootfs, config), made once
+    found = archive(engine, "openenv-gym/image:3f2a...", cache)   # its id; its files archived once (at import)
+    exported = unpack(cache, found, base, count)                   # Exported(rootfs, config), unpacked once
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import tarfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -120,50 +122,78 @@ def config_of(engine: Engine, image: str) -> dict[str, Any]:
     return json.loads(done.stdout) or {}
 
 
-def export(engine: Engine, image: str, cache: Path, base: int) -> Exported:
-    """The root file system and config of `image`, exported into `cache` once (by whichever process comes first;
-    the others wait for it), its owners shifted by `base`."""
+def archive(engine: Engine, image: str, cache: Path) -> str:
+    """The id of `image`, its files exported from the engine into an archive in `cache` once (by whichever process
+    comes first; the others wait for it), with its config beside: what sandboxes over it are unpacked from, with no
+    engine needed then (a server of an ordinary user's, in a user namespace of its own, cannot drive one)."""
     found = image_id(engine, image)
     if found is None:
         raise ImageUnavailableError(f"{engine.name} has no image {image}: build it, or load it "
                                     f"({engine.name} load -i IMAGE.tar)")
-    folder = cache / f"{found[:24]}-{base}"
-    if not (folder / "config.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        with open(cache / f"{folder.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (folder / "config.json").is_file():
-                _export(engine, image, folder, base)
-    config = json.loads((folder / "config.json").read_text())
-    return Exported(folder / "rootfs", ImageConfig.read(config))
+    tar, config = _archived(cache, found)
+    with _locked(cache, tar.name):
+        if not config.is_file():
+            _archive(engine, image, tar, config)
+    return found
 
 
-def _export(engine: Engine, image: str, folder: Path, base: int) -> None:
-    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
+def unpack(cache: Path, found: str, base: int, count: int) -> Exported:
+    """The image of id `found` (archived before) unpacked in `cache` once, its owners shifted to `base` and up
+    (`count` ids: the others are the last of them)."""
+    tar, config = _archived(cache, found)
+    if not config.is_file():
+        raise ImageUnavailableError(f"the files of image {found[:12]} were never exported here ({tar} is "
+                                    "missing): import the environment again")
+    folder = cache / "rootfs" / f"{found[:24]}-{base}"
+    with _locked(cache, folder.name):
+        if not (folder / "rootfs").is_dir():
+            staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
+            try:
+                with tarfile.open(tar) as opened:
+                    opened.extractall(staging / "rootfs", numeric_owner=True, filter=_shifted(base, count))
+                os.chown(staging / "rootfs", base, base)
+                staging.rename(folder)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return Exported(folder / "rootfs", ImageConfig.read(json.loads(config.read_text())))
+
+
+def _archived(cache: Path, found: str) -> tuple[Path, Path]:
+    return cache / "archives" / f"{found[:24]}.tar", cache / "archives" / f"{found[:24]}.json"
+
+
+@contextlib.contextmanager
+def _locked(cache: Path, name: str) -> Iterator[None]:
+    (cache / "locks").mkdir(parents=True, exist_ok=True)
+    with open(cache / "locks" / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _archive(engine: Engine, image: str, tar: Path, config: Path) -> None:
     container = f"openenv-gym-export-{uuid.uuid4().hex[:12]}"
+    partial = tar.with_suffix(".partial")
+    tar.parent.mkdir(parents=True, exist_ok=True)
     try:
-        config = config_of(engine, image)
+        settings = config_of(engine, image)
         subprocess.run([engine.name, "create", "--name", container, image, "true"], capture_output=True, check=True)
-        process = subprocess.Popen([engine.name, "export", container], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
-        (staging / "rootfs").mkdir(parents=True)
-        with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
-            archive.extractall(staging / "rootfs", numeric_owner=True, filter=_shifted(base))
-        if process.wait(EXPORT_TIMEOUT) != 0:
+        with open(partial, "wb") as written:
+            done = subprocess.run([engine.name, "export", container], stdout=written, stderr=subprocess.PIPE,
+                                  timeout=EXPORT_TIMEOUT)
+        if done.returncode != 0:
             raise ImageUnavailableError(f"{engine.name} export of {image} failed: "
-                                        f"{process.stderr.read().decode(errors='replace').strip()}")  # type: ignore
-        os.chown(staging / "rootfs", base, base)
-        (staging / "config.json").write_text(json.dumps(config))
-        staging.rename(folder)
+                                        f"{done.stderr.decode(errors='replace').strip()}")
+        partial.rename(tar)
+        config.write_text(json.dumps(settings))
     except subprocess.CalledProcessError as exc:
         raise ImageUnavailableError(f"{engine.name} could not export {image}: "
                                     f"{(exc.stderr or b'').decode(errors='replace').strip()}") from None
     finally:
         subprocess.run([engine.name, "rm", "-f", container], capture_output=True)
-        shutil.rmtree(staging, ignore_errors=True)
+        partial.unlink(missing_ok=True)
 
 
-def _shifted(base: int) -> Any:
+def _shifted(base: int, count: int) -> Any:
     """tarfile's filter: its checks for an archive's paths (none outside the folder, none through a link that
     leads out), then the member as it was (its mode whole: /tmp's sticky bit, setuid bits, which the sandbox's
     mounts disarm), its owners shifted, devices left out (the sandbox has its own /dev)."""
@@ -171,8 +201,8 @@ def _shifted(base: int) -> Any:
         if member.isdev():
             return None
         checked = tarfile.tar_filter(member, path)
-        return checked.replace(mode=member.mode, uid=base + min(member.uid, IDS - 1),
-                               gid=base + min(member.gid, IDS - 1), uname="", gname="", deep=False)
+        return checked.replace(mode=member.mode, uid=base + min(member.uid, count - 1),
+                               gid=base + min(member.gid, count - 1), uname="", gname="", deep=False)
     return shift
 
 

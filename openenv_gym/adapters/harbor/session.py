@@ -32,13 +32,13 @@ from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.harbor import sides, variables_missing
-from openenv_gym.manifests.home import home
+from openenv_gym.manifests.images import images_cache
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.programs import Program, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, unavailable
 from openenv_gym.sandbox.engines import EngineUnavailableError, choose
-from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError, export
+from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError, archive, unpack
 from openenv_gym.sandbox.sandbox import image_uids
 
 OPTIONS = ("oracle", "harness")
@@ -329,17 +329,25 @@ class HarborSession(Environment):
 
 
 def _exported(manifest: HarborManifest, index: list[dict[str, Any]]) -> dict[str, Exported]:
-    """The image of each of the tasks' containers, its files exported for sandboxes over them (once, shared by every
-    worker: rootfs.py), by the tag it was built with."""
+    """The image of each of the tasks' containers, its files unpacked for sandboxes over them (once, shared by every
+    worker: rootfs.py) from what the import exported, by the tag it was built with. Exported again by the engine
+    where that was removed."""
     if manifest.engine is None:
         return {}
-    tags = sorted({side["tag"] for task in index for side in sides(task) if "tag" in side})
+    found = {side["tag"]: side["image_id"] for task in index for side in sides(task) if "tag" in side}
+    base, count = image_uids()
+    try:
+        return {tag: unpack(images_cache(), image_id, base, count) for tag, image_id in found.items()}
+    except ImageUnavailableError:
+        pass
     try:
         engine = choose(manifest.engine)
         assert engine is not None
-        return {tag: export(engine, tag, home() / "images" / "rootfs", image_uids()[0]) for tag in tags}
+        for tag in found:
+            archive(engine, tag, images_cache())
+        return {tag: unpack(images_cache(), image_id, base, count) for tag, image_id in found.items()}
     except (EngineUnavailableError, ImageUnavailableError) as exc:
-        raise SandboxUnavailableError(f"{manifest.name}: its tasks run in images of {manifest.engine}'s: {exc}") \
+        raise SandboxUnavailableError(f"{manifest.name}: its tasks play in images of {manifest.engine}'s: {exc}") \
             from None
 
 
