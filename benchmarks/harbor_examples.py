@@ -43,7 +43,10 @@ def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRu
     except ImportFailedError as exc:
         return "refused", str(exc).split(": ", 1)[-1]
     if harbor is not None:
-        differs = _against_harbor(folder, result.folder, engine, harbor, scratch)
+        try:
+            differs = _against_harbor(folder, result.folder, engine, harbor, scratch)
+        except (OpenEnvGymError, RuntimeError) as exc:  # (our server did not start, or Harbor wrote no result)
+            return "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
         if differs:
             return "differs from harbor", differs
     report = validate(str(result.folder), 0.5, 1)
@@ -68,7 +71,11 @@ def _against_harbor(folder: Path, imported: Path, engine: str, harbor: HarborRun
             ours[agent] = asyncio.run(_submitted(server.url, options))
     found = []
     for agent in ("oracle", "nop"):
-        [trial] = harbor.run(folder, agent, engine, scratch / "harbor-jobs")
+        trials = harbor.run(folder, agent, engine, scratch / "harbor-jobs")
+        if len(trials) != 1:  # (a trial that failed before it began writes no result of its own)
+            found.append(f"{agent}: harbor ran {len(trials)} trials, ours {ours[agent]}")
+            continue
+        [trial] = trials
         theirs = trial.rewards if trial.error is None else f"error {trial.error[:200]}"
         if theirs != ours[agent]:
             found.append(f"{agent}: harbor {theirs}, ours {ours[agent]}")

@@ -24,6 +24,7 @@ from conftest import IMAGE, ROOT, write_files
 
 import openenv_gym
 from benchmarks.harbor_runner import HarborRunner
+from benchmarks.ordinary_user import ensure_user, readable_by_all, run_as, user_venv
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
@@ -220,3 +221,56 @@ def test_a_tasks_cpus_and_memory_bound_its_episode(docker, tmp_path):
     assert taken[0].splitlines()[0] == "137" and "Killed" in taken[0], taken[0]  # (SIGKILL, by the memory bound)
     assert groups == {"memory.limit_in_bytes": str(96 << 20), "cpu.cfs_quota_us": "50000",
                       "cpu.cfs_period_us": "100000"}
+
+
+USER_PLAYS = """
+import asyncio, json, sys
+import openenv_gym
+from openenv_gym.client.local import LocalServer
+
+async def play(url, options):
+    async with openenv_gym.connect(url) as conn:
+        session = conn.session()
+        await session.reset(options=options)
+        looked = await session.step({"name": "bash", "arguments": {"command": "id -un; stat -c %U /app /opt"}})
+        ended = await session.step({"name": "submit", "arguments": {}})
+        await session.close()
+        return looked[0], ended[4]["metrics"]
+
+with LocalServer(sys.argv[1], 1, 4) as server:
+    print(json.dumps([asyncio.run(play(server.url, {"oracle": True})), asyncio.run(play(server.url, {}))]))
+"""
+
+
+ROOT_ONLY = {  # (a task whose image has no user but root: with one uid, every image user is it)
+    "task.toml": '[task]\nname = "openenv-gym/root-only"\n', "instruction.md": "Write 7 to /opt/answer.\n",
+    "environment/Dockerfile": f"FROM {IMAGE}\nRUN mkdir /app && echo 7 > /opt/seven\nWORKDIR /app\n",
+    "solution/solve.sh": "#!/bin/sh\ncp /opt/seven /opt/answer\n",
+    "tests/test.sh": "#!/bin/sh\n[ \"$(cat /opt/answer)\" = 7 ] && echo 1 > /logs/verifier/reward.txt "
+                     "|| echo 0 > /logs/verifier/reward.txt\n"}
+
+
+@pytest.mark.parametrize("subordinate", [True, False], ids=["subordinate-uids", "shared-uid"])
+def test_an_ordinary_users_server_plays_tasks_in_their_images(docker, tmp_path_factory, monkeypatch, subordinate):
+    """Imported by root (the engine is root's), served by an ordinary user: its server, in a user namespace of its
+    own, unpacks the image's files for its own uids (subordinate ones, or its one uid) and plays in them, no engine
+    needed. The image's users are its users where it has uids enough (the figlet task's player); with one uid, every
+    user of the image is that one, root."""
+    name = "openenv-subuid" if subordinate else "openenv-shared"
+    user = ensure_user(name, "200000:65536" if subordinate else None)
+    place = tmp_path_factory.mktemp(f"image-user-{subordinate}")
+    task = TASK if subordinate else write_files(place / "root-only", ROOT_ONLY)
+    user_venv(place)
+    subprocess.run([sys.executable, "-m", "uv", "build", "--quiet", "--wheel", "--out-dir", str(place / "wheels"),
+                    str(ROOT)], check=True, capture_output=True)  # (the env's venv installs this openenv_gym)
+    monkeypatch.setenv("OPENENV_GYM_HOME", str(place / "home"))
+    [result] = import_environment(task, "imaged-user", place / "out", engine="docker", check=False)
+    readable_by_all(place)
+    subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(place / "home")], check=True)
+    done = run_as(name, [str(place / "venv" / "bin" / "python"), "-c", USER_PLAYS, str(result.folder)],
+                  {"OPENENV_GYM_HOME": str(place / "home"), "UV_FIND_LINKS": str(place / "wheels"),
+                   "SSL_CERT_FILE": os.environ.get("SSL_CERT_FILE", "")}, timeout=600, cwd=place)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (looked, oracle), (_, nothing) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (oracle, nothing) == ({"reward": 1.0}, {"reward": 0.0})
+    assert looked.splitlines()[:3] == ["root", "player" if subordinate else "root", "root"]

@@ -84,6 +84,10 @@ def warm_up() -> None:
         compiled()
 
 
+def _already_in(kind: str, pid: int) -> bool:
+    return os.stat(f"/proc/self/ns/{kind}").st_ino == os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+
+
 def setns(fd: int, kind: str) -> None:
     if libc().setns(fd, CLONE_NEW[kind]) != 0:
         error = ctypes.get_errno()
@@ -107,7 +111,9 @@ def enter(entry: Entry, born_inside: bool = False, no_network: bool = False) -> 
         os.setgroups([])
     joined = ("user",) * entry.own_user_namespace + ("net", "uts", "mnt") + (() if born_inside else ("pid",))
     # (the user namespace first: it owns the others; the mount namespace before pid's: after it, /proc is the
-    # sandbox's)
+    # sandbox's; one it shares already, the server's network for a public one, is not entered again: in a server's
+    # own user namespace it could not be, the host's user namespace owning it)
+    joined = tuple(kind for kind in joined if not _already_in(kind, entry.pid))
     namespaces = {kind: os.open(f"/proc/{entry.pid}/ns/{kind}", os.O_RDONLY) for kind in joined}
     if entry.image_users is not None:  # (last: the sandbox's other namespaces are the server's user namespace's)
         joined += ("user",)

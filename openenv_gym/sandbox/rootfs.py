@@ -32,6 +32,8 @@ from openenv_gym.sandbox.engines import Engine
 IDS = 65536  # the image's uids and gids that are shifted (and mapped inside); others are the last of them
 EXPORT_TIMEOUT = 1800.0
 NOT_SHOWN = ("dev", "proc", "sys", "tmp")  # made by the sandbox itself, whatever the image holds there
+# (the checks are ours, _shifted's: Python's own filters, where it has them, would refuse an image's absolute links)
+TRUSTED = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
 
 
 class ImageUnavailableError(OpenEnvGymError):
@@ -65,10 +67,17 @@ class ImageConfig:
                    entrypoint=tuple(config.get("Entrypoint") or ()), healthcheck=healthcheck)
 
 
+def mapped(ident: int, count: int) -> int:
+    """An image's uid or gid as a sandbox over it has it, where `count` ids are mapped: itself, or past them the
+    last of them (so are its files' owners, and its processes)."""
+    return min(ident, count - 1)
+
+
 @dataclass(frozen=True)
 class Exported:
     rootfs: Path
     config: ImageConfig
+    count: int = IDS  # its ids mapped (unpack's `count`)
 
     def uid_of(self, user: str) -> tuple[int, int]:
         """(uid, gid) inside of a USER value ("app", "1000", "app:staff", "1000:1000"), looked up in the image's
@@ -81,7 +90,7 @@ class Exported:
             uid, gid = int(found[2]), int(found[3])
         if group:
             gid = int(group) if group.isdigit() else int(self._entry("group", group)[2])
-        return uid, gid
+        return mapped(uid, self.count), mapped(gid, self.count)
 
     def home_of(self, user: str) -> str:
         """The HOME a container's runtime gives `user`: its /etc/passwd entry's, else "/"."""
@@ -150,12 +159,13 @@ def unpack(cache: Path, found: str, base: int, count: int) -> Exported:
             staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
             try:
                 with tarfile.open(tar) as opened:
-                    opened.extractall(staging / "rootfs", numeric_owner=True, filter=_shifted(base, count))
+                    opened.extractall(staging / "rootfs", _shifted(opened, staging / "rootfs", base, count),
+                                      numeric_owner=True, **TRUSTED)
                 os.chown(staging / "rootfs", base, base)
                 staging.rename(folder)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    return Exported(folder / "rootfs", ImageConfig.read(json.loads(config.read_text())))
+    return Exported(folder / "rootfs", ImageConfig.read(json.loads(config.read_text())), count)
 
 
 def _archived(cache: Path, found: str) -> tuple[Path, Path]:
@@ -193,17 +203,21 @@ def _archive(engine: Engine, image: str, tar: Path, config: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _shifted(base: int, count: int) -> Any:
-    """tarfile's filter: its checks for an archive's paths (none outside the folder, none through a link that
-    leads out), then the member as it was (its mode whole: /tmp's sticky bit, setuid bits, which the sandbox's
-    mounts disarm), its owners shifted, devices left out (the sandbox has its own /dev)."""
-    def shift(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+def _shifted(archive: tarfile.TarFile, folder: Path, base: int, count: int) -> Iterator[tarfile.TarInfo]:
+    """The archive's members as they are, but none whose path leads out of `folder` (through `..`, or through a
+    link extracted before it), their owners shifted to `base` and up, devices left out (the sandbox has its own
+    /dev). Modes stay whole (/tmp's sticky bit, setuid bits, which the sandbox's mounts disarm)."""
+    root = os.path.realpath(folder)
+    for member in archive:
         if member.isdev():
-            return None
-        checked = tarfile.tar_filter(member, path)
-        return checked.replace(mode=member.mode, uid=base + min(member.uid, count - 1),
-                               gid=base + min(member.gid, count - 1), uname="", gname="", deep=False)
-    return shift
+            continue
+        name = member.name.lstrip("/")
+        if os.path.commonpath([os.path.realpath(os.path.join(root, name)), root]) != root:
+            raise ImageUnavailableError(f"the image's archive has {member.name!r}, which leads out of its root")
+        member.name = name
+        member.uid, member.gid = base + mapped(member.uid, count), base + mapped(member.gid, count)
+        member.uname = member.gname = ""
+        yield member
 
 
 def mount_point(rootfs: Path, inside: str, is_folder: bool) -> bool:
