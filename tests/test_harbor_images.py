@@ -130,7 +130,9 @@ def test_an_episode_writes_only_its_own_and_reaches_nothing_of_the_hosts(served,
     overwrites the image's files and looks for a host's file; from outside, the exported files are as they were,
     the host's file unseen, the next episode finds the image as built, and no mount is left."""
     engine, manifest, server, _ = served
-    rootfs = next((Path(os.environ["OPENENV_GYM_HOME"]) / "images" / "rootfs").glob("*-*/rootfs"))
+    image_id = json.loads((manifest.vendored / "index.json").read_text())[0]["image_id"]
+    [rootfs] = (Path(os.environ["OPENENV_GYM_HOME"]) / "images" / "rootfs").glob(f"{image_id[:24]}-*/rootfs")
+    play(server, {}, bash("true"))  # (the first sandbox makes the folders the server's Python is shown at)
     before = _digest(rootfs)
     secret = Path("/opt") / f"openenv-gym-secret-{os.getpid()}"  # (the host's /opt: the image has one of its own)
     secret.write_text("host only\n")

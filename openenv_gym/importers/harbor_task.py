@@ -269,8 +269,8 @@ def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
     if environment.gpus or environment.gpu_types or environment.tpu:
         raise TaskRefusedError("[environment].gpus: this machine has no GPU (nor TPU) to give the task")
     if environment.mcp_servers:
-        raise TaskRefusedError("[environment].mcp_servers: the task's MCP servers are services of a container "
-                               "engine, which this machine has not")
+        raise TaskRefusedError("[environment].mcp_servers: the task's MCP servers are services in containers of "
+                               "their own, which are not played here")
     for compose in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml"):
         if (folder / "environment" / compose).exists():
             raise TaskRefusedError(f"environment/{compose}: its services run in containers of a compose project, "
@@ -279,8 +279,8 @@ def _refuse_what_cannot_run(config: TaskConfig, folder: Path) -> None:
                                                      for s in config.steps]
     for where, verifier in verifiers:
         if verifier.collect:
-            raise TaskRefusedError(f"{where} collect: commands in a service container, which this machine cannot "
-                                   "run")
+            raise TaskRefusedError(f"{where} collect: commands in a service's container, which are not played "
+                                   "here")
 
 
 def _network(section: Network, where: str) -> dict[str, Any]:

@@ -14,6 +14,9 @@ own /proc lists: pidns.py), empties its file systems and gives it a uid never us
 episode shares the server's uid, the same, in the sandbox's own user namespace): what is left of the episode before
 is only what the kernel keeps of a namespace that no process of the episode can change (its hostname, its routes),
 as in a new one. (A uid's keyrings would outlive it: its programs may not use them, seccomp.py.)
+
+Over an image (policy.image: its files, rootfs.py), the episode is the image's root in a user namespace of its own
+(ImageUsers), each of the image's folders an overlay of its own; such a sandbox is never renewed.
 """
 
 from __future__ import annotations
@@ -149,8 +152,8 @@ class Sandbox:
         if self.users is not None:  # (the episode is the image's root: its uid 0 inside, the image's users' base)
             self.uid, self.entry = uid, Entry(self.pid, 0, self.cgroup, image_users=self.users.holder.pid,
                                               capabilities=CONTAINER_CAPABILITIES)
-            return
-        self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup, own_user_namespace=shares_uid())
+        else:
+            self.uid, self.entry = uid, Entry(self.pid, uid, self.cgroup, own_user_namespace=shares_uid())
         self.oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
 
     @classmethod
