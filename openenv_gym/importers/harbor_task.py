@@ -219,11 +219,11 @@ def _built_side(context: Path, environment: Environment, where: str, images: Tas
     return {"workdir": workdir, "writable": ["/logs", "/tests", "/solution"], "owned": [], "shown": [],
             "context": context.name, "tag": tag, "image_id": image_id, "resources": environment.resources(),
             "environment": {"env": {**config.env, **environment.env}, "network": _network(environment, where),
-                            "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else
-                            config.healthcheck},
+                            "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None},
             "image": {"base": tag, "user": config.user or None, "copies": [(source, f"{workdir.rstrip('/')}/{source}")
                                                                          for source, _ in seeds],
-                      "setup": [], "entrypoint": list(config.entrypoint) or None, "modes": {}},
+                      "setup": [], "entrypoint": list(config.entrypoint) or None, "modes": {},
+                      "healthcheck": config.healthcheck},  # (waited for first, as `docker compose up --wait` does)
             "packages": [], "notes": []}
 
 

@@ -157,9 +157,9 @@ class Trial:
         if image["entrypoint"]:  # (in its image, given Harbor's command: CMD is replaced, ENTRYPOINT kept)
             command = [*image["entrypoint"], *(HARBOR_COMMAND if self.image is not None else ())]
             self.service = await Program.start(self._spec(command), self.sandbox.host_path("/tmp"))
-        healthcheck = self.side["environment"]["healthcheck"]
-        if healthcheck:
-            await self.wait_healthy(healthcheck)
+        for healthcheck in (image.get("healthcheck"), self.side["environment"]["healthcheck"]):  # (the image's own,
+            if healthcheck:                                                                    # then task.toml's)
+                await self.wait_healthy(healthcheck)
 
     async def wait_healthy(self, check: dict[str, Any]) -> None:
         """Docker's healthcheck: tries every start_interval during the start period (failures do not count), then
