@@ -8,6 +8,7 @@ Real parts: dockerd (started here if none answers), Podman, an image made from D
 registry is reachable: the image is a stand-in, tagged as one, for what a user would build FROM debian:bookworm."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE, ROOT
+from conftest import IMAGE, ROOT, write_files
 from sandbox_user_escapes import assert_contained
 
 from benchmarks.ordinary_user import readable_by_all, user_venv
@@ -125,3 +126,25 @@ def test_an_image_is_built_once_per_context_and_a_failed_build_names_its_step_an
         images.build(chosen, context, tmp_path / "logs")
     assert Path(str(failed.value).rsplit("its log: ", 1)[1]).read_text().count(f"{marker}-2") >= 1
     subprocess.run([engine[0], "rmi", tag], capture_output=True)
+
+
+@pytest.mark.skipif(not Path("/usr/bin/docker").exists(), reason="Debian's docker CLI (docker.io) is not installed")
+def test_docker_builds_with_buildkit_where_its_cli_can(docker, tmp_path, monkeypatch):
+    """Debian's docker CLI (20.10) has BuildKit in it: `COPY --chmod`, which the classic builder refuses, builds; its
+    steps are said from BuildKit's progress, and a failed one named. (A CLI of 23 or later without buildx falls back
+    to the classic builder, as the other tests here find.)"""
+    monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")
+    context = tmp_path / "environment"
+    marker = f"buildkit-{time.time_ns()}"
+    write_files(context, {"run.sh": "#!/bin/sh\necho ran\n",
+                          "Dockerfile": f"FROM {IMAGE}\nCOPY --chmod=755 run.sh /run.sh\nRUN echo {marker}\n"})
+    said: list[str] = []
+    tag = images.build(engines.choose("docker"), context, tmp_path / "logs", said.append)
+    assert [line.split(": ", 1)[1] for line in said[1:]] == ["step 2 of 3: COPY --chmod=755 run.sh /run.sh",
+                                                             f"step 3 of 3: RUN echo {marker}"]
+    ran = subprocess.run(["docker", "run", "--rm", tag, "/run.sh"], capture_output=True, text=True, timeout=120)
+    assert ran.stdout == "ran\n"
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN echo {marker}-2\nRUN exit 3\nRUN true\n")
+    with pytest.raises(images.ImageBuildError, match=r"at step 3 of 4: RUN exit 3; its log"):
+        images.build(engines.choose("docker"), context, tmp_path / "logs")
+    subprocess.run(["docker", "rmi", tag], capture_output=True)

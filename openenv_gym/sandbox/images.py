@@ -14,13 +14,18 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.sandbox.engines import Engine
 
 REPOSITORY = "openenv-gym/image"
-# a step as each builder announces it: Docker's classic builder "Step 2/5 : RUN ...", Podman's "STEP 2/5: RUN ..."
-STEP = re.compile(r"^(?:Step|STEP) (\d+)/(\d+) ?: (.*)$")
+# a step as each builder announces it: Docker's classic builder "Step 2/5 : RUN ...", Podman's "STEP 2/5: RUN ...",
+# BuildKit's plain progress "#7 [2/5] RUN ..." (a stage's name before the numbers in a multi-stage build), and the
+# step BuildKit says failed: " > [2/5] RUN ...:"
+STEP = re.compile(r"^(?:(?:Step|STEP) (\d+)/(\d+) ?: |#\d+ \[(?:\S+ )?(\d+)/(\d+)\] )(.*)$")
+FAILED_STEP = re.compile(r"^> \[(?:\S+ )?(\d+)/(\d+)\] (.*):$")
+NO_BUILDKIT = "buildx component is missing"  # (a Docker CLI of 23 or later without buildx: its classic builder)
 
 
 class ImageBuildError(OpenEnvGymError):
@@ -50,24 +55,40 @@ def exists(engine: Engine, tag: str) -> bool:
 def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] = lambda _: None) -> str:
     """The tag of the image of `context` (its Dockerfile inside), built by `engine` unless built before, its output
     in a log in folder `logs`. Its steps are said (`say`) as they start; the network is the host's (the package
-    registries it reaches)."""
+    registries it reaches). Docker builds with BuildKit, as its users' does (`COPY --chmod` needs it), or where its
+    CLI has no buildx, with its classic builder (the log says so)."""
     digest = context_digest(context)
     tag = f"{REPOSITORY}:{digest}"
     if exists(engine, tag):
         return tag
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{digest}.log"
-    step = ""
     with open(log, "w") as written:
-        process = subprocess.Popen([engine.name, "build", "--network", "host", "-t", tag, str(context)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=os.environ | {"DOCKER_BUILDKIT": "0"})  # (its classic output says steps)
-        for line in process.stdout:  # type: ignore[union-attr]
-            written.write(line)
-            if found := STEP.match(line.strip()):
-                step = f"step {found[1]} of {found[2]}: {found[3]}"
-                say(f"building the image of {context}: {step}")
-    if process.wait() != 0:
+        code, step, output = _run_build(engine, context, tag, written, say, buildkit=True)
+        if code != 0 and NO_BUILDKIT in output:
+            written.write("(no BuildKit in this docker CLI: built again with its classic builder)\n")
+            code, step, output = _run_build(engine, context, tag, written, say, buildkit=False)
+    if code != 0:
         where = f"at {step}" if step else "before its first step"
         raise ImageBuildError(f"the image of {context} did not build with {engine.name}, {where}; its log: {log}")
     return tag
+
+
+def _run_build(engine: Engine, context: Path, tag: str, written: IO[str], say: Callable[[str], None],
+               buildkit: bool) -> tuple[int, str, str]:
+    """(its exit code, the step it was at or failed at, the end of its output)."""
+    flags = ["--progress", "plain"] if engine.name == "docker" and buildkit else []
+    process = subprocess.Popen([engine.name, "build", *flags, "--network", "host", "-t", tag, str(context)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=os.environ | {"DOCKER_BUILDKIT": "1" if buildkit else "0"})
+    step, said, tail = "", set(), []
+    for line in process.stdout:  # type: ignore[union-attr]
+        written.write(line)
+        tail = [*tail[-20:], line]
+        if (found := STEP.match(line.strip())) and (numbers := tuple(filter(None, found.groups()[:4]))) not in said:
+            said.add(numbers)
+            step = f"step {numbers[0]} of {numbers[1]}: {found[5]}"
+            say(f"building the image of {context}: {step}")
+        elif failed := FAILED_STEP.match(line.strip()):
+            step = f"step {failed[1]} of {failed[2]}: {failed[3]}"
+    return process.wait(), step, "".join(tail)
