@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -26,7 +27,8 @@ sys.path.insert(0, str(ROOT))  # the benchmarks package: tests reuse its referen
 
 # Imports in the tests go to a home of their own, never the user's ~/.openenv_gym; the environments'
 # venvs (real openreward / ors-sdk / verifiers installs) are kept in the checkout, so later runs reuse them.
-os.environ["OPENENV_GYM_HOME"] = tempfile.mkdtemp(prefix="openenv-gym-home-")
+TEST_HOME = tempfile.mkdtemp(prefix="openenv-gym-home-")  # (removed at the end: images' files make it large)
+os.environ["OPENENV_GYM_HOME"] = TEST_HOME
 os.environ.setdefault("OPENENV_GYM_VENVS", str(ROOT / ".venv-envs"))
 # nothing comes from a model hub here: no lookups, and no telemetry thread retrying in the background
 os.environ["OPENENV_GYM_ENGINE"] = "none"  # (Harbor tasks emulated, but where a test names an engine)
@@ -44,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "env_venvs(*sources): the tests import these sources (paths, or functions "
                                        "that write one and return its path), whose virtual environments are "
                                        "built once, before any test runs")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(TEST_HOME, ignore_errors=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
