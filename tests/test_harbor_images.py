@@ -187,6 +187,7 @@ def test_an_environment_is_served_with_the_engine_that_holds_its_images_or_refus
            f"{engine}" in refused.stderr
 
 
+@pytest.mark.timeout(900)  # (Harbor's runner is made on a new machine first: its venv of Python 3.12, ~1 minute)
 @pytest.mark.parametrize("served", ["docker"], indirect=True)  # (Podman's too in `make bench`: harbor_images.py)
 def test_harbors_own_runner_gives_the_rewards_ours_gives_in_the_same_image(served, tmp_path):
     """Harbor 0.25's `harbor run` (its oracle and nop agents) in the same engine, on the same task: every metric
