@@ -133,11 +133,17 @@ def test_docker_builds_with_buildkit_where_its_cli_can(docker, tmp_path, monkeyp
     """Debian's docker CLI (20.10) has BuildKit in it: `COPY --chmod`, which the classic builder refuses, builds; its
     steps are said from BuildKit's progress, and a failed one named. (A CLI of 23 or later without buildx falls back
     to the classic builder, as the other tests here find.)"""
-    monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")
     context = tmp_path / "environment"
     marker = f"buildkit-{time.time_ns()}"
     write_files(context, {"run.sh": "#!/bin/sh\necho ran\n",
                           "Dockerfile": f"FROM {IMAGE}\nCOPY --chmod=755 run.sh /run.sh\nRUN echo {marker}\n"})
+    cli = subprocess.run(["docker", "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True)
+    if int(cli.stdout.split(".")[0]) >= 23 and subprocess.run(["docker", "buildx", "version"],
+                                                                capture_output=True).returncode != 0:
+        with pytest.raises(images.ImageBuildError, match="that line needs BuildKit, which this docker CLI has not: "
+                                                         "install Docker's buildx plugin"):  # (the CLI first on PATH)
+            images.build(engines.choose("docker"), context, tmp_path / "logs")
+    monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")
     said: list[str] = []
     tag = images.build(engines.choose("docker"), context, tmp_path / "logs", said.append)
     assert [line.split(": ", 1)[1] for line in said[1:]] == ["step 2 of 3: COPY --chmod=755 run.sh /run.sh",

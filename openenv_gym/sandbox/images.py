@@ -26,6 +26,7 @@ REPOSITORY = "openenv-gym/image"
 STEP = re.compile(r"^(?:(?:Step|STEP) (\d+)/(\d+) ?: |#\d+ \[(?:\S+ )?(\d+)/(\d+)\] )(.*)$")
 FAILED_STEP = re.compile(r"^> \[(?:\S+ )?(\d+)/(\d+)\] (.*):$")
 NO_BUILDKIT = "buildx component is missing"  # (a Docker CLI of 23 or later without buildx: its classic builder)
+NEEDS_BUILDKIT = "requires BuildKit"  # (the classic builder, on a line only BuildKit builds: COPY --chmod, say)
 
 
 class ImageBuildError(OpenEnvGymError):
@@ -70,7 +71,10 @@ def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] 
             code, step, output = _run_build(engine, context, tag, written, say, buildkit=False)
     if code != 0:
         where = f"at {step}" if step else "before its first step"
-        raise ImageBuildError(f"the image of {context} did not build with {engine.name}, {where}; its log: {log}")
+        hint = ("; that line needs BuildKit, which this docker CLI has not: install Docker's buildx plugin (Debian: "
+                "docker-buildx), or import with --engine podman") if NEEDS_BUILDKIT in output else ""
+        raise ImageBuildError(f"the image of {context} did not build with {engine.name}, {where}; its log: {log}"
+                              f"{hint}")
     return tag
 
 
