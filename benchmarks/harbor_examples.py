@@ -37,18 +37,18 @@ from openenv_gym.manifests.harbor import TaskRefusedError
 
 def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRunner | None = None) \
         -> tuple[str, str]:
-    """(what happened: refused | no oracle | passed | failed | differs from harbor, why)."""
+    """(what happened: refused | no oracle | passed | failed | differs from harbor | harbor cannot run it, why)."""
     try:
         [result] = import_environment(folder, f"task{len(list(scratch.iterdir()))}", scratch, engine=engine)
     except ImportFailedError as exc:
         return "refused", str(exc).split(": ", 1)[-1]
     if harbor is not None:
         try:
-            differs = _against_harbor(folder, result.folder, engine, harbor, scratch)
+            against = _against_harbor(folder, result.folder, engine, harbor, scratch)
         except (OpenEnvGymError, RuntimeError) as exc:  # (our server did not start, or Harbor wrote no result)
             return "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
-        if differs:
-            return "differs from harbor", differs
+        if against is not None:
+            return against
     report = validate(str(result.folder), 0.5, 1)
     checks = {check["check_id"]: check for check in report["results"]}
     oracle = checks.get("semantic.oracle_max", {})
@@ -63,23 +63,28 @@ def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRu
     return "failed", " | ".join(failed) or report.get("error", "")
 
 
-def _against_harbor(folder: Path, imported: Path, engine: str, harbor: HarborRunner, scratch: Path) -> str:
-    """Why our rewards differ from Harbor's own runner's on the task (its oracle and nop agents); "" if equal."""
+def _against_harbor(folder: Path, imported: Path, engine: str, harbor: HarborRunner, scratch: Path) \
+        -> tuple[str, str] | None:
+    """("differs from harbor" or "harbor cannot run it", why) where our rewards are not Harbor's own runner's on
+    the task (its oracle and nop agents); None where they are (an oracle that errors on both sides, a task without
+    a solution, is the same outcome)."""
     ours = {}
     with LocalServer(str(imported), 1, 10) as server:
         for agent, options in (("oracle", {"oracle": True}), ("nop", {})):
             ours[agent] = asyncio.run(_submitted(server.url, options))
-    found = []
+    differs, unrun = [], []
     for agent in ("oracle", "nop"):
         trials = harbor.run(folder, agent, engine, scratch / "harbor-jobs")
-        if len(trials) != 1:  # (a trial that failed before it began writes no result of its own)
-            found.append(f"{agent}: harbor ran {len(trials)} trials, ours {ours[agent]}")
+        if len(trials) != 1:  # (a trial that failed before it began writes no result of its own: a no-network
+            unrun.append(f"{agent}: harbor ran {len(trials)} trials, ours {ours[agent]}")  # task under docker)
             continue
         [trial] = trials
         theirs = trial.rewards if trial.error is None else f"error {trial.error[:200]}"
-        if theirs != ours[agent]:
-            found.append(f"{agent}: harbor {theirs}, ours {ours[agent]}")
-    return "; ".join(found)
+        if theirs != ours[agent] and not (isinstance(ours[agent], str) and trial.error is not None):
+            differs.append(f"{agent}: harbor {theirs}, ours {ours[agent]}")
+    if differs:
+        return "differs from harbor", "; ".join(differs + unrun)
+    return ("harbor cannot run it", "; ".join(unrun)) if unrun else None
 
 
 async def _submitted(url: str, options: dict) -> dict | str:
