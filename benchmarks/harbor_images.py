@@ -8,8 +8,10 @@ openenv-gym-test/bookworm-sandbox:stand-in: no registry is reachable here). Its 
 1. Versus: `trials` oracle trials, `concurrency` at a time (8, then 32): trials/s of ours (the task imported with
    the engine and served, one worker per core; each trial a reset with the oracle, then a submit) and of Harbor's
    (`harbor run -a oracle -k trials -n concurrency`, timed whole, as its user waits for it), every reward read.
-2. Parts: `parts` trials one after the other: the p50 of a reset (an image sandbox, its files exported before), of a
-   reset that plays the oracle, of a bash step and of a submit: where a trial's time goes.
+2. Parts: `parts` trials one after the other: the p50 of a reset (an image sandbox, its files exported before; the
+   task's entrypoint started and its image's healthcheck passed), of a reset that plays the oracle, of a bash step
+   and of a submit: where a trial's time goes. And the reset alone, of a bare task in the same base image (no
+   entrypoint, no healthcheck): what a sandbox over an image costs.
 3. Crowd: `crowd` trials at once on one server, then what is left once it has stopped: processes of the images'
    uids, the episodes' control groups, containers, mounts of the exported files.
 
@@ -56,6 +58,18 @@ def harbors(runner: HarborRunner, engine: str, jobs: Path, trials: int, concurre
             "top": sum((trial.rewards or {}).get("reward") == 1.0 for trial in results), "trials": len(results),
             "trial_seconds_mean": sum(trial.seconds for trial in results) / max(len(results), 1),
             "phase_seconds_mean": phases}
+
+
+def _bare_task(scratch: Path) -> Path:
+    """A task of the same base, with nothing an image adds at its start: no entrypoint, no healthcheck."""
+    task = scratch / "bare"
+    for name, text in {"task.toml": '[task]\nname = "openenv-gym/bare"\n', "instruction.md": "Nothing.\n",
+                       "environment/Dockerfile": "FROM openenv-gym-test/bookworm-sandbox:stand-in\nWORKDIR /app\n",
+                       "solution/solve.sh": "#!/bin/sh\ntrue\n",
+                       "tests/test.sh": "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n"}.items():
+        (task / name).parent.mkdir(parents=True, exist_ok=True)
+        (task / name).write_text(text)
+    return task
 
 
 def leftovers(engine: str, containers_before: int) -> dict:
@@ -120,6 +134,10 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{name} {ms:.1f} ms" for name, ms in result["parts_p50_ms"].items()), flush=True)
             result["crowd"] = asyncio.run(crowd(server.url, args.crowd, 1, ORACLE))
         result["left"] = leftovers(args.engine, containers)
+        [bare] = import_environment(_bare_task(Path(scratch)), "bench-bare", Path(scratch), engine=args.engine)
+        with LocalServer(str(bare.folder), 1, 10) as server:
+            result["bare_parts_p50_ms"] = asyncio.run(parts(server.url, args.parts, {}))
+    print(f"a bare task's reset, p50: {result['bare_parts_p50_ms']['reset']:.1f} ms")
     crowded = result["crowd"]
     print(f"{args.crowd} trials at once: {crowded['trials_per_s']:.1f} trials/s, {crowded['errors']} errors, "
           f"{crowded['top_reward']} at 1.0; left after: {result['left']}")

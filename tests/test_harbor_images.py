@@ -247,6 +247,18 @@ with LocalServer(sys.argv[1], 1, 4) as server:
 """
 
 
+@pytest.fixture(scope="module")
+def users_python(tmp_path_factory) -> Path:
+    """A folder every user reads: a venv of /usr/bin/python3 with this openenv_gym (the suite's interpreter lives
+    where users cannot read), and its wheel, for the environments' venvs the users' servers make."""
+    place = tmp_path_factory.mktemp("users-python")
+    user_venv(place)
+    subprocess.run([sys.executable, "-m", "uv", "build", "--quiet", "--wheel", "--out-dir", str(place / "wheels"),
+                    str(ROOT)], check=True, capture_output=True)
+    readable_by_all(place)
+    return place
+
+
 ROOT_ONLY = {  # (a task whose image has no user but root: with one uid, every image user is it)
     "task.toml": '[task]\nname = "openenv-gym/root-only"\n', "instruction.md": "Write 7 to /opt/answer.\n",
     "environment/Dockerfile": f"FROM {IMAGE}\nRUN mkdir /app && echo 7 > /opt/seven\nWORKDIR /app\n",
@@ -256,7 +268,8 @@ ROOT_ONLY = {  # (a task whose image has no user but root: with one uid, every i
 
 
 @pytest.mark.parametrize("subordinate", [True, False], ids=["subordinate-uids", "shared-uid"])
-def test_an_ordinary_users_server_plays_tasks_in_their_images(docker, tmp_path_factory, monkeypatch, subordinate):
+def test_an_ordinary_users_server_plays_tasks_in_their_images(docker, tmp_path_factory, monkeypatch, users_python,
+                                                               subordinate):
     """Imported by root (the engine is root's), served by an ordinary user: its server, in a user namespace of its
     own, unpacks the image's files for its own uids (subordinate ones, or its one uid) and plays in them, no engine
     needed. The image's users are its users where it has uids enough (the figlet task's player); with one uid, every
@@ -265,15 +278,12 @@ def test_an_ordinary_users_server_plays_tasks_in_their_images(docker, tmp_path_f
     user = ensure_user(name, "200000:65536" if subordinate else None)
     place = tmp_path_factory.mktemp(f"image-user-{subordinate}")
     task = TASK if subordinate else write_files(place / "root-only", ROOT_ONLY)
-    user_venv(place)
-    subprocess.run([sys.executable, "-m", "uv", "build", "--quiet", "--wheel", "--out-dir", str(place / "wheels"),
-                    str(ROOT)], check=True, capture_output=True)  # (the env's venv installs this openenv_gym)
     monkeypatch.setenv("OPENENV_GYM_HOME", str(place / "home"))
     [result] = import_environment(task, "imaged-user", place / "out", engine="docker", check=False)
     readable_by_all(place)
     subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(place / "home")], check=True)
-    done = run_as(name, [str(place / "venv" / "bin" / "python"), "-c", USER_PLAYS, str(result.folder)],
-                  {"OPENENV_GYM_HOME": str(place / "home"), "UV_FIND_LINKS": str(place / "wheels"),
+    done = run_as(name, [str(users_python / "venv" / "bin" / "python"), "-c", USER_PLAYS, str(result.folder)],
+                  {"OPENENV_GYM_HOME": str(place / "home"), "UV_FIND_LINKS": str(users_python / "wheels"),
                    "SSL_CERT_FILE": os.environ.get("SSL_CERT_FILE", "")}, timeout=600, cwd=place)
     assert done.returncode == 0, done.stderr[-3000:]
     (looked, oracle), (_, nothing) = json.loads(done.stdout.strip().splitlines()[-1])

@@ -81,11 +81,23 @@ def _removed(folder: str) -> bool:
 
 def remove_orphans() -> None:
     """Remove the groups of worker processes that are gone (killed before they removed their episodes' groups)."""
-    for base in [*writable_hierarchies(), *filter(None, [_v1_cpu()])]:
-        for folder in (base / GROUP).glob("*-*"):
-            pid = folder.name.split("-")[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                _removed(str(folder))
+    for folder in _groups():
+        pid = folder.name.split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            _removed(str(folder))
+
+
+def remove_own() -> None:
+    """Remove this process's episode groups that are empty (a sandbox whose group outlived its close by more than
+    REMOVE_WAIT, under load): at a worker's end, so that it leaves none."""
+    for folder in _groups():
+        if folder.name.split("-")[0] == str(os.getpid()):
+            _removed(str(folder))
+
+
+def _groups() -> list[Path]:
+    return [folder for base in [*writable_hierarchies(), *filter(None, [_v1_cpu()])]
+            for folder in (base / GROUP).glob("*-*")]
 
 
 def _controllers(folder: Path) -> set[str]:

@@ -17,11 +17,9 @@ owner: the episode is the image's root, and owns what it owns.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import os
 import sys
-from pathlib import Path
 
 OVERLAID = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sbin", "/srv", "/usr", "/var")
 CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MNT_DETACH = 0x20000, 2, 4, 4096, 16384, 2
@@ -41,7 +39,9 @@ def system_folder(path: str) -> str | None:
 async def own(pid: int, uid: int, size_bytes: int, paths: tuple[str, ...], tops: tuple[str, ...] = ()) -> None:
     """Give the episode of sandbox `pid` (its uid `uid`) the system `paths`, and the folders `tops` whole, through
     overlays (see above)."""
-    from openenv_gym.errors import EnvError  # (here: the helper, this file alone, has no package to import)
+    import asyncio  # (here: the helper, this file alone, starts without it, in half the time)
+
+    from openenv_gym.errors import EnvError  # (and it has no package to import)
 
     helper = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-S", __file__, str(pid), str(uid),
@@ -71,7 +71,7 @@ def main() -> None:
     _check(libc.umount2(STAGING.encode(), MNT_DETACH), f"umount {STAGING}")  # (the overlays hold their layers)
     os.rmdir(STAGING)
     for path in found:
-        _give(Path(path), int(uid))
+        _give(path, int(uid))
 
 
 def _overlay(libc: ctypes.CDLL, top: str, staging: str, inner: list[str]) -> None:
@@ -80,7 +80,7 @@ def _overlay(libc: ctypes.CDLL, top: str, staging: str, inner: list[str]) -> Non
     overlay (its /etc/hosts, a file bubblewrap made and removed, cannot be bound again)."""
     outermost = [point for point in inner if not any(point.startswith(other + "/") for other in inner)]
     folders = [point for point in dict.fromkeys(outermost) if os.path.isdir(point)]
-    files = {point: (Path(point).read_bytes(), os.stat(point).st_mode & 0o7777)
+    files = {point: (_read(point), os.stat(point).st_mode & 0o7777)
              for point in outermost if not os.path.isdir(point)}
     for index, point in enumerate(folders):
         os.makedirs(f"{staging}/aside/{index}")
@@ -95,18 +95,24 @@ def _overlay(libc: ctypes.CDLL, top: str, staging: str, inner: list[str]) -> Non
     for index, point in enumerate(folders):
         _mount(libc, f"{staging}/aside/{index}", point, None, MS_BIND | MS_REC, None)
     for point, (data, mode) in files.items():
-        Path(point).write_bytes(data)
+        with open(point, "wb") as written:
+            written.write(data)
         os.chmod(point, mode)
 
 
-def _give(path: Path, uid: int) -> None:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _give(path: str, uid: int) -> None:
     """The episode's uid owns `path` if it is there (copied up, a folder without its files), and the nearest
     folder above it that is (where it makes what is not there yet)."""
     if os.path.lexists(path):
         os.chown(path, uid, uid, follow_symlinks=False)
-    folder = path.parent
-    while not folder.is_dir():
-        folder = folder.parent
+    folder = os.path.dirname(path)
+    while not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
     os.chown(folder, uid, uid)
 
 

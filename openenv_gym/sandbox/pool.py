@@ -16,6 +16,7 @@ import asyncio
 import os
 import time
 
+from openenv_gym.sandbox import cgroups
 from openenv_gym.sandbox.policy import SandboxPolicy
 from openenv_gym.sandbox.sandbox import Sandbox
 
@@ -89,6 +90,7 @@ class Pool:
         for sandboxes in kept.values():
             for _, sandbox in sandboxes:
                 await sandbox.close()
+        cgroups.remove_own()
 
 
 async def _renewed(sandbox: Sandbox) -> bool:

@@ -182,7 +182,7 @@ class Sandbox:
         finally:
             for fd in given:
                 os.close(fd)
-        users = None
+        users, cgroup = None, None
         try:
             if await process.stdout.readline() != b"ready\n":  # type: ignore[union-attr]
                 said = (await process.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
@@ -205,6 +205,8 @@ class Sandbox:
             await process.wait()
             if users is not None:
                 await users.close()
+            if cgroup is not None:  # (made, and left empty by the kill: a sandbox that did not open leaves nothing)
+                await cgroup.remove()
             raise
         finally:
             with contextlib.suppress(OSError):
