@@ -178,6 +178,16 @@ def test_the_cli_on_ray_passes_no_sandbox_to_its_servers(cluster):
         process.communicate(timeout=60)
 
 
+def test_the_cli_on_ray_passes_the_engine_to_its_servers(cluster):
+    """--engine reaches each server on Ray: served with it, an environment that has no images is refused there,
+    saying why."""
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--engine", "docker"],
+                          capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"RAY_ADDRESS": cluster.address})
+    assert done.returncode != 0
+    assert "--engine is for Harbor tasks imported into images" in done.stdout + done.stderr, done.stderr[-2000:]
+
+
 def test_cli_refuses_ray_flags_that_make_no_sense():
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--port", "9000"],
                           capture_output=True, text=True, timeout=60)

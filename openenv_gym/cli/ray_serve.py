@@ -33,7 +33,7 @@ def forwarded_flags(args: argparse.Namespace) -> list[str]:
              "--max-action-chars", str(args.max_action_chars),
              "--threads", str(args.threads), "--log-level", args.log_level]
     return flags + ["--reveal-tasks"] * args.reveal_tasks + ["--no-web"] * args.no_web + \
-        ["--no-sandbox"] * args.no_sandbox
+        ["--no-sandbox"] * args.no_sandbox + (["--engine", args.engine] if args.engine else [])
 
 
 def serve_on_ray(args: argparse.Namespace) -> None:
