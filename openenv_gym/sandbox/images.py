@@ -18,6 +18,7 @@ from typing import IO
 
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.sandbox.engines import Engine
+from openenv_gym.sandbox.rootfs import image_id
 
 REPOSITORY = "openenv-gym/image"
 # a step as each builder announces it: Docker's classic builder "Step 2/5 : RUN ...", Podman's "STEP 2/5: RUN ...",
@@ -49,10 +50,6 @@ def context_digest(context: Path) -> str:
     return digest.hexdigest()[:32]
 
 
-def exists(engine: Engine, tag: str) -> bool:
-    return subprocess.run([engine.name, "image", "inspect", tag], capture_output=True).returncode == 0
-
-
 def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] = lambda _: None) -> str:
     """The tag of the image of `context` (its Dockerfile inside), built by `engine` unless built before, its output
     in a log in folder `logs`. Its steps are said (`say`) as they start; the network is the host's (the package
@@ -60,7 +57,7 @@ def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] 
     CLI has no buildx, with its classic builder (the log says so)."""
     digest = context_digest(context)
     tag = f"{REPOSITORY}:{digest}"
-    if exists(engine, tag):
+    if image_id(engine, tag) is not None:
         return tag
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{digest}.log"

@@ -1,6 +1,7 @@
-"""An image's root file system, for sandboxes over it: exported once from its container engine into a cache folder
-named by the image's id, shared read-only by every sandbox over it (each episode writes in overlays of its own:
-sandbox.py), and its config (ENV, WORKDIR, USER, ENTRYPOINT, HEALTHCHECK) read as the engine gives it.
+"""An image's root file system, for sandboxes over it: its files exported from its container engine once (at
+import) into an archive named by the image's id, unpacked once per machine (no engine needed then), shared
+read-only by every sandbox over it (each episode writes in overlays of its own: sandbox.py); and its config (ENV,
+WORKDIR, USER, ENTRYPOINT, HEALTHCHECK) read as the engine gives it.
 
 The files' owners are shifted as a rootless engine shifts them: the image's uid N is the host's `base + N`, so that
 the episode, uid 0 in a user namespace that maps 0 to `base`, is the image's root, owns what the image's root owns,
