@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shlex
@@ -85,10 +86,9 @@ class Exported:
         /etc/passwd and /etc/group as a container's runtime looks them up; ImageUnavailableError naming what is not
         there."""
         name, _, group = user.partition(":")
-        uid, gid = (int(name), int(name)) if name.isdigit() else (0, 0)
+        uid = gid = int(name) if name.isdigit() else 0
         if name and not name.isdigit():
-            found = self._entry("passwd", name)
-            uid, gid = int(found[2]), int(found[3])
+            uid, gid = map(int, self._entry("passwd", name)[2:4])
         if group:
             gid = int(group) if group.isdigit() else int(self._entry("group", group)[2])
         return mapped(uid, self.count), mapped(gid, self.count)
@@ -97,23 +97,26 @@ class Exported:
         """The HOME a container's runtime gives `user`: its /etc/passwd entry's, else "/"."""
         name = user.partition(":")[0]
         with contextlib.suppress(ImageUnavailableError, IndexError):
-            if name.isdigit():
-                return next(fields[5] for fields in self._table("passwd") if fields[2] == name)
+            if name.isdigit():  # (a uid the image may not name)
+                return next((fields[5] for fields in _table(self.rootfs, "passwd") if fields[2] == name), "/")
             return self._entry("passwd", name)[5]
         return "/"
 
-    def _table(self, name: str) -> list[list[str]]:
-        with contextlib.suppress(OSError):
-            return [line.split(":") for line in (self.rootfs / "etc" / name).read_text(errors="replace").splitlines()
-                    if line.count(":") >= 2]
-        return []
-
     def _entry(self, table: str, name: str) -> list[str]:
-        found = next((fields for fields in self._table(table) if fields[0] == name), None)
+        found = next((fields for fields in _table(self.rootfs, table) if fields[0] == name), None)
         if found is None or not all(part.isdigit() for part in found[2:4 if table == "passwd" else 3]):
             raise ImageUnavailableError(f"the image has no {'user' if table == 'passwd' else 'group'} {name!r} "
                                         f"in its /etc/{table}")
         return found
+
+
+@functools.cache  # (an image's files never change: every command of every episode looks its user up)
+def _table(rootfs: Path, name: str) -> list[list[str]]:
+    """The entries of the image's /etc/`name` (passwd, group), each split at its colons."""
+    with contextlib.suppress(OSError):
+        return [line.split(":") for line in (rootfs / "etc" / name).read_text(errors="replace").splitlines()
+                if line.count(":") >= 2]
+    return []
 
 
 def image_id(engine: Engine, image: str) -> str | None:

@@ -330,25 +330,25 @@ class HarborSession(Environment):
 
 def _exported(manifest: HarborManifest, index: list[dict[str, Any]]) -> dict[str, Exported]:
     """The image of each of the tasks' containers, its files unpacked for sandboxes over them (once, shared by every
-    worker: rootfs.py) from what the import exported, by the tag it was built with. Exported again by the engine
-    where that was removed."""
+    worker: rootfs.py) from what the import exported, by the tag it was built with."""
     if manifest.engine is None:
         return {}
     found = {side["tag"]: side["image_id"] for task in index for side in sides(task) if "tag" in side}
-    base, count = image_uids()
     try:
-        return {tag: unpack(images_cache(), image_id, base, count) for tag, image_id in found.items()}
-    except ImageUnavailableError:
-        pass
-    try:
-        engine = choose(manifest.engine)
-        assert engine is not None
-        for tag in found:
-            archive(engine, tag, images_cache())
-        return {tag: unpack(images_cache(), image_id, base, count) for tag, image_id in found.items()}
+        return {tag: _unpacked(manifest.engine, tag, image_id) for tag, image_id in found.items()}
     except (EngineUnavailableError, ImageUnavailableError) as exc:
         raise SandboxUnavailableError(f"{manifest.name}: its tasks play in images of {manifest.engine}'s: {exc}") \
             from None
+
+
+def _unpacked(engine: str, tag: str, image_id: str) -> Exported:
+    """An image's files unpacked; exported again by `engine` first where the import's export was removed."""
+    base, count = image_uids()
+    try:
+        return unpack(images_cache(), image_id, base, count)
+    except ImageUnavailableError:
+        archive(choose(engine), tag, images_cache())  # type: ignore[arg-type]  (a name given: never None)
+        return unpack(images_cache(), image_id, base, count)
 
 
 def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, images: dict[str, Exported]) \
