@@ -141,8 +141,8 @@ def test_an_episode_writes_only_its_own_and_reaches_nothing_of_the_hosts(served,
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         [wrote] = play(server, {}, bash(f"cat {secret} 2>&1; echo mine > /opt/config.json && rm /usr/bin/figlet && "
-                                        "echo mine > /app/answer.txt && echo written; "
-                                        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'time[.]sleep(600)'"))
+                                        "echo mine > /app/answer.txt && echo written; cat /proc/[0-9]*/cmdline "
+                                        "2>/dev/null | tr '\\0' ' ' | grep -c 'time[.]sleep(600)'"))
         # (2>/dev/null: a process of the episode's own, such as the pipeline's, may end between the glob and cat)
         assert wrote[0].splitlines() == [f"cat: {secret}: No such file or directory", "written", "0",
                                          "[exit code 1]"], wrote[0]
@@ -186,6 +186,89 @@ def test_an_environment_is_served_with_the_engine_that_holds_its_images_or_refus
     assert refused.returncode != 0
     assert f"images were emulated at import (no engine answered, or --engine none): import again with --engine " \
            f"{engine}" in refused.stderr
+
+
+def _containers(engine: str) -> list[str]:
+    """The names of the containers our servers run trials in (sandbox/containers.py names them so)."""
+    listed = subprocess.run([engine, "ps", "--all", "--filter", "name=openenv-gym-w", "--format", "{{.Names}}"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    return listed.stdout.split()
+
+
+def _tree(pid: int) -> list[int]:
+    """A process and its descendants."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found = [pid]
+    for each in found:
+        found += [child for child, parent in parents.items() if parent == each]
+    return found
+
+
+def _top(engine: str, name: str) -> str:
+    return subprocess.run([engine, "top", name], capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def test_where_no_sandbox_can_be_made_each_trial_runs_in_a_container_of_its_own(served, tmp_path, monkeypatch):
+    """Without bubblewrap (hidden from the server's PATH), the server says so and runs each trial in a container of
+    the engine's, as Harbor does: the image's users, environment, workdir and entrypoint; the oracle scores 1. Seen
+    from outside: the server's memory bound on the container, a command past its timeout killed with what it
+    started, no container left once its episode closes, and one a killed server left removed by the next."""
+    engine, manifest, _, _ = served
+    shown = tmp_path / "bin"  # (the machine's programs, but bubblewrap)
+    shown.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
+        for program in Path(folder).iterdir():
+            if program.name != "bwrap" and not (shown / program.name).exists():
+                (shown / program.name).symlink_to(program)
+    monkeypatch.setenv("PATH", str(shown))
+    with LocalServer(str(manifest.folder), 1, 20) as server:
+        assert f"each trial in a container of {engine}'s" in server.output
+        [oracle] = play(server, {"oracle": True}, SUBMIT)
+        assert oracle[1:3] == (1.0, True), oracle[4].get("verifier_output")
+
+        async def looked_at_from_outside() -> tuple[list[str], str, str]:
+            async with openenv_gym.connect(server.url) as conn:
+                session = conn.session()
+                await session.reset()
+                [name] = _containers(engine)
+                memory = subprocess.run([engine, "inspect", "--format", "{{.HostConfig.Memory}}", name],
+                                        capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+                looked = await session.step(bash("id -un; echo $HOME $GREETING; pwd; cat /tmp/entrypoint.txt; "
+                                                 "command -v figlet; echo mine > /opt/config.json"))
+                killed = await session.step({"name": "bash", "arguments": {
+                    "command": "sleep 600 & sleep 601", "timeout": 1}})
+                left = await asyncio.to_thread(_top, engine, name)
+                await session.close()
+                return [looked[0], killed[0], memory], left, name
+        [looked, killed, memory], left, name = asyncio.run(looked_at_from_outside())
+        assert looked.splitlines()[:5] == ["root", "/root from-the-image", "/app", "player from-the-image",
+                                           "/usr/bin/figlet"], looked
+        assert killed.endswith("[exit code -9] (killed after 1 s)"), killed
+        assert "sleep 60" not in left, left
+        assert int(memory) == manifest.limits.memory_mb << 20
+        deadline = time.monotonic() + 30  # (a session's close is answered first, its trial closed after)
+        while name in _containers(engine) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert name not in _containers(engine)
+        [again] = play(server, {}, bash("cat /opt/config.json"))
+        assert again[0].startswith('{"n": 7}'), again[0]  # (the next trial: the image as built)
+
+    with LocalServer(str(manifest.folder), 1, 20) as server:  # (killed with an episode open: its container stays)
+        async def open_one() -> None:
+            conn = await openenv_gym.connect(server.url)
+            await conn.session().reset()
+        asyncio.run(open_one())
+        for pid in _tree(server.process.pid):  # (at once: a worker whose supervisor ends closes its sessions)
+            os.kill(pid, 9)
+        server.process.wait()
+        assert len(_containers(engine)) == 1
+    with LocalServer(str(manifest.folder), 1, 20):
+        assert _containers(engine) == []
 
 
 @pytest.mark.timeout(900)  # (Harbor's runner is made on a new machine first: its venv of Python 3.12, ~1 minute)

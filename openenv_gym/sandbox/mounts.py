@@ -102,14 +102,20 @@ def image_arguments(policy: SandboxPolicy) -> tuple[str, ...]:
     rootfs = Path(policy.image)
     arguments = [*root_arguments(rootfs), "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys",
                  *_tmpfs_folders(policy)]
-    covered = [Path("/tmp"), *map(Path, policy.writable)]
-    wanted = {Path(path).resolve() for path in (*policy.readable, *python_paths()) if Path(path).exists()}
-    wanted = {path for path in wanted if len(path.parts) > (3 if path.parts[1:2] == ("usr",) else 2)
-              and not _under(path, covered)}  # (never a system folder whole: /usr, /usr/lib)
-    for path in sorted(path for path in wanted if not any(parent in wanted for parent in path.parents)):
+    for path in shown_in_images(policy.readable, policy.writable):
         if rootfs_mount_point(rootfs, str(path), path.is_dir()):
             arguments += ["--ro-bind", str(path), str(path)]
     return (*arguments, *_own_files(policy))
+
+
+def shown_in_images(readable: tuple[str, ...], writable: tuple[str, ...] = ()) -> list[Path]:
+    """The host's paths an episode in an image reads to run (this Python, openenv_gym, `readable`), each shown at its
+    own path: never a system folder whole (/usr, /usr/lib), nor one under another shown, /tmp or a `writable`."""
+    covered = [Path("/tmp"), *map(Path, writable)]
+    wanted = {Path(path).resolve() for path in (*readable, *python_paths()) if Path(path).exists()}
+    wanted = {path for path in wanted if len(path.parts) > (3 if path.parts[1:2] == ("usr",) else 2)
+              and not _under(path, covered)}
+    return sorted(path for path in wanted if not any(parent in wanted for parent in path.parents))
 
 
 def root_arguments(root: Path = Path("/")) -> list[str]:

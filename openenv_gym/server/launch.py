@@ -25,7 +25,7 @@ from openenv_gym.errors import SandboxUnavailableError, ServerStartError
 from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path, venv_ready
 from openenv_gym.protocol.ready import read_status, status_line
-from openenv_gym.sandbox import mode, refusal, userns
+from openenv_gym.sandbox import mode, refusal, unavailable, userns
 from openenv_gym.server.config import Limits, ServeConfig
 
 
@@ -68,9 +68,12 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     _open_files_to_the_hard_limit()
     if sandboxed:  # (refused here, once, rather than by every worker)
         refused = refusal(manifest.name)
-        if refused is not None:
+        engine_instead = _containers_instead(manifest) if refused is not None else None
+        if refused is not None and engine_instead is None:
             raise SandboxUnavailableError(refused)
-        print(f"openenv-gym: {mode.describe()}", file=sys.stderr, flush=True)
+        said = mode.describe() if engine_instead is None else \
+            f"sandbox: none ({unavailable()}); each trial in a container of {engine_instead}'s, bounded by it"
+        print(f"openenv-gym: {said}", file=sys.stderr, flush=True)
     config = ServeConfig(env=env, host=host, port=port, workers=workers or os.cpu_count() or 1, token=token,
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
                                        frame_timeout, resume_window, group_timeout),
@@ -93,6 +96,17 @@ def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | No
     else:
         print(f"openenv-gym: serving {config.env} on {url} (workers={config.workers}, "
               f"max_sessions={config.limits.max_sessions})", flush=True)
+
+
+def _containers_instead(manifest: Any) -> str | None:
+    """The engine whose containers a Harbor import's trials run in where no sandbox can be made (None: the
+    manifest is no such import); SandboxUnavailableError where that engine does not answer either."""
+    if manifest.kind != "harbor" or manifest.engine is None:
+        return None
+    from openenv_gym.adapters.harbor.session import containers_instead  # (loads the Harbor adapter only here)
+
+    engine = containers_instead(manifest)
+    return engine.name if engine is not None else None
 
 
 def _run_in(python: str, settings: dict[str, Any], on_ready: Callable[[str], None] | None,

@@ -16,11 +16,13 @@ close:  the trial's processes killed, its files gone (its sandbox renewed for an
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
 from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import Environment
+from openenv_gym.adapters.harbor.container_trial import ContainerTrial
 from openenv_gym.adapters.harbor.trial import Trial
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
@@ -37,7 +39,8 @@ from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.programs import Program, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, unavailable
-from openenv_gym.sandbox.engines import EngineUnavailableError, choose
+from openenv_gym.sandbox.containers import Bounds, remove_orphans
+from openenv_gym.sandbox.engines import Engine, EngineUnavailableError, choose
 from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError, archive, unpack
 from openenv_gym.sandbox.sandbox import image_uids
 
@@ -56,24 +59,37 @@ HARNESS_ENTRY = "harness:run"  # the built-in agent program (harness.py, in this
 
 
 class HarborFactory:
-    def __init__(self, manifest: HarborManifest, endpoint: ModelEndpoint | None = None, sandboxed: bool = True) -> None:
-        self.manifest, self.endpoint, self.sandboxed = manifest, endpoint, sandboxed
+    def __init__(self, manifest: HarborManifest, endpoint: ModelEndpoint | None = None, sandboxed: bool = True,
+                 containers: Engine | None = None) -> None:
+        """`containers`: the engine each trial runs in a container of (where no sandbox can be made)."""
+        self.manifest, self.endpoint, self.sandboxed, self.containers = manifest, endpoint, sandboxed, containers
         self.index: list[dict[str, Any]] = json.loads((manifest.vendored / "index.json").read_text())
         self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
         self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
-        self.images = _exported(manifest, self.index) if sandboxed else {}
+        self.images = _exported(manifest, self.index) if sandboxed and containers is None else {}
         self.policies = {(task["key"], harness): _policy(manifest, task, harness != "client", self.images)
-                         for task in self.index for harness in HARNESSES}
+                         for task in self.index for harness in HARNESSES} if containers is None else {}
+        if containers is not None:
+            remove_orphans(containers)
         warm_up(["http.client", "json", "subprocess", "urllib.parse"])  # (what the agent program imports)
         for task in self.index:
             missing = variables_missing(task)
             if missing is not None:
                 raise ManifestError(f"{manifest.name}, task {task['id']}: {missing}")
 
-    def verifier_policy(self, task: dict[str, Any], step: int) -> SandboxPolicy:
-        """The sandbox of a task's separate verifier (a step's, in a multi-step task)."""
-        verifier = task["steps"][step]["verifier"] if task["steps"] else task["verifier"]
-        return _policy(self.manifest, verifier["separate"], False, self.images)
+    async def open_trial(self, task: dict[str, Any], harness: str = "client", side: dict[str, Any] | None = None) \
+            -> Trial:
+        """A trial of `task` in its sandbox (in its container, where no sandbox can be made): the task's own, or a
+        separate verifier's, given its `side`."""
+        if self.containers is not None:
+            if harness != "client":
+                raise EnvError(f"{self.manifest.name}: the agent program of ours (harness {harness}) runs in a "
+                               f"sandbox, which this machine cannot make ({unavailable()}); its trials run in "
+                               f"containers of {self.containers.name}'s: play them from the client (harness client)")
+            return await ContainerTrial.open(self.manifest, task, self.containers, _bounds(self.manifest, side or task),
+                                             side)
+        policy = _policy(self.manifest, side, False, self.images) if side else self.policies[task["key"], harness]
+        return Trial(self.manifest, task, await Workplace.open(policy, True), side, self.images)
 
     def __call__(self) -> HarborSession:
         return HarborSession(self)
@@ -134,8 +150,7 @@ class HarborSession(Environment):
             raise BadRequestError("a Harbor environment plays its own tasks: name one with task, or split and index")
         self.task = self.factory.by_split[chosen["split"]][chosen["index"]]
         await self._end_trial()
-        place = await Workplace.open(self.factory.policies[self.task["key"], self.harness], True)
-        self.trial = Trial(self.manifest, self.task, place, images=self.factory.images)
+        self.trial = await self.factory.open_trial(self.task, self.harness)
         self.step_index, self.step_rewards = 0, []
         try:
             await self.trial.start()
@@ -291,9 +306,7 @@ class HarborSession(Environment):
         assert self.trial is not None
         step = self._step_name()
         verifier = self._phase("verifier")
-        separate = None
-        if "separate" in verifier:
-            separate = await Workplace.open(self.factory.verifier_policy(self.task, self.step_index), True)
+        separate = functools.partial(self.factory.open_trial, self.task, "client") if "separate" in verifier else None
         metrics, output = await self.trial.verify(step, verifier, separate)
         reward = metrics.get("reward", next(iter(metrics.values())))
         info: dict[str, Any] = {"reward": reward, "metrics": metrics, "verifier_output": output[-2000:]}
@@ -357,9 +370,9 @@ def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, image
     one; with an agent `program` inside, it reaches its model endpoint too (where the task has no network, or an
     allowlist: its session's endpoint is the one more address)."""
     limits = manifest.limits
-    resources = side.get("resources") or {}  # (task.toml's bounds hold too, where it gives them, as Harbor's do)
-    memory_mb, disk_mb = (min(resources.get(key) or bound, bound) for key, bound in (
-        ("memory_mb", limits.memory_mb), ("storage_mb", limits.disk_mb)))
+    resources = side.get("resources") or {}
+    memory_mb, disk_mb = _bounded(resources, "memory_mb", limits.memory_mb), _bounded(resources, "storage_mb",
+                                                                                     limits.disk_mb)
     network = side["environment"]["network"]
     mode = {"public": "public", "no-network": "model" if program else "none",
             "allowlist": "model" if program else "none"}[network["mode"]]
@@ -374,12 +387,38 @@ def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, image
                          image=str(images[side["tag"]].rootfs) if side.get("tag") in images else None)
 
 
+def _bounds(manifest: HarborManifest, side: dict[str, Any]) -> Bounds:
+    """What the engine bounds a trial's container by: the server's limits, and task.toml's within them."""
+    limits, resources = manifest.limits, side.get("resources") or {}
+    return Bounds(memory_bytes=_bounded(resources, "memory_mb", limits.memory_mb) << 20, processes=limits.processes,
+                  open_files=limits.open_files, cpus=resources.get("cpus"))
+
+
+def _bounded(resources: dict[str, Any], key: str, bound: int) -> int:
+    """task.toml's bound (memory_mb, storage_mb), where it gives one, within the server's: as Harbor's hold."""
+    return min(resources.get(key) or bound, bound)
+
+
 def load_harbor_environment(manifest: HarborManifest, endpoint: ModelEndpoint | None, sandboxed: bool) \
         -> HarborFactory:
-    """The factory; refused where this machine cannot make sandboxes. Loaded unsandboxed (the import's check of its
-    files), it loads, and its resets are refused: a task's /app, /logs and /tests are its sandbox's own."""
-    reason = unavailable() if sandboxed else None
-    if reason is not None:
+    """The factory; where this machine cannot make sandboxes, its trials in containers (tasks imported into
+    images), else refused. Loaded unsandboxed (the import's check of its files), it loads, and its resets are
+    refused: a task's /app, /logs and /tests are its sandbox's own."""
+    return HarborFactory(manifest, endpoint, sandboxed, containers_instead(manifest) if sandboxed else None)
+
+
+def containers_instead(manifest: HarborManifest) -> Engine | None:
+    """The engine whose containers the trials run in where no sandbox can be made (None: sandboxes can be);
+    SandboxUnavailableError where neither can be, saying why and what to do."""
+    reason = unavailable()
+    if reason is None:
+        return None
+    if manifest.engine is None:
         raise SandboxUnavailableError(f"{manifest.name}: Harbor tasks run in a sandbox each, which this machine "
-                                      f"cannot make: {reason}")
-    return HarborFactory(manifest, endpoint, sandboxed)
+                                      f"cannot make: {reason}. Tasks imported into their images (import --engine "
+                                      "docker or podman) run in containers instead")
+    try:
+        return choose(manifest.engine)
+    except EngineUnavailableError as exc:
+        raise SandboxUnavailableError(f"{manifest.name}: its trials run in a sandbox each, which this machine cannot "
+                                      f"make ({reason}), or in containers of {manifest.engine}'s: {exc}") from None

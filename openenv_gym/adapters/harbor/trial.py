@@ -19,6 +19,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,14 +64,18 @@ class Trial:
         if place.sandbox is None:
             raise EnvError("Harbor tasks run in a sandbox each: their paths (/app, /logs, /tests) are the sandbox's "
                            "own; serve them without --no-sandbox")
-        self.manifest, self.task, self.place, self.sandbox = manifest, task, place, place.sandbox
-        self.side, self.images = side or task, images or {}
+        self.place, self.sandbox, self.images = place, place.sandbox, images or {}
+        self._describe(manifest, task, side)
         self.image = self.images.get(self.side.get("tag", ""))  # (None: the image emulated over the host's root)
+
+    def _describe(self, manifest: HarborManifest, task: dict[str, Any], side: dict[str, Any] | None) -> None:
+        """What the trial is, whatever runs it: its task, its container's side, workdir, user and environment."""
+        self.manifest, self.task, self.side = manifest, task, side or task
         self.folder = manifest.vendored / task["key"]
         self.workdir: str = self.side["workdir"]
         self.user: str | None = self.side["image"]["user"]  # who runs its commands, but a phase's own user
         environment = resolved(self.side["environment"]["env"])
-        if self.image is not None:  # (the image's environment, the runner's tools first on its PATH)
+        if "tag" in self.side:  # (the image's environment, the runner's tools first on its PATH)
             self.environ = {**environment, "PATH": f"{TOOLS}:{environment.get('PATH', DEFAULT_PATH)}",
                             "OPENENV_GYM_PYTHON": sys.executable}
         else:
@@ -89,53 +94,59 @@ class Trial:
         if not NSS_WRAPPER.exists():
             return {}
         uid = self.sandbox.uid
-        self._write("/tmp/.harbor-passwd", f"root:x:0:0:root:/root:/bin/bash\n{user}:x:{uid}:{uid}::/tmp/work:"
-                                           "/bin/bash\n".encode())
-        self._write("/tmp/.harbor-group", f"root:x:0:\n{user}:x:{uid}:\n".encode())
+        write_inside(self.sandbox.pid, "/tmp/.harbor-passwd", f"root:x:0:0:root:/root:/bin/bash\n{user}:x:{uid}:"
+                     f"{uid}::/tmp/work:/bin/bash\n".encode(), uid)
+        write_inside(self.sandbox.pid, "/tmp/.harbor-group", f"root:x:0:\n{user}:x:{uid}:\n".encode(), uid)
         return {"LD_PRELOAD": str(NSS_WRAPPER), "NSS_WRAPPER_PASSWD": "/tmp/.harbor-passwd",
                 "NSS_WRAPPER_GROUP": "/tmp/.harbor-group"}
 
     # -- the sandbox's files, from the server (resolved inside it: paths.py) ----------------------
 
-    def _write(self, inside: str, data: bytes, mode: int = 0o644) -> None:
-        write_inside(self.sandbox.pid, inside, data, self.sandbox.uid, mode)
+    async def _write(self, files: dict[str, tuple[bytes, int]]) -> None:
+        """Files ({path inside: (data, mode)}) written, the folders on their way made."""
+        def write() -> None:
+            for inside, (data, mode) in files.items():
+                write_inside(self.sandbox.pid, inside, data, self.sandbox.uid, mode)
+        await asyncio.to_thread(write)
 
-    def _folder(self, inside: str, mode: int | None = None) -> None:
-        make_folder_inside(self.sandbox.pid, inside, self.sandbox.uid, mode)
+    async def _folder(self, inside: str, mode: int | None = None) -> None:
+        await asyncio.to_thread(make_folder_inside, self.sandbox.pid, inside, self.sandbox.uid, mode)
 
-    def _read(self, inside: str) -> bytes | None:
+    async def _read(self, inside: str) -> bytes | None:
         try:
-            return read_inside(self.sandbox.pid, inside, REWARD_BYTES)
+            return await asyncio.to_thread(read_inside, self.sandbox.pid, inside, REWARD_BYTES)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
-    def _empty(self, inside: str) -> None:
+    async def _empty(self, inside: str) -> None:
         """Remove what is in a folder of the trial's (the agent may have put files in /tests, say)."""
         host = self.sandbox.host_path(inside)
-        if host.is_dir() and not wipe.empty(host):
+        if await asyncio.to_thread(host.is_dir) and not await asyncio.to_thread(wipe.empty, host):
             raise EnvError(f"{inside} holds more than {wipe.WIPE_BUDGET} files: it cannot be emptied for the "
                            "verifier")
 
-    def _hand_over(self, source: str, other: Trial, destination: str) -> None:
-        """An artifact (a file, or a folder's files) of this container's, copied into `other`'s at `destination`.
-        Read through this sandbox's root, never following a link out of it (paths.py); bounded as a wipe is."""
-        host = self.sandbox.host_path(source)
-        if host.is_symlink() or not host.exists():
-            return
-        files = [source] if host.is_file() else [
-            f"{source}/{path.relative_to(host).as_posix()}" for path in sorted(host.rglob("*"))[:wipe.WIPE_BUDGET]
-            if path.is_file() and not path.is_symlink()]
-        for inside in files:
-            data = read_inside(self.sandbox.pid, inside, self.manifest.limits.output_mb << 20)
-            other._write(destination + inside[len(source):], data)
+    async def _artifact(self, source: str) -> dict[str, bytes]:
+        """An artifact's files (a file, or a folder's files), by their path under `source`: read through this
+        sandbox's root, never following a link out of it (paths.py); bounded as a wipe is."""
+        def read() -> dict[str, bytes]:
+            host = self.sandbox.host_path(source)
+            if host.is_symlink() or not host.exists():
+                return {}
+            files = [""] if host.is_file() else [
+                f"/{path.relative_to(host).as_posix()}" for path in sorted(host.rglob("*"))[:wipe.WIPE_BUDGET]
+                if path.is_file() and not path.is_symlink()]
+            return {relative: read_inside(self.sandbox.pid, source + relative, self.manifest.limits.output_mb << 20)
+                    for relative in files}
+        return await asyncio.to_thread(read)
 
-    def _copy_tree(self, source: Path, inside: str, script: str = "") -> None:
+    async def _copy_tree(self, source: Path, inside: str, script: str = "") -> None:
         """A folder's files into the trial, `script` among them executable (Harbor makes it so, as root)."""
-        for path in sorted(source.rglob("*")) if source.is_dir() else ():
-            if path.is_file():
-                relative = path.relative_to(source).as_posix()
-                self._write(f"{inside}/{relative}", path.read_bytes(),
-                            path.stat().st_mode & 0o777 | (0o755 if relative == script else 0o600))
+        def read() -> dict[str, tuple[bytes, int]]:
+            return {f"{inside}/{path.relative_to(source).as_posix()}": (
+                path.read_bytes(),
+                path.stat().st_mode & 0o777 | (0o755 if path.relative_to(source).as_posix() == script else 0o600))
+                for path in (sorted(source.rglob("*")) if source.is_dir() else ()) if path.is_file()}
+        await self._write(await asyncio.to_thread(read))
 
     # -- starting ---------------------------------------------------------------------------------
 
@@ -143,24 +154,28 @@ class Trial:
         """The trial as a fresh container would be: Harbor's folders, the image's files and setup, its service."""
         image = self.side["image"]
         for folder in LOGS:  # (in an image, writable by whichever of its users a phase runs as)
-            await asyncio.to_thread(self._folder, folder, 0o777 if self.image is not None else None)
+            await self._folder(folder, 0o777 if "tag" in self.side else None)
         if self.workdir != "/":
-            await asyncio.to_thread(self._folder, self.workdir)
-        for source, inside in image["copies"]:
-            path = self.folder / self.side["context"] / source
-            mode = file_mode(image["modes"].get(inside), path.stat().st_mode)
-            await asyncio.to_thread(self._write, inside, path.read_bytes(), mode)
+            await self._folder(self.workdir)
+        copies = {inside: (path.read_bytes(), file_mode(image["modes"].get(inside), path.stat().st_mode))
+                  for source, inside in image["copies"] if (path := self.folder / self.side["context"] / source)}
+        if copies:
+            await self._write(copies)
         if image["setup"]:
             ran = await self.run(" && ".join(f"({command})" for command in image["setup"]), SETUP_TIMEOUT)
             if ran.exit_code != 0:
                 raise EnvError(f"the task's image setup (its Dockerfile's RUN lines) failed with exit code "
                                f"{ran.exit_code}: {ran.output[-2000:]}")
-        if image["entrypoint"]:  # (in its image, given Harbor's command: CMD is replaced, ENTRYPOINT kept)
-            command = [*image["entrypoint"], *(HARBOR_COMMAND if self.image is not None else ())]
-            self.service = await Program.start(self._spec(command), self.sandbox.host_path("/tmp"))
+        await self._start_entrypoint()
         for healthcheck in (image.get("healthcheck"), self.side["environment"]["healthcheck"]):  # (the image's own,
             if healthcheck:                                                                    # then task.toml's)
                 await self.wait_healthy(healthcheck)
+
+    async def _start_entrypoint(self) -> None:
+        image = self.side["image"]
+        if image["entrypoint"]:  # (in its image, given Harbor's command: CMD is replaced, ENTRYPOINT kept)
+            command = [*image["entrypoint"], *(HARBOR_COMMAND if self.image is not None else ())]
+            self.service = await Program.start(self._spec(command), self.sandbox.host_path("/tmp"))
 
     async def wait_healthy(self, check: dict[str, Any]) -> None:
         """Docker's healthcheck: tried every start_interval during the start period (failures do not count), then
@@ -235,8 +250,8 @@ class Trial:
         source = self.folder / "steps" / step / "solution" if step else self.folder / "solution"
         if not (source / "solve.sh").is_file():
             raise EnvError(f"{'step ' + step if step else 'the task'} has no solution/solve.sh to play the oracle")
-        await asyncio.to_thread(self._empty, "/solution")
-        await asyncio.to_thread(self._copy_tree, source, "/solution", "solve.sh")
+        await self._empty("/solution")
+        await self._copy_tree(source, "/solution", "solve.sh")
         environ = {"DEBIAN_FRONTEND": "noninteractive", **resolved(self.task["solution"]["env"])}
         return await self.run("/solution/solve.sh > /logs/agent/oracle.txt 2>&1", agent["timeout"] or SETUP_TIMEOUT,
                               environ, self.offline(agent), agent["user"])
@@ -245,7 +260,7 @@ class Trial:
         """A multi-step task's step: its workdir/ files into the workdir, then its setup.sh (which removes itself)."""
         files = self.folder / "steps" / step / "workdir"
         if files.is_dir():
-            await asyncio.to_thread(self._copy_tree, files, self.workdir)
+            await self._copy_tree(files, self.workdir)
             if (files / "setup.sh").is_file():
                 ran = await self.run(f"bash {self.workdir}/setup.sh", SETUP_TIMEOUT)
                 if ran.exit_code != 0:
@@ -253,37 +268,41 @@ class Trial:
                                    f"{ran.output[-2000:]}")
 
     async def verify(self, step: str | None, verifier: dict[str, Any],
-                     separate: Workplace | None = None) -> tuple[dict[str, float], str]:
+                     separate: Callable[[dict[str, Any]], Awaitable[Trial]] | None = None) \
+            -> tuple[dict[str, float], str]:
         """({metric: value} with "reward" among them, test.sh's output): tests/ (and the step's) in /tests,
         /logs/verifier emptied, test.sh run as Harbor runs it; by a separate verifier, in its own container
-        (`separate`, its sandbox) given the artifacts, where the task says so."""
+        (`separate` makes its trial from its side) given the artifacts, where the task says so."""
         if separate is not None:
-            apart = Trial(self.manifest, self.task, separate, verifier["separate"], self.images)
+            apart = await separate(verifier["separate"])
             try:
                 await apart.start()
                 for source, destination in verifier["separate"]["artifacts"]:
-                    await asyncio.to_thread(self._hand_over, source, apart, destination)
+                    found = await self._artifact(source)
+                    if found:
+                        await apart._write({destination + relative: (data, 0o644)
+                                            for relative, data in found.items()})
                 return await apart.verify(step, verifier)
             finally:
                 await apart.close()
         for folder in ("/tests", "/logs/verifier"):
-            await asyncio.to_thread(self._empty, folder)
-        await asyncio.to_thread(self._copy_tree, self.folder / "tests", "/tests", "test.sh")
+            await self._empty(folder)
+        await self._copy_tree(self.folder / "tests", "/tests", "test.sh")
         if step and (self.folder / "steps" / step / "tests").is_dir():
-            await asyncio.to_thread(self._copy_tree, self.folder / "steps" / step / "tests", "/tests", "test.sh")
+            await self._copy_tree(self.folder / "steps" / step / "tests", "/tests", "test.sh")
         environ = resolved(verifier.get("env", {}))
         ran = await self.run("/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1", verifier["timeout"] or 600.0,
                              environ, self.offline(verifier), verifier["user"])
-        output = (await asyncio.to_thread(self._read, "/logs/verifier/test-stdout.txt") or b"").decode(
+        output = (await self._read("/logs/verifier/test-stdout.txt") or b"").decode(
             "utf-8", "replace")[-4000:]
         if ran.timed_out:
             raise EnvError(f"the verifier (tests/test.sh) ran past its {verifier['timeout']} s timeout; its "
                            f"output: {output[-1000:]}")
-        return await asyncio.to_thread(self._rewards, output), output
+        return await self._rewards(output), output
 
-    def _rewards(self, output: str) -> dict[str, float]:
+    async def _rewards(self, output: str) -> dict[str, float]:
         """reward.json (an object of numbers) before reward.txt (a number), as Harbor reads them."""
-        as_json = self._read("/logs/verifier/reward.json")
+        as_json = await self._read("/logs/verifier/reward.json")
         if as_json is not None:
             try:
                 values = json.loads(as_json)
@@ -292,7 +311,7 @@ class Trial:
             if not isinstance(values, dict) or not values or not all(_number(v) for v in values.values()):
                 raise EnvError(f"/logs/verifier/reward.json must be an object of numbers, not {as_json[:200]!r}")
             return {str(key): float(value) for key, value in values.items()}
-        as_text = self._read("/logs/verifier/reward.txt")
+        as_text = await self._read("/logs/verifier/reward.txt")
         if as_text is None:
             raise EnvError("the verifier wrote no reward (neither /logs/verifier/reward.json nor reward.txt): a "
                            f"missing reward is an error, not 0. tests/test.sh's output: {output[-1500:]}")
