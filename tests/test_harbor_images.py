@@ -13,10 +13,12 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from benchmarks.ordinary_user import ensure_user, readable_by_all, run_as, user_
 from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.images import HOME_LABEL, build_image
 from openenv_gym.manifests.schema import ManifestError
 from openenv_gym.sandbox import engines, images, rootfs, unavailable
 from openenv_gym.sandbox.sandbox import image_uids
@@ -159,9 +162,12 @@ def test_an_episode_writes_only_its_own_and_reaches_nothing_of_the_hosts(served,
 
 def test_what_imports_built_is_listed_with_its_environments_and_the_unused_is_cleaned(served, tmp_path):
     engine, manifest, _, _ = served
-    unused = tmp_path / "unused"
+    unused, elsewhere = tmp_path / "unused", tmp_path / "elsewhere"
     write_files(unused, {"Dockerfile": f"FROM {IMAGE}\nRUN echo {time.time_ns()} > /made\n"})
-    spare = images.build(engines.choose(engine), unused, tmp_path / "logs")
+    write_files(elsewhere, {"Dockerfile": f"FROM {IMAGE}\nRUN echo {time.time_ns()} > /made-elsewhere\n"})
+    spare = build_image(engines.choose(engine), unused, lambda _: None)
+    # (another home's import, or one still running in a parallel worker: its image is not this home's to clean)
+    theirs = images.build(engines.choose(engine), elsewhere, tmp_path / "logs", labels={HOME_LABEL: "/elsewhere"})
     cli = [sys.executable, "-m", "openenv_gym", "images"]
     listed = subprocess.run([*cli, "list"], capture_output=True, text=True, timeout=120, check=True).stdout
     tag = json.loads((manifest.vendored / "index.json").read_text())[0]["tag"]
@@ -169,8 +175,10 @@ def test_what_imports_built_is_listed_with_its_environments_and_the_unused_is_cl
                      re.M), listed
     assert re.search(rf"^{engine} +{re.escape(spare)} +.+  unused$", listed, re.M), listed
     cleaned = subprocess.run([*cli, "clean"], capture_output=True, text=True, timeout=300, check=True).stdout
-    assert f"removed {engine} {spare} " in cleaned and f"{engine} {tag}" not in cleaned
+    assert f"removed {engine} {spare} " in cleaned and f"{engine} {tag}" not in cleaned and theirs not in cleaned
     assert not rootfs.image_id(engines.choose(engine), spare) and rootfs.image_id(engines.choose(engine), tag)
+    assert rootfs.image_id(engines.choose(engine), theirs)
+    subprocess.run([engine, "rmi", theirs], capture_output=True, timeout=120)
 
 
 def test_an_environment_is_served_with_the_engine_that_holds_its_images_or_refused_saying_what_to_do(served,
@@ -195,6 +203,14 @@ def _containers(engine: str) -> list[str]:
     return listed.stdout.split()
 
 
+def _eventually(holds: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Whether `holds()` comes true within `seconds` (a session's close is answered first, its trial closed after)."""
+    deadline = time.monotonic() + seconds
+    while not holds() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return holds()
+
+
 def _tree(pid: int) -> list[int]:
     """A process and its descendants."""
     parents = {}
@@ -213,19 +229,24 @@ def _top(engine: str, name: str) -> str:
     return subprocess.run([engine, "top", name], capture_output=True, text=True, timeout=60, check=True).stdout
 
 
-def test_where_no_sandbox_can_be_made_each_trial_runs_in_a_container_of_its_own(served, tmp_path, monkeypatch):
-    """Without bubblewrap (hidden from the server's PATH), the server says so and runs each trial in a container of
-    the engine's, as Harbor does: the image's users, environment, workdir and entrypoint; the oracle scores 1. Seen
-    from outside: the server's memory bound on the container, a command past its timeout killed with what it
-    started, no container left once its episode closes, and one a killed server left removed by the next."""
-    engine, manifest, _, _ = served
-    shown = tmp_path / "bin"  # (the machine's programs, but bubblewrap)
+@pytest.fixture
+def no_bubblewrap(tmp_path, monkeypatch) -> None:
+    """The servers started here find every program of the machine's but bubblewrap: no sandbox can be made."""
+    shown = tmp_path / "bin"
     shown.mkdir()
     for folder in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
         for program in Path(folder).iterdir():
             if program.name != "bwrap" and not (shown / program.name).exists():
                 (shown / program.name).symlink_to(program)
     monkeypatch.setenv("PATH", str(shown))
+
+
+def test_where_no_sandbox_can_be_made_each_trial_runs_in_a_container_of_its_own(served, no_bubblewrap):
+    """Without bubblewrap (hidden from the server's PATH), the server says so and runs each trial in a container of
+    the engine's, as Harbor does: the image's users, environment, workdir and entrypoint; the oracle scores 1. Seen
+    from outside: the server's memory bound on the container, a command past its timeout killed with what it
+    started, no container left once its episode closes, and one a killed server left removed by the next."""
+    engine, manifest, _, _ = served
     with LocalServer(str(manifest.folder), 1, 20) as server:
         assert f"each trial in a container of {engine}'s" in server.output
         [oracle] = play(server, {"oracle": True}, SUBMIT)
@@ -251,10 +272,7 @@ def test_where_no_sandbox_can_be_made_each_trial_runs_in_a_container_of_its_own(
         assert killed.endswith("[exit code -9] (killed after 1 s)"), killed
         assert "sleep 60" not in left, left
         assert int(memory) == manifest.limits.memory_mb << 20
-        deadline = time.monotonic() + 30  # (a session's close is answered first, its trial closed after)
-        while name in _containers(engine) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert name not in _containers(engine)
+        assert _eventually(lambda: name not in _containers(engine))
         [again] = play(server, {}, bash("cat /opt/config.json"))
         assert again[0].startswith('{"n": 7}'), again[0]  # (the next trial: the image as built)
 
@@ -269,6 +287,23 @@ def test_where_no_sandbox_can_be_made_each_trial_runs_in_a_container_of_its_own(
         assert len(_containers(engine)) == 1
     with LocalServer(str(manifest.folder), 1, 20):
         assert _containers(engine) == []
+
+
+def test_a_separate_verifier_runs_in_a_container_of_its_own_too(docker, tmp_path, no_bubblewrap):
+    """Harbor's separate verifier (its own image, built from tests/), given the agent's artifacts and nothing else
+    of its container's, where no sandbox can be made: the oracle scores 1, doing nothing 0."""
+    task = tmp_path / "apart"
+    shutil.copytree(ROOT / "tests" / "harbor_tasks" / "apart_v13", task)
+    for dockerfile in (task / "environment" / "Dockerfile", task / "tests" / "Dockerfile"):  # (the stand-in base; a
+        dockerfile.write_text(dockerfile.read_text().replace("ubuntu:24.04", IMAGE)  # plain COPY: no BuildKit here)
+                              .replace("COPY --chmod=755", "COPY"))
+    [result] = import_environment(task, "apart-containers", tmp_path / "out", engine="docker", check=False)
+    with LocalServer(str(result.folder), 1, 20) as server:
+        assert "each trial in a container of docker's" in server.output
+        [oracle] = play(server, {"oracle": True}, SUBMIT)
+        [nothing] = play(server, {}, SUBMIT)
+    assert (oracle[1], nothing[1]) == (1.0, 0.0), (oracle[4].get("verifier_output"), nothing[4])
+    assert _eventually(lambda: _containers("docker") == [])
 
 
 @pytest.mark.timeout(900)  # (Harbor's runner is made on a new machine first: its venv of Python 3.12, ~1 minute)

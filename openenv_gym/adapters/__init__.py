@@ -43,7 +43,7 @@ _LOADERS: dict[str, Loader] = {
     "python": _without_env_args(load_python_environment, programs=True),
     "ors": _without_env_args(load_ors_environment),
     "verifiers": load_verifiers_environment,
-    "openenv": _without_env_args(load_openenv_environment),
+    "openenv": _without_env_args(load_openenv_environment, programs=True),
     "awm": _without_env_args(load_awm_environment),
     "agent": _without_env_args(load_agent_environment, programs=True),
     "harbor": _without_env_args(load_harbor_environment, programs=True),
@@ -53,9 +53,7 @@ _LOADERS: dict[str, Loader] = {
 
 def runs_programs(manifest: BaseManifest) -> bool:
     """Whether the episodes of this environment run programs (each in a sandbox of its own)."""
-    return manifest.kind in ("agent", "harbor") \
-        or (manifest.kind == "verifiers" and getattr(manifest, "api", None) == "v1") \
-        or (manifest.kind == "python" and getattr(manifest, "runs_code", False))
+    return manifest.runs_programs
 
 
 def load_factory(manifest: BaseManifest, env_args: dict[str, Any] | None = None,

@@ -30,6 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
+from openenv_gym.adapters.openenv_image import OpenEnvImageFactory
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.options import vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
@@ -279,7 +280,12 @@ class OpenEnvSession(Environment):
                 await self.factory.call(env.close)
 
 
-def load_openenv_environment(manifest: OpenEnvManifest) -> OpenEnvFactory:
+def load_openenv_environment(manifest: OpenEnvManifest, endpoint: Any = None, sandboxed: bool = True) \
+        -> OpenEnvFactory | OpenEnvImageFactory:
+    """In the worker, in its venv; or, imported into its image, its own server in a sandbox per session (which
+    calls no model: `endpoint` is not used)."""
+    if manifest.image is not None:
+        return OpenEnvImageFactory(manifest, sandboxed)
     try:
         import openenv.core.env_server  # noqa: F401  (the venv must hold the openenv package)
     except ImportError as exc:

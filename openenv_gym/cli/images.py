@@ -1,5 +1,6 @@
-"""`openenv-gym images list | clean [--all]`: the images imports built in the container engines (Harbor tasks'),
-and the files exported from them for sandboxes."""
+"""`openenv-gym images list | clean [--all]`: the images imports built in the container engines (Harbor tasks',
+OpenEnv projects'), and the files exported from them for sandboxes. Clean removes only what this home's imports
+built (OPENENV_GYM_HOME): another home's, or an import still running elsewhere, keep theirs."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import argparse
 
 
 def add_images(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("images", help="list or clean the container images imports built (Harbor tasks')")
+    parser = commands.add_parser("images", help="list or clean the container images imports built (Harbor tasks', "
+                                                 "OpenEnv projects')")
     actions = parser.add_subparsers(required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="each image: its engine, size, and the environments that use it")
     listing.set_defaults(run=_run_list)
-    clean = actions.add_parser("clean", help="remove the images of ours no registered environment uses, and the "
-                                             "files exported from them")
-    clean.add_argument("--all", action="store_true", help="remove every image of ours (an environment that uses "
-                                                          "one then needs importing again)")
+    clean = actions.add_parser("clean", help="remove the images this home's imports built that no registered "
+                                             "environment uses, and the files exported from them")
+    clean.add_argument("--all", action="store_true", help="remove every image this home's imports built (an "
+                                                          "environment that uses one then needs importing again)")
     clean.set_defaults(run=_run_clean)
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -66,6 +68,20 @@ def http_url(url: str) -> str:
         if url.startswith(ws):
             return http + url.removeprefix(ws)
     return url
+
+
+async def answers_health(url: str, timeout: float, ended: Callable[[], bool] = lambda: False) -> bool:
+    """Whether the OpenEnv server at `url` answers GET /health within `timeout` seconds (tried every 50 ms to
+    200 ms), before `ended()` says it will not (its process exited)."""
+    deadline, pause = time.monotonic() + timeout, 0.05
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        while not ended() and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{http_url(url)}/health")).status_code == 200:
+                    return True
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.2)
+    return False
 
 
 class OpenEnvTransport(Transport):

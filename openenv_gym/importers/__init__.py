@@ -39,7 +39,7 @@ OPTION_USES = {"data": "--data copies data files with a source's code",
                "scenarios": "--scenario picks scenarios of an AWM dataset folder (with gen_envs.jsonl)",
                "env_args": "--env-args are a Verifiers environment's arguments (load_environment's, a v1 env's config)",
                "servers": "--server picks resource servers of a NeMo Gym checkout",
-               "engine": "--engine builds the images of Harbor tasks"}
+               "engine": "--engine builds the images of Harbor tasks and OpenEnv projects (server/Dockerfile)"}
 
 
 @dataclass

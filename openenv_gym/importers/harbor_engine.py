@@ -15,19 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openenv_gym.manifests.harbor import TaskRefusedError
-from openenv_gym.manifests.images import images_cache
+from openenv_gym.manifests.images import build_image, images_cache
 from openenv_gym.sandbox import images
-from openenv_gym.sandbox.engines import Engine, EngineUnavailableError, choose
+from openenv_gym.sandbox.engines import ENGINE_VARIABLE, Engine, EngineUnavailableError, choose
 from openenv_gym.sandbox.rootfs import ImageConfig, ImageUnavailableError, archive, config_of, image_id
 
 PULL_TIMEOUT = 600.0
-ENGINE_VARIABLE = "OPENENV_GYM_ENGINE"  # the default engine of imports (docker, podman, none)
 
 
 @dataclass
 class TaskImages:
     engine: Engine
-    logs: Path
     say: Callable[[str], None]
 
     @classmethod
@@ -41,7 +39,7 @@ class TaskImages:
             engine = choose(name)
         except EngineUnavailableError as exc:
             raise TaskRefusedError(f"--engine {name}: {exc}") from None
-        return cls(engine, images_cache() / "logs", say) if engine is not None else None
+        return cls(engine, say) if engine is not None else None
 
     def image(self, context: Path, docker_image: str | None, where: str) -> tuple[str, str]:
         """(the tag, the id) of the image of a container whose build context is `context`: built from its
@@ -55,7 +53,7 @@ class TaskImages:
     def _tag(self, context: Path, docker_image: str | None, where: str) -> str:
         if (context / "Dockerfile").is_file():
             try:
-                return images.build(self.engine, context, self.logs, self.say)
+                return build_image(self.engine, context, self.say)
             except images.ImageBuildError as exc:
                 raise TaskRefusedError(str(exc)) from None
         if not docker_image:

@@ -22,9 +22,10 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions
+from openenv_gym.importers.base import Detected, ImportFailedError, ImportOptions, Written
 from openenv_gym.importers.deps import declared_dependencies, distribution_name, locked_pins
 from openenv_gym.importers.hazards import source_hazards
+from openenv_gym.importers.openenv_image import DOCKERFILE, built, chosen_engine, installs_system_packages
 from openenv_gym.importers.scan import module_name, parse, parsed_files
 from openenv_gym.importers.source import SourceImporter
 
@@ -86,9 +87,25 @@ def _class_flag(node: ast.ClassDef, flag: str) -> bool:
 
 class OpenEnvImporter(SourceImporter):
     kind = "openenv"
-    takes = frozenset({"data", "inline_sync"})
+    takes = frozenset({"data", "inline_sync", "engine"})
     looks_for = ("a top-level class deriving from Environment or MCPEnvironment imported from openenv "
                  "(an OpenEnv project: openenv.yaml, models.py, server/app.py)")
+
+    def write(self, source: Path, detected: Detected, folder: Path, options: ImportOptions) -> Written:
+        """The project vendored; and, where an engine builds its server/Dockerfile, its image built: then it is
+        served from there (openenv_image.py), and needs no venv."""
+        written = super().write(source, detected, folder, options)
+        engine = chosen_engine(source, options.engine)
+        if engine is None:
+            if installs_system_packages(source):
+                written.notes.append(f"its {DOCKERFILE} installs system packages, which its venv cannot hold: import "
+                                     "it with --engine docker or podman to serve it from its image")
+            return written
+        written.fields |= {"engine": engine.name, "image": built(source, engine, options.say, folder)}
+        written.notes.append(f"served from its image ({DOCKERFILE}, built with {engine.name}): each session runs the "
+                             "project's own server in a sandbox over the image's files")
+        written.dependencies = []
+        return written
 
     def detect(self, source: Path) -> list[Detected]:
         """The environment classes, their modules named as the project is loaded: inside the package it declares

@@ -64,8 +64,8 @@ class BaseManifest(BaseModel):
 
     def served_with(self, engine: str) -> BaseManifest:
         """The manifest served with container engine `engine` (serve --engine): only Harbor tasks have images."""
-        raise ManifestError(f"{self.name}: --engine is for Harbor tasks imported into images; a {self.kind} "
-                            "environment has none")
+        raise ManifestError(f"{self.name}: --engine is for Harbor tasks and OpenEnv projects imported into images; "
+                            f"a {self.kind} environment has none")
 
 
 class AgentLimits(BaseModel):
@@ -168,6 +168,19 @@ class VerifiersManifest(ImportedManifest):
 MODEL = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"  # "module:Class"
 
 
+IMAGE_DESCRIPTION = "image.json"
+
+
+class ProjectImage(BaseModel):
+    """A project's image: the tag it was built with, its id (its exported files: rootfs.py), where its server
+    listens inside. What its server says it serves (/schema, /metadata, its tools), read at import, is in the
+    environment's folder (IMAGE_DESCRIPTION)."""
+
+    tag: str
+    image_id: str
+    port: PositiveInt = 8000
+
+
 class OpenEnvManifest(ImportedManifest):
     """An OpenEnv environment project (entry: module:EnvironmentClass, action: module:ActionClass)."""
 
@@ -189,6 +202,23 @@ class OpenEnvManifest(ImportedManifest):
     # not in a thread. A thread hop per call costs more than a quick env's step; a blocking one would stall
     # every session of the worker, so this is the importer's choice (--inline-sync), never a guess.
     inline_sync: bool = False
+    # Served from its image (server/Dockerfile, built at import by `engine`): each session runs the project's own
+    # server in a sandbox over the image's files; None: the environment runs in the worker, in a venv.
+    engine: Literal["docker", "podman"] | None = None
+    image: ProjectImage | None = None
+
+    @property
+    def runs_programs(self) -> bool:
+        return self.image is not None
+
+    def served_with(self, engine: str) -> OpenEnvManifest:
+        """Its image taken from `engine`'s store, where it was imported into one."""
+        if self.image is None:
+            return self if engine == "none" else super().served_with(engine)  # type: ignore[return-value]
+        if engine == "none":
+            raise ManifestError(f"{self.name} is served from its image, built by {self.engine}: serve it with "
+                                "--engine docker or podman, or import it again with --engine none (in a venv)")
+        return self.model_copy(update={"engine": engine})
 
 
 class AwmRewards(BaseModel):

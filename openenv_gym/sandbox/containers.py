@@ -35,6 +35,7 @@ from openenv_gym.sandbox.engines import Engine
 
 PREFIX = "openenv-gym-w"
 ENGINE_TIMEOUT = 120.0  # seconds an engine may take to start, copy into or remove a container
+HARBOR_COMMAND = ("sh", "-c", "sleep infinity")  # what Harbor gives a task's container, after its ENTRYPOINT
 PID_FILE = "/tmp/.openenv-gym-command-{}.pid"  # where a command leaves its process group's id (inside)
 _names = itertools.count()
 
@@ -64,9 +65,11 @@ class Container:
 
     @classmethod
     async def start(cls, engine: Engine, image: str, bounds: Bounds, network: bool = False,
-                    shown: tuple[str, ...] = ()) -> Container:
-        """A container of `image`, its ENTRYPOINT given Harbor's command (`sh -c "sleep infinity"`), `shown` host
-        paths read-only at their own paths."""
+                    shown: tuple[str, ...] = (), command: tuple[str, ...] | None = HARBOR_COMMAND,
+                    published: int | None = None) -> Container:
+        """A container of `image`, its ENTRYPOINT given `command` (Harbor's `sh -c "sleep infinity"`; None: the
+        image's CMD), `shown` host paths read-only at their own paths, port `published` inside published on a free
+        port of the host's loopback (`address`)."""
         name = f"{PREFIX}{os.getpid()}-{next(_names)}-{os.urandom(3).hex()}"
         memory = f"{max(bounds.memory_bytes >> 20, 6)}m"  # (Docker's least)
         command = [engine.name, "run", "--detach", "--name", name, "--network", "bridge" if network else "none",
@@ -74,7 +77,7 @@ class Container:
                    "--ulimit", f"nofile={bounds.open_files}:{bounds.open_files}",
                    *(["--cpus", f"{bounds.cpus:g}"] if bounds.cpus else []),
                    *(argument for path in shown for argument in ("--volume", f"{path}:{path}:ro")),
-                   image, "sh", "-c", "sleep infinity"]
+                   *(["--publish", f"127.0.0.1::{published}"] if published else []), image, *(command or ())]
         if engine.name == "podman":  # (its default processes limit is above what some machines let it set)
             command[3:3] = ["--ulimit", f"nproc={bounds.processes}:{bounds.processes}"]
         await _engine(command, f"start a container of {image}")
@@ -107,6 +110,19 @@ class Container:
             _kill(process)  # (cancelled: the episode ends, its container with it)
         stdout, stderr = await reading
         return Done(-9 if timed_out else process.returncode or 0, stdout, stderr, timed_out)
+
+    async def address(self, port: int) -> str:
+        """"127.0.0.1:N": where the host reaches the container's published `port`."""
+        said = (await _engine([self.engine.name, "port", self.name, str(port)], "say its published port")).split()
+        if not said:
+            raise EnvError(f"{self.engine.name} published no port {port} of its container")
+        return said[0]
+
+    async def logs(self) -> str:
+        """The end of what its command printed."""
+        done = await asyncio.to_thread(subprocess.run, [self.engine.name, "logs", self.name], capture_output=True,
+                                       text=True, timeout=ENGINE_TIMEOUT)
+        return (done.stdout + done.stderr)[-1500:]
 
     async def exec_root(self, script: str) -> str:
         """`sh -c script` as root, for the runner's own chores; its output."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from openenv_gym.errors import OpenEnvGymError
 
 ENGINES = ("docker", "podman")  # in the order the default picks them
+ENGINE_VARIABLE = "OPENENV_GYM_ENGINE"  # the default engine of imports (docker, podman, none)
 DOCKER_SOCKET = "unix:///var/run/docker.sock"
 ANSWER_TIMEOUT = 30.0  # seconds an engine may take to say its version
 VERSION = {"docker": ["docker", "version", "--format", "{{.Server.Version}}"],

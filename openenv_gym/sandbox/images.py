@@ -34,9 +34,10 @@ class ImageBuildError(OpenEnvGymError):
     """An image's build failed: its step, its line, and where its log is."""
 
 
-def context_digest(context: Path) -> str:
-    """A digest of a build context: every file's path, mode and content (links as their targets' text)."""
-    digest = hashlib.sha256()
+def context_digest(context: Path, dockerfile: str = "Dockerfile") -> str:
+    """A digest of a build context (built with its `dockerfile`): every file's path, mode and content (links as
+    their targets' text)."""
+    digest = hashlib.sha256(b"" if dockerfile == "Dockerfile" else f"built with {dockerfile}\n".encode())
     for path in sorted(context.rglob("*")):
         relative = path.relative_to(context).as_posix()
         if path.is_symlink():
@@ -50,22 +51,26 @@ def context_digest(context: Path) -> str:
     return digest.hexdigest()[:32]
 
 
-def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] = lambda _: None) -> str:
-    """The tag of the image of `context` (its Dockerfile inside), built by `engine` unless built before, its output
-    in a log in folder `logs`. Its steps are said (`say`) as they start; the network is the host's (the package
-    registries it reaches). Docker builds with BuildKit, as its users' does (`COPY --chmod` needs it), or where its
-    CLI has no buildx, with its classic builder (the log says so)."""
-    digest = context_digest(context)
+def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] = lambda _: None,
+          dockerfile: str = "Dockerfile", labels: dict[str, str] | None = None) -> str:
+    """The tag of the image of `context` (its `dockerfile` inside: "server/Dockerfile", say), built by `engine`
+    unless built before, its output in a log in folder `logs`. Its steps are said (`say`) as they start; the network
+    is the host's (the package registries it reaches). Docker builds with BuildKit, as its users' does (`COPY
+    --chmod` needs it), or where its CLI has no buildx, with its classic builder (the log says so). `labels` go on
+    the image: who built it."""
+    digest = context_digest(context, dockerfile)
     tag = f"{REPOSITORY}:{digest}"
     if image_id(engine, tag) is not None:
         return tag
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{digest}.log"
     with open(log, "w") as written:
-        code, step, output = _run_build(engine, context, tag, written, say, buildkit=True)
+        build = [*(argument for key, value in (labels or {}).items() for argument in ("--label", f"{key}={value}")),
+                 *([] if dockerfile == "Dockerfile" else ["--file", str(context / dockerfile)]), str(context)]
+        code, step, output = _run_build(engine, build, tag, written, say, buildkit=True)
         if code != 0 and NO_BUILDKIT in output:
             written.write("(no BuildKit in this docker CLI: built again with its classic builder)\n")
-            code, step, output = _run_build(engine, context, tag, written, say, buildkit=False)
+            code, step, output = _run_build(engine, build, tag, written, say, buildkit=False)
     if code != 0:
         where = f"at {step}" if step else "before its first step"
         hint = ("; that line needs BuildKit, which this docker CLI has not: install Docker's buildx plugin (Debian: "
@@ -75,11 +80,11 @@ def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] 
     return tag
 
 
-def _run_build(engine: Engine, context: Path, tag: str, written: IO[str], say: Callable[[str], None],
+def _run_build(engine: Engine, build: list[str], tag: str, written: IO[str], say: Callable[[str], None],
                buildkit: bool) -> tuple[int, str, str]:
     """(its exit code, the step it was at or failed at, the end of its output)."""
     flags = ["--progress", "plain"] if engine.name == "docker" and buildkit else []
-    process = subprocess.Popen([engine.name, "build", *flags, "--network", "host", "-t", tag, str(context)],
+    process = subprocess.Popen([engine.name, "build", *flags, "--network", "host", "-t", tag, *build],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=os.environ | {"DOCKER_BUILDKIT": "1" if buildkit else "0"})
     step, said, tail = "", set(), []
@@ -89,7 +94,7 @@ def _run_build(engine: Engine, context: Path, tag: str, written: IO[str], say: C
         if (found := STEP.match(line.strip())) and (numbers := tuple(filter(None, found.groups()[:4]))) not in said:
             said.add(numbers)
             step = f"step {numbers[0]} of {numbers[1]}: {found[5]}"
-            say(f"building the image of {context}: {step}")
+            say(f"building the image of {build[-1]}: {step}")
         elif failed := FAILED_STEP.match(line.strip()):
             step = f"step {failed[1]} of {failed[2]}: {failed[3]}"
     return process.wait(), step, "".join(tail)

@@ -50,6 +50,7 @@ class ImageConfig:
     workdir: str = ""
     user: str = ""
     entrypoint: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()  # CMD: what a container runs (after the ENTRYPOINT) when it is given nothing
     healthcheck: dict[str, Any] | None = None  # task.toml's shape: {command, interval_sec, ...}
 
     @classmethod
@@ -66,7 +67,8 @@ class ImageConfig:
             healthcheck = {"command": command, "interval_sec": 30.0, "timeout_sec": 30.0, "start_period_sec": 0.0,
                            "start_interval_sec": 5.0, "retries": check.get("Retries") or 3, **seconds}
         return cls(env=env, workdir=config.get("WorkingDir") or "", user=config.get("User") or "",
-                   entrypoint=tuple(config.get("Entrypoint") or ()), healthcheck=healthcheck)
+                   entrypoint=tuple(config.get("Entrypoint") or ()), command=tuple(config.get("Cmd") or ()),
+                   healthcheck=healthcheck)
 
 
 def mapped(ident: int, count: int) -> int:

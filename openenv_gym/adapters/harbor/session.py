@@ -34,15 +34,14 @@ from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.harbor import sides, variables_missing
-from openenv_gym.manifests.images import images_cache
+from openenv_gym.manifests.images import unpacked
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.programs import Program, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, unavailable
 from openenv_gym.sandbox.containers import Bounds, remove_orphans
 from openenv_gym.sandbox.engines import Engine, EngineUnavailableError, choose
-from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError, archive, unpack
-from openenv_gym.sandbox.sandbox import image_uids
+from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError
 
 OPTIONS = ("oracle", "harness")
 HARNESSES = ("client", "bash")
@@ -348,20 +347,10 @@ def _exported(manifest: HarborManifest, index: list[dict[str, Any]]) -> dict[str
         return {}
     found = {side["tag"]: side["image_id"] for task in index for side in sides(task) if "tag" in side}
     try:
-        return {tag: _unpacked(manifest.engine, tag, image_id) for tag, image_id in found.items()}
+        return {tag: unpacked(manifest.engine, tag, image_id) for tag, image_id in found.items()}
     except (EngineUnavailableError, ImageUnavailableError) as exc:
         raise SandboxUnavailableError(f"{manifest.name}: its tasks play in images of {manifest.engine}'s: {exc}") \
             from None
-
-
-def _unpacked(engine: str, tag: str, image_id: str) -> Exported:
-    """An image's files unpacked; exported again by `engine` first where the import's export was removed."""
-    base, count = image_uids()
-    try:
-        return unpack(images_cache(), image_id, base, count)
-    except ImageUnavailableError:
-        archive(choose(engine), tag, images_cache())  # type: ignore[arg-type]  (a name given: never None)
-        return unpack(images_cache(), image_id, base, count)
 
 
 def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, images: dict[str, Exported]) \

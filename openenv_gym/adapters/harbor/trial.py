@@ -31,6 +31,7 @@ from openenv_gym.manifests.schema import HarborManifest
 from openenv_gym.programs import Program, ProgramSpec, inherited_environ, run_to_end
 from openenv_gym.programs.program import Finished
 from openenv_gym.sandbox import wipe
+from openenv_gym.sandbox.containers import HARBOR_COMMAND
 from openenv_gym.sandbox.paths import make_folder_inside, read_inside, write_inside
 from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError
 
@@ -42,7 +43,6 @@ REWARD_BYTES = 1 << 20
 SETUP_TIMEOUT = 300.0
 HEALTH_PROBE = 0.05  # seconds before a healthcheck is tried again, at first (doubling up to its interval)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # (Docker's, where an image sets none)
-HARBOR_COMMAND = ("sh", "-c", "sleep infinity")  # the command Harbor gives a task's container, after its ENTRYPOINT
 _outputs = itertools.count()  # (a program's output files: each its own, several may run at once)
 
 
