@@ -22,7 +22,8 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "episode": {"errors", "runtime"},
     "protocol": {"errors", "episode"},
     "manifests": {"errors", "protocol", "sandbox"},
-    "adapters": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests"},
+    # (client: an environment that is a server of its own, an OpenEnv project's in its image, is played through it)
+    "adapters": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "client"},
     "web": {"errors"},
     "server": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "adapters", "web"},
     "client": {"errors", "runtime", "episode", "protocol"},
@@ -30,7 +31,7 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
     "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
     "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
-    "importers": {"errors", "runtime", "sandbox", "manifests"},
+    "importers": {"errors", "runtime", "sandbox", "manifests", "client"},  # (client: what an image's server serves)
     "cli": EVERY_ROOM,
     "package": EVERY_ROOM,  # the public API: lazy names of every room
 }

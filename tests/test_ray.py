@@ -185,7 +185,8 @@ def test_the_cli_on_ray_passes_the_engine_to_its_servers(cluster):
                           capture_output=True, text=True, timeout=300,
                           env=os.environ | {"RAY_ADDRESS": cluster.address})
     assert done.returncode != 0
-    assert "--engine is for Harbor tasks imported into images" in done.stdout + done.stderr, done.stderr[-2000:]
+    said = done.stdout + done.stderr
+    assert "--engine is for Harbor tasks and OpenEnv projects imported into images" in said, done.stderr[-2000:]
 
 
 def test_cli_refuses_ray_flags_that_make_no_sense():
