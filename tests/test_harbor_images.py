@@ -87,10 +87,13 @@ def test_what_the_emulation_refuses_builds_its_image_at_import_and_plays_in_it(s
     # (with Docker, the image's healthcheck passed before the reset returned; Podman's image has none: wait for it)
     started = "true" if engine == "docker" else "for i in $(seq 100); do [ -s /tmp/entrypoint.txt ] && break; " \
         "sleep 0.05; done"
+    resolved = "python3 -c 'import socket; print(socket.gethostbyname(\"localhost\"))'"
     looked, nothing = play(server, {}, bash(f"id -un; echo $HOME $GREETING; pwd; {started}; cat /tmp/entrypoint.txt;"
-                                            " command -v figlet"), SUBMIT)
-    assert looked[0].splitlines()[:5] == ["root", "/root from-the-image", "/app", "player from-the-image",
-                                          "/usr/bin/figlet"]  # (the agent as [agent].user, the entrypoint as USER)
+                                            f" command -v figlet; {resolved}"), SUBMIT)
+    assert looked[0].splitlines()[:6] == ["root", "/root from-the-image", "/app", "player from-the-image",
+                                          "/usr/bin/figlet", "127.0.0.1"]
+    # (the agent as [agent].user, the entrypoint as USER; localhost known, as in a container: an exported image's
+    # /etc/hosts is the empty placeholder its engine mounts over)
     assert nothing[1:3] == (0.0, True)
 
 

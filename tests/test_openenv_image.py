@@ -10,6 +10,8 @@ loopback. The base image is a stand-in, tagged as OpenEnv's openenv-base: the su
 package copied from the venv the suite builds for OpenEnv projects (no registry is reachable here)."""
 
 import asyncio
+import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -23,7 +25,7 @@ import openenv_gym
 from openenv_gym.client.local import LocalServer
 from openenv_gym.client.openenv import OpenEnvTransport
 from openenv_gym.errors import EnvError
-from openenv_gym.importers import import_environment
+from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.sandbox import unavailable
@@ -180,3 +182,20 @@ def test_without_an_engine_the_import_says_what_its_venv_cannot_hold(tmp_path):
     assert manifest.image is None and manifest.dependencies == ["openenv==0.10.0"]
     assert any("server/Dockerfile installs system packages, which its venv cannot hold: import it with --engine "
                "docker or podman" in note for note in result.notes), result.notes
+
+
+@pytest.mark.parametrize("engine", ["docker"], indirect=True)
+def test_an_image_whose_server_exits_is_refused_saying_why_and_keeps_no_export(engine, tmp_path):
+    """Its exit seen as it happens (not the /health wait of a server that never answers), its code and output said;
+    the image's exported files, a whole image's worth, not left behind."""
+    project = tmp_path / "banner_env"
+    shutil.copytree(PROJECT, project)
+    dockerfile = project / "server" / "Dockerfile"
+    exits = 'CMD ["python3", "-c", "import sys; print(\'no server\'); sys.exit(3)", "-m"'
+    dockerfile.write_text(dockerfile.read_text().replace('CMD ["python3", "-m", "uvicorn"', exits))
+    archives = Path(os.environ["OPENENV_GYM_HOME"]) / "images" / "archives"
+    before = set(archives.glob("*"))
+    with pytest.raises(ImportFailedError, match=r"the image's server \(its CMD, run by docker\) exited with code 3; "
+                                                r"the end of its output: no server"):
+        import_environment(project, "exits", tmp_path / "out", engine=engine, check=False)
+    assert set(archives.glob("*")) == before

@@ -103,7 +103,10 @@ class OpenEnvImageSession(Environment):
     async def _wait_healthy(self, url: str) -> None:
         assert self.server is not None
         server = self.server
-        if not await answers_health(url, START_TIMEOUT, lambda: server.exitcode is not None):
+
+        async def ended() -> bool:
+            return server.exitcode is not None
+        if not await answers_health(url, START_TIMEOUT, ended):
             stdout, stderr = server.output()
             why = f"exited with code {server.exitcode}" if server.exitcode is not None else \
                 f"did not answer /health within {START_TIMEOUT:g} s"

@@ -29,11 +29,11 @@ def _run_list(args: argparse.Namespace) -> None:
         print("no images of ours in the container engines that answer here")
         return
     for image in found:
-        users = ", ".join(image["envs"]) or "unused"
+        users = ", ".join(image["envs"]) or ("unused" if image["ours"] else "not built by this home's imports")
         exported = f"; exported to {', '.join(map(str, image['exported']))}" if image["exported"] else ""
         print(f"{image['engine']:7} {image['tag']:50} {image['size']:>10}  {users}{exported}")
     print(f"{len(found)} images; their exported files in {exported_dir()}; `openenv-gym images clean` removes the "
-          "unused")
+          "unused ones this home built")
 
 
 def _run_clean(args: argparse.Namespace) -> None:

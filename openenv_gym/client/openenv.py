@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -70,12 +70,12 @@ def http_url(url: str) -> str:
     return url
 
 
-async def answers_health(url: str, timeout: float, ended: Callable[[], bool] = lambda: False) -> bool:
+async def answers_health(url: str, timeout: float, ended: Callable[[], Awaitable[bool]] | None = None) -> bool:
     """Whether the OpenEnv server at `url` answers GET /health within `timeout` seconds (tried every 50 ms to
     200 ms), before `ended()` says it will not (its process exited)."""
     deadline, pause = time.monotonic() + timeout, 0.05
     async with httpx.AsyncClient(timeout=5.0) as http:
-        while not ended() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (ended is not None and await ended()):
             with contextlib.suppress(httpx.HTTPError):
                 if (await http.get(f"{http_url(url)}/health")).status_code == 200:
                     return True

@@ -24,7 +24,7 @@ from openenv_gym.manifests.schema import IMAGE_DESCRIPTION
 from openenv_gym.sandbox import images
 from openenv_gym.sandbox.containers import Bounds, Container
 from openenv_gym.sandbox.engines import ENGINE_VARIABLE, Engine, EngineUnavailableError, choose
-from openenv_gym.sandbox.rootfs import ImageUnavailableError, archive
+from openenv_gym.sandbox.rootfs import ImageUnavailableError, archive, remove_export
 
 DOCKERFILE = "server/Dockerfile"
 SYSTEM_INSTALL = re.compile(r"^\s*RUN\b.*\b(?:apt-get|apt|apk|dnf|yum|microdnf)\s+(?:-\S+\s+)*(?:install|add)\b",
@@ -70,7 +70,12 @@ def built(source: Path, engine: Engine, say: Callable[[str], None], folder: Path
         found = re.search(r"(?m)^port:\s*(\d+)", (source / "openenv.yaml").read_text())
         port = int(found[1]) if found else port
     say(f"starting the image's server once with {engine.name}, to read what it serves")
-    (folder / IMAGE_DESCRIPTION).write_text(json.dumps(described(engine, tag, port), indent=1))
+    try:
+        description = described(engine, tag, port)
+    except BaseException:
+        remove_export(images_cache(), image_id)  # (an image's whole files, for an import that failed: not kept)
+        raise
+    (folder / IMAGE_DESCRIPTION).write_text(json.dumps(description, indent=1))
     return {"tag": tag, "image_id": image_id, "port": port}
 
 
@@ -83,11 +88,17 @@ def described(engine: Engine, tag: str, port: int) -> dict[str, Any]:
 
 async def _described(engine: Engine, tag: str, port: int) -> dict[str, Any]:
     container = await Container.start(engine, tag, DESCRIBING, network=True, command=None, published=port)
+
+    async def ended() -> bool:
+        return await container.exit_code() is not None
     try:
-        url = f"http://{await container.address(port)}"
-        if not await answers_health(url, START_TIMEOUT):
-            raise ImportFailedError(f"the image's server did not answer /health within {START_TIMEOUT:g} s; the end "
-                                    f"of its output: {await container.logs()}")
+        url = None if await ended() else f"http://{await container.address(port)}"
+        if url is None or not await answers_health(url, START_TIMEOUT, ended):
+            code = await container.exit_code()
+            why = f"exited with code {code}" if code is not None else \
+                f"did not answer /health on port {port} within {START_TIMEOUT:g} s"
+            raise ImportFailedError(f"the image's server (its CMD, run by {engine.name}) {why}; the end of its "
+                                    f"output: {await container.logs()}")
         return (await OpenEnvTransport(url).open()).description
     finally:
         await container.remove()

@@ -78,11 +78,18 @@ def list_images(manifests: Iterable[BaseManifest]) -> list[dict[str, Any]]:
                 continue
             ours = repository == REPOSITORY and image_id in built_here
             image_id = image_id.removeprefix("sha256:")
-            folders = [path for path in exported if image_id.startswith(path.name.split("-")[0].split(".")[0])]
+            folders = [path for path in exported if _exported_id(path) and image_id.startswith(_exported_id(path))]
             found.append({"engine": engine.name, "tag": tag, "id": image_id[:12], "size": size,
                           "envs": used.get((engine.name, tag), []), "ours": ours,
                           "exported": folders})
     return found
+
+
+def _exported_id(path: Path) -> str:
+    """The image id (its first 24 digits) an exported file or folder is named by ("" for anything else: an unpack
+    in progress, hidden until it is whole)."""
+    found = path.name.split("-")[0].split(".")[0]
+    return found if not path.name.startswith(".") and len(found) == 24 else ""
 
 
 def clean_images(manifests: Iterable[BaseManifest], everything: bool = False) -> list[dict[str, Any]]:

@@ -118,6 +118,12 @@ class Container:
             raise EnvError(f"{self.engine.name} published no port {port} of its container")
         return said[0]
 
+    async def exit_code(self) -> int | None:
+        """Its command's exit code, once it has ended (None: it runs)."""
+        said = (await _engine([self.engine.name, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}",
+                               self.name], "say whether its container runs")).split()
+        return None if said[:1] == ["true"] else int(said[1])
+
     async def logs(self) -> str:
         """The end of what its command printed."""
         done = await asyncio.to_thread(subprocess.run, [self.engine.name, "logs", self.name], capture_output=True,

@@ -174,6 +174,12 @@ def unpack(cache: Path, found: str, base: int, count: int) -> Exported:
     return Exported(folder / "rootfs", ImageConfig.read(json.loads(config.read_text())), count)
 
 
+def remove_export(cache: Path, found: str) -> None:
+    """An image's exported files (its archive and config) removed: an import that exported them failed."""
+    for path in _archived(cache, found):
+        path.unlink(missing_ok=True)
+
+
 def _archived(cache: Path, found: str) -> tuple[Path, Path]:
     return cache / "archives" / f"{found[:24]}.tar", cache / "archives" / f"{found[:24]}.json"
 

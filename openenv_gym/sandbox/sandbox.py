@@ -167,8 +167,8 @@ class Sandbox:
             ["--unshare-user"] * (shares_uid() and policy.image is None)
         info, info_writer = os.pipe()
         given = [info_writer]
-        if policy.allow:  # its /etc/hosts, names of the allowed hosts in it
-            hosts, hosts_writer = os.pipe()
+        if policy.allow or policy.image is not None:  # its /etc/hosts: names of the allowed hosts; localhost (an
+            hosts, hosts_writer = os.pipe()            # image's own is the empty placeholder its engine mounts over)
             os.write(hosts_writer, hosts_file(policy))
             os.close(hosts_writer)
             given.append(hosts)
