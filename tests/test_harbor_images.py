@@ -89,9 +89,11 @@ def test_what_the_emulation_refuses_builds_its_image_at_import_and_plays_in_it(s
         "sleep 0.05; done"
     resolved = "python3 -c 'import socket; print(socket.gethostbyname(\"localhost\"))'"
     looked, nothing = play(server, {}, bash(f"id -un; echo $HOME $GREETING; pwd; {started}; cat /tmp/entrypoint.txt;"
-                                            f" command -v figlet; {resolved}"), SUBMIT)
+                                            f" command -v figlet; {resolved}; cat /etc/resolv.conf"), SUBMIT)
     assert looked[0].splitlines()[:6] == ["root", "/root from-the-image", "/app", "player from-the-image",
                                           "/usr/bin/figlet", "127.0.0.1"]
+    # (the task has the network: the host's resolver, as an engine gives a container)
+    assert looked[0].splitlines()[6:-1] == Path("/etc/resolv.conf").read_text().splitlines()
     # (the agent as [agent].user, the entrypoint as USER; localhost known, as in a container: an exported image's
     # /etc/hosts is the empty placeholder its engine mounts over)
     assert nothing[1:3] == (0.0, True)

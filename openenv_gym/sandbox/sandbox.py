@@ -135,6 +135,9 @@ class ImageUsers:
         await self.holder.wait()
 
 
+RESOLVER = "/etc/resolv.conf"
+
+
 class Sandbox:
     def __init__(self, process: asyncio.subprocess.Process, pid: int, uid: int, cgroup: cgroups.Cgroup | None,
                  policy: SandboxPolicy, users: ImageUsers | None = None) -> None:
@@ -173,6 +176,8 @@ class Sandbox:
             os.close(hosts_writer)
             given.append(hosts)
             namespaces += ["--perms", "0644", "--ro-bind-data", str(hosts), "/etc/hosts"]
+        if policy.image is not None and policy.network == "public" and os.path.exists(RESOLVER):  # (the host's
+            namespaces += ["--ro-bind", os.path.realpath(RESOLVER), RESOLVER]  # network: its resolver, as engines do)
         try:
             process = await asyncio.create_subprocess_exec(
                 BWRAP, *bwrap_arguments(policy), *namespaces, "--cap-drop", "ALL", "--die-with-parent", "--info-fd",
