@@ -128,6 +128,23 @@ def test_an_image_is_built_once_per_context_and_a_failed_build_names_its_step_an
     subprocess.run([engine[0], "rmi", tag], capture_output=True)
 
 
+def test_a_run_lines_cache_mount_builds_without_buildkit_too(engine, tmp_path):
+    """`RUN --mount=type=cache,...` (18 of OpenEnv's 29 Dockerfiles): BuildKit's cache of downloads. Where the docker
+    CLI has no BuildKit, the classic builder, which refuses the flag, builds the Dockerfile without it; what the
+    line makes is in the image either way, and no failed build's container is left."""
+    engine, run = engine
+    context = tmp_path / "environment"
+    marker = f"cached-{time.time_ns()}"
+    write_files(context, {"Dockerfile": f"FROM {IMAGE}\nRUN --mount=type=cache,target=/root/.cache \\\n"
+                                        f"    echo {marker} > /made\n"})
+    before = subprocess.run([engine, "ps", "--all", "--quiet"], capture_output=True, text=True).stdout.split()
+    tag = images.build(engines.choose(engine), context, tmp_path / "logs")
+    ran = subprocess.run([*run, "--rm", tag, "cat", "/made"], capture_output=True, text=True, timeout=120)
+    assert ran.stdout == f"{marker}\n", ran.stderr
+    assert subprocess.run([engine, "ps", "--all", "--quiet"], capture_output=True, text=True).stdout.split() == before
+    subprocess.run([engine, "rmi", tag], capture_output=True)
+
+
 @pytest.mark.skipif(not Path("/usr/bin/docker").exists(), reason="Debian's docker CLI (docker.io) is not installed")
 def test_docker_builds_with_buildkit_where_its_cli_can(docker, tmp_path, monkeypatch):
     """Debian's docker CLI (20.10) has BuildKit in it: `COPY --chmod`, which the classic builder refuses, builds; its

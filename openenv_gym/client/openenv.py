@@ -115,8 +115,9 @@ class OpenEnvTransport(Transport):
                 schema = (await http.get("/schema")).raise_for_status().json()
                 metadata = (await http.get("/metadata")).raise_for_status().json()
             except httpx.HTTPError as exc:
+                said = str(exc) or type(exc).__name__  # (a timeout says nothing but its kind)
                 raise ServerUnreachableError(f"cannot read /schema and /metadata of the OpenEnv server at {self.url}: "
-                                             f"{exc}") from None
+                                             f"{said}") from None
         action_schema = schema.get("action") or {}
         if is_tool_schema(action_schema):
             self.tools = await self._list_tools()

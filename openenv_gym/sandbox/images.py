@@ -27,6 +27,7 @@ REPOSITORY = "openenv-gym/image"
 STEP = re.compile(r"^(?:(?:Step|STEP) (\d+)/(\d+) ?: |#\d+ \[(?:\S+ )?(\d+)/(\d+)\] )(.*)$")
 FAILED_STEP = re.compile(r"^> \[(?:\S+ )?(\d+)/(\d+)\] (.*):$")
 NO_BUILDKIT = "buildx component is missing"  # (a Docker CLI of 23 or later without buildx: its classic builder)
+CACHE_MOUNT = re.compile(r"(?m)^(\s*RUN[ \t]+(?:--\S+[ \t]+)*?)--mount=type=cache\S*[ \t]+")  # (a RUN line's flag)
 NEEDS_BUILDKIT = "requires BuildKit"  # (the classic builder, on a line only BuildKit builds: COPY --chmod, say)
 
 
@@ -64,26 +65,45 @@ def build(engine: Engine, context: Path, logs: Path, say: Callable[[str], None] 
         return tag
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{digest}.log"
+    labelled = [argument for key, value in (labels or {}).items() for argument in ("--label", f"{key}={value}")]
     with open(log, "w") as written:
-        build = [*(argument for key, value in (labels or {}).items() for argument in ("--label", f"{key}={value}")),
-                 *([] if dockerfile == "Dockerfile" else ["--file", str(context / dockerfile)]), str(context)]
+        build = [*labelled, *([] if dockerfile == "Dockerfile" else ["--file", str(context / dockerfile)]),
+                 str(context)]
         code, step, output = _run_build(engine, build, tag, written, say, buildkit=True)
         if code != 0 and NO_BUILDKIT in output:
             written.write("(no BuildKit in this docker CLI: built again with its classic builder)\n")
+            stripped = _without_cache_mounts(context / dockerfile)
+            if stripped is not None:
+                (logs / f"{digest}.Dockerfile").write_text(stripped)
+                written.write(f"(its RUN lines' cache mounts left out, which only BuildKit has: built from "
+                              f"{logs / f'{digest}.Dockerfile'})\n")
+                build = [*labelled, "--file", str(logs / f"{digest}.Dockerfile"), str(context)]
             code, step, output = _run_build(engine, build, tag, written, say, buildkit=False)
     if code != 0:
         where = f"at {step}" if step else "before its first step"
-        hint = ("; that line needs BuildKit, which this docker CLI has not: install Docker's buildx plugin (Debian: "
-                "docker-buildx), or import with --engine podman") if NEEDS_BUILDKIT in output else ""
+        hint = ("; that line needs BuildKit, which this docker CLI has not: install Docker's buildx plugin (Docker's "
+                "repository: docker-buildx-plugin; Debian 13 and Ubuntu: docker-buildx), or import with --engine "
+                "podman") if NEEDS_BUILDKIT in output else ""
         raise ImageBuildError(f"the image of {context} did not build with {engine.name}, {where}; its log: {log}"
                               f"{hint}")
     return tag
 
 
+def _without_cache_mounts(dockerfile: Path) -> str | None:
+    """A Dockerfile's text without its RUN lines' `--mount=type=cache,...` flags (a BuildKit cache of downloads, which
+    the classic builder refuses and the image never holds); None where it has none."""
+    text = dockerfile.read_text(errors="replace")
+    stripped = text
+    while (found := CACHE_MOUNT.sub(r"\1", stripped)) != stripped:
+        stripped = found
+    return stripped if stripped != text else None
+
+
 def _run_build(engine: Engine, build: list[str], tag: str, written: IO[str], say: Callable[[str], None],
                buildkit: bool) -> tuple[int, str, str]:
     """(its exit code, the step it was at or failed at, the end of its output)."""
-    flags = ["--progress", "plain"] if engine.name == "docker" and buildkit else []
+    # (--force-rm: the classic builder keeps a failed step's container, and its layers, otherwise)
+    flags = (["--progress", "plain"] if buildkit else ["--force-rm"]) if engine.name == "docker" else []
     process = subprocess.Popen([engine.name, "build", *flags, "--network", "host", "-t", tag, *build],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=os.environ | {"DOCKER_BUILDKIT": "1" if buildkit else "0"})
