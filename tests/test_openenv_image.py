@@ -199,3 +199,17 @@ def test_an_image_whose_server_exits_is_refused_saying_why_and_keeps_no_export(e
                                                 r"the end of its output: no server"):
         import_environment(project, "exits", tmp_path / "out", engine=engine, check=False)
     assert set(archives.glob("*")) == before
+
+
+@pytest.mark.parametrize("engine", ["docker"], indirect=True)
+def test_a_project_with_two_environment_classes_is_the_one_its_server_serves(engine, tmp_path):
+    """In its image the project's server (its app: create_app(BannerEnvironment, ...)) is what runs: one
+    environment, that class, not one per class found (in a venv, each class is one)."""
+    project = tmp_path / "banner_env"
+    shutil.copytree(PROJECT, project)
+    module = project / "server" / "banner_environment.py"
+    module.write_text(module.read_text() + "\n\nclass LoudBannerEnvironment(BannerEnvironment):\n    pass\n")
+    [result] = import_environment(project, "banner-two", tmp_path / "out", engine=engine, check=False)
+    assert result.detected.attribute == "BannerEnvironment" and result.name == "banner-two"
+    in_venvs = import_environment(project, "banner-two", tmp_path / "venvs", engine="none", check=False)
+    assert sorted(r.detected.attribute for r in in_venvs) == ["BannerEnvironment", "LoudBannerEnvironment"]

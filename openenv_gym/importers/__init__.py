@@ -21,7 +21,7 @@ from openenv_gym.importers.base import Detected, Importer, ImportFailedError, Im
 from openenv_gym.importers.harbor import HarborImporter
 from openenv_gym.importers.loadcheck import check_loads
 from openenv_gym.importers.nemo import NemoImporter
-from openenv_gym.importers.openenv import OpenEnvImporter
+from openenv_gym.importers.openenv import OpenEnvImporter, served_from_image
 from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import syntax_errors
 from openenv_gym.importers.vendor import VendorReport, tree_hash
@@ -117,6 +117,8 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
             raise ImportFailedError(f"--data {path} does not exist (relative paths are read from {Path.cwd()})")
     options = ImportOptions(list(data or []), inline_sync, scenarios, force, dict(env_args or {}), servers, engine, say)
     chosen = _choose(detect_all(source), env_class, source, servers)
+    if env_class is None:
+        chosen = served_from_image(chosen, source, engine)
     importer = {i.kind: i for i in IMPORTERS}
     for found in chosen:
         unused = sorted(options.given() - importer[found.kind].takes)

@@ -159,6 +159,16 @@ class OpenEnvImporter(SourceImporter):
                 **({"inline_sync": True} if options.inline_sync else {})}
 
 
+def served_from_image(found: list[Detected], source: Path, engine: str | None) -> list[Detected]:
+    """`found`, but of an OpenEnv project served from its image only the environment its server serves: the class
+    server/app.py's create_app makes (the image runs that app, whichever class a manifest would name)."""
+    projects = [d for d in found if d.kind == "openenv"]
+    if len(projects) < 2 or chosen_engine(source, engine) is None:
+        return found
+    served = [d for d in projects if d.entry == app_factory(source, declared_package(source))]
+    return [d for d in found if d.kind != "openenv"] + served if served else found
+
+
 def _class_node(detected: Detected) -> ast.ClassDef | None:
     tree = parse(detected.file)
     return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == detected.attribute), None) \
