@@ -7,8 +7,9 @@ does not.
     python -m benchmarks.harbor_examples DATASET --read-only      # a large one: why each task would be refused
     python -m benchmarks.harbor_examples DATASET --sample 150     # and 150 of those it takes, at random, played
 
-With --engine docker|podman, each task is built into its image at import and played in it (the default, none,
-emulates images over this machine's root); --refused then samples among the tasks the emulation refuses, and
+With --engine docker|podman, each task is built into its image at import and played in it, the image then removed
+with its exported files (run it in a home of its own: every image that home built goes); the default, none,
+emulates images over this machine's root; --refused then samples among the tasks the emulation refuses, and
 --harbor plays each task taken with Harbor's own runner too (its oracle and nop agents, the same engine), and says
 whether every reward equals ours.
 """
@@ -33,6 +34,7 @@ from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.harbor import task_folders
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.manifests.harbor import TaskRefusedError
+from openenv_gym.manifests.images import clean_images
 
 
 def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRunner | None = None) \
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
         for name, folder in folders.items():
             outcomes[name] = try_task(folder, Path(scratch), args.engine, harbor)
             print(f"{outcomes[name][0]:10} {name}: {outcomes[name][1][:200]}", flush=True)
+            if args.engine != "none":  # (a task's image and its exported files, about a GB: gone once it played)
+                clean_images([], everything=True)
     counts = collections.Counter(kind for kind, _ in outcomes.values())
     print(", ".join(f"{count} {kind}" for kind, count in counts.most_common()), f"of {len(outcomes)} tasks")
     args.out.write_text(json.dumps({"counts": counts, "tasks": outcomes}, indent=1))
