@@ -165,7 +165,8 @@ def served_from_image(found: list[Detected], source: Path, engine: str | None) -
     projects = [d for d in found if d.kind == "openenv"]
     if len(projects) < 2 or chosen_engine(source, engine) is None:
         return found
-    served = [d for d in projects if d.entry == app_factory(source, declared_package(source))]
+    app = app_factory(source, declared_package(source))
+    served = [d for d in projects if d.entry == app]
     return [d for d in found if d.kind != "openenv"] + served if served else found
 
 

@@ -1,4 +1,5 @@
-"""A child process that must not outlive its parent asks Linux for a signal when the parent dies."""
+"""A child process that must not outlive its parent asks Linux for a signal when the parent dies; whether a process
+(a worker that left something behind: an episode's group, folder or container) still runs."""
 
 from __future__ import annotations
 
@@ -25,3 +26,12 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Get `sig` when the parent process dies (killed outright, say); no-op where prctl is not there."""
     with contextlib.suppress(OSError, AttributeError):
         libc().prctl(PR_SET_PDEATHSIG, sig)
+
+
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` runs: a zombie (killed, not yet reaped by its parent) does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from openenv_gym.runtime.lifetime import process_runs
 from openenv_gym.sandbox.pidns import kill_until_gone
 
 ROOT = Path("/sys/fs/cgroup")
@@ -83,7 +84,7 @@ def remove_orphans() -> None:
     """Remove the groups of worker processes that are gone (killed before they removed their episodes' groups)."""
     for folder in _groups():
         pid = folder.name.split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        if pid.isdigit() and not process_runs(int(pid)):
             _removed(str(folder))
 
 

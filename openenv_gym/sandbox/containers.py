@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from openenv_gym.errors import EnvError
+from openenv_gym.runtime.lifetime import process_runs
 from openenv_gym.sandbox.engines import Engine
 
 PREFIX = "openenv-gym-w"
@@ -102,12 +103,10 @@ class Container:
         except TimeoutError:
             timed_out = True
             await self.exec_root(f"kill -KILL -$(cat {pid_file}) 2>/dev/null || true")  # (ended by now: fine)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), ENGINE_TIMEOUT)
-            except TimeoutError:
-                _kill(process)
         finally:
-            _kill(process)  # (cancelled: the episode ends, its container with it)
+            _kill(process)  # (cancelled, or its engine client stuck: the episode ends, its container with it)
         stdout, stderr = await reading
         return Done(-9 if timed_out else process.returncode or 0, stdout, stderr, timed_out)
 
@@ -132,9 +131,8 @@ class Container:
 
     async def exec_root(self, script: str) -> str:
         """`sh -c script` as root, for the runner's own chores; its output."""
-        done = await _engine([self.engine.name, "exec", "--user", "0", self.name, "sh", "-c", script],
+        return await _engine([self.engine.name, "exec", "--user", "0", self.name, "sh", "-c", script],
                              "run a command in its container")
-        return done
 
     async def put(self, files: dict[str, tuple[bytes, int]], folders: dict[str, int] | None = None) -> None:
         """Files ({path: (data, mode)}) and folders ({path: mode}) written into the container, owned by root (as
@@ -200,7 +198,7 @@ def remove_orphans(engine: Engine) -> int:
     listed = subprocess.run([engine.name, "ps", "--all", "--filter", f"name={PREFIX}", "--format", "{{.Names}}"],
                             capture_output=True, text=True, timeout=ENGINE_TIMEOUT)
     orphans = [name for name in listed.stdout.split() if (found := re.fullmatch(rf"{PREFIX}(\d+)-.*", name))
-               and not _alive(int(found[1]))]
+               and not process_runs(int(found[1]))]
     if orphans:
         subprocess.run(_remove(engine, orphans), capture_output=True, timeout=ENGINE_TIMEOUT)
     return len(orphans)
@@ -209,15 +207,6 @@ def remove_orphans(engine: Engine) -> int:
 def _remove(engine: Engine, names: list[str]) -> list[str]:
     # (killed, not stopped: Podman would wait 10 s for a `sleep` that ignores SIGTERM)
     return [engine.name, "rm", "--force", *(["--time", "0"] if engine.name == "podman" else []), *names]
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:

@@ -103,7 +103,7 @@ def _containers_instead(manifest: Any) -> str | None:
     manifest is no such import); SandboxUnavailableError where that engine does not answer either."""
     if manifest.kind != "harbor" or manifest.engine is None:
         return None
-    from openenv_gym.adapters.harbor.session import containers_instead  # (loads the Harbor adapter only here)
+    from openenv_gym.adapters.harbor.placement import containers_instead  # (loads the Harbor adapter only here)
 
     engine = containers_instead(manifest)
     return engine.name if engine is not None else None

@@ -41,6 +41,7 @@ from openenv_gym.errors import BadRequestError
 from openenv_gym.manifests.awm_names import scenario_key
 from openenv_gym.manifests.judge_endpoint import HOW_TO_GIVE
 from openenv_gym.manifests.schema import AwmManifest, AwmRewards
+from openenv_gym.runtime.lifetime import process_runs
 
 SPLIT = "train"  # every scenario's tasks, in index order: one catalog over all of them
 SCRATCH_PREFIX = "openenv-gym-awm-"  # + the worker's pid: its episode files
@@ -247,18 +248,8 @@ def remove_orphans(root: Path) -> None:
     """Remove the episode folders of workers that died without cleaning up (killed, say)."""
     for folder in root.glob(f"{SCRATCH_PREFIX}*"):
         pid = folder.name.removeprefix(SCRATCH_PREFIX).split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_runs(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _copy_pair(template: Path, folder: Path) -> None:

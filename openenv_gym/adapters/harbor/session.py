@@ -23,6 +23,7 @@ from typing import Any
 from openenv_gym.adapters.endpoint import ModelEndpoint
 from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.harbor.container_trial import ContainerTrial
+from openenv_gym.adapters.harbor.placement import container_bounds, containers_instead, exported_images, sandbox_policy
 from openenv_gym.adapters.harbor.trial import Trial
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
@@ -32,16 +33,14 @@ from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
 from openenv_gym.episode.tasks import choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
-from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
-from openenv_gym.manifests.harbor import sides, variables_missing
-from openenv_gym.manifests.images import unpacked
+from openenv_gym.errors import BadRequestError, EnvError
+from openenv_gym.manifests.harbor import variables_missing
 from openenv_gym.manifests.schema import HarborManifest, ManifestError
 from openenv_gym.programs import Program, warm_up
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
-from openenv_gym.sandbox import SandboxPolicy, unavailable
-from openenv_gym.sandbox.containers import Bounds, remove_orphans
-from openenv_gym.sandbox.engines import Engine, EngineUnavailableError, choose
-from openenv_gym.sandbox.rootfs import Exported, ImageUnavailableError
+from openenv_gym.sandbox import unavailable
+from openenv_gym.sandbox.containers import remove_orphans
+from openenv_gym.sandbox.engines import Engine
 
 OPTIONS = ("oracle", "harness")
 HARNESSES = ("client", "bash")
@@ -65,8 +64,8 @@ class HarborFactory:
         self.index: list[dict[str, Any]] = json.loads((manifest.vendored / "index.json").read_text())
         self.splits_found = list(dict.fromkeys(task["split"] for task in self.index))
         self.by_split = {split: [task for task in self.index if task["split"] == split] for split in self.splits_found}
-        self.images = _exported(manifest, self.index) if sandboxed and containers is None else {}
-        self.policies = {(task["key"], harness): _policy(manifest, task, harness != "client", self.images)
+        self.images = exported_images(manifest, self.index) if sandboxed and containers is None else {}
+        self.policies = {(task["key"], harness): sandbox_policy(manifest, task, harness != "client", self.images)
                          for task in self.index for harness in HARNESSES} if containers is None else {}
         if containers is not None:
             remove_orphans(containers)
@@ -85,9 +84,10 @@ class HarborFactory:
                 raise EnvError(f"{self.manifest.name}: the agent program of ours (harness {harness}) runs in a "
                                f"sandbox, which this machine cannot make ({unavailable()}); its trials run in "
                                f"containers of {self.containers.name}'s: play them from the client (harness client)")
-            return await ContainerTrial.open(self.manifest, task, self.containers, _bounds(self.manifest, side or task),
-                                             side)
-        policy = _policy(self.manifest, side, False, self.images) if side else self.policies[task["key"], harness]
+            bounds = container_bounds(self.manifest, side or task)
+            return await ContainerTrial.open(self.manifest, task, self.containers, bounds, side)
+        policy = sandbox_policy(self.manifest, side, False, self.images) if side else \
+            self.policies[task["key"], harness]
         return Trial(self.manifest, task, await Workplace.open(policy, True), side, self.images)
 
     def __call__(self) -> HarborSession:
@@ -340,74 +340,9 @@ class HarborSession(Environment):
         await self._end_trial()
 
 
-def _exported(manifest: HarborManifest, index: list[dict[str, Any]]) -> dict[str, Exported]:
-    """The image of each of the tasks' containers, its files unpacked for sandboxes over them (once, shared by every
-    worker: rootfs.py) from what the import exported, by the tag it was built with."""
-    if manifest.engine is None:
-        return {}
-    found = {side["tag"]: side["image_id"] for task in index for side in sides(task) if "tag" in side}
-    try:
-        return {tag: unpacked(manifest.engine, tag, image_id) for tag, image_id in found.items()}
-    except (EngineUnavailableError, ImageUnavailableError) as exc:
-        raise SandboxUnavailableError(f"{manifest.name}: its tasks play in images of {manifest.engine}'s: {exc}") \
-            from None
-
-
-def _policy(manifest: HarborManifest, side: dict[str, Any], program: bool, images: dict[str, Exported]) \
-        -> SandboxPolicy:
-    """The sandbox of a task's container (its own, or a separate verifier's), over its image's files where it has
-    one; with an agent `program` inside, it reaches its model endpoint too (where the task has no network, or an
-    allowlist: its session's endpoint is the one more address)."""
-    limits = manifest.limits
-    resources = side.get("resources") or {}
-    memory_mb, disk_mb = _bounded(resources, "memory_mb", limits.memory_mb), _bounded(resources, "storage_mb",
-                                                                                     limits.disk_mb)
-    network = side["environment"]["network"]
-    mode = {"public": "public", "no-network": "model" if program else "none",
-            "allowlist": "model" if program else "none"}[network["mode"]]
-    return SandboxPolicy(network=mode, allow=tuple(network["allow"]), processes=limits.processes,
-                         memory_bytes=memory_mb << 20,
-                         cpus=resources.get("cpus"), cpu_seconds=limits.cpu_seconds,
-                         open_files=limits.open_files, file_bytes=limits.output_mb << 20,
-                         disk_bytes=disk_mb << 20, readable=(str(manifest.folder),),
-                         writable=tuple(side["writable"]), owned=tuple(side.get("owned", ())),
-                         shown=tuple((str(manifest.vendored / source), inside)
-                                     for source, inside in side.get("show", [])),
-                         image=str(images[side["tag"]].rootfs) if side.get("tag") in images else None)
-
-
-def _bounds(manifest: HarborManifest, side: dict[str, Any]) -> Bounds:
-    """What the engine bounds a trial's container by: the server's limits, and task.toml's within them."""
-    limits, resources = manifest.limits, side.get("resources") or {}
-    return Bounds(memory_bytes=_bounded(resources, "memory_mb", limits.memory_mb) << 20, processes=limits.processes,
-                  open_files=limits.open_files, cpus=resources.get("cpus"))
-
-
-def _bounded(resources: dict[str, Any], key: str, bound: int) -> int:
-    """task.toml's bound (memory_mb, storage_mb), where it gives one, within the server's: as Harbor's hold."""
-    return min(resources.get(key) or bound, bound)
-
-
 def load_harbor_environment(manifest: HarborManifest, endpoint: ModelEndpoint | None, sandboxed: bool) \
         -> HarborFactory:
     """The factory; where this machine cannot make sandboxes, its trials in containers (tasks imported into
     images), else refused. Loaded unsandboxed (the import's check of its files), it loads, and its resets are
     refused: a task's /app, /logs and /tests are its sandbox's own."""
     return HarborFactory(manifest, endpoint, sandboxed, containers_instead(manifest) if sandboxed else None)
-
-
-def containers_instead(manifest: HarborManifest) -> Engine | None:
-    """The engine whose containers the trials run in where no sandbox can be made (None: sandboxes can be);
-    SandboxUnavailableError where neither can be, saying why and what to do."""
-    reason = unavailable()
-    if reason is None:
-        return None
-    if manifest.engine is None:
-        raise SandboxUnavailableError(f"{manifest.name}: Harbor tasks run in a sandbox each, which this machine "
-                                      f"cannot make: {reason}. Tasks imported into their images (import --engine "
-                                      "docker or podman) run in containers instead")
-    try:
-        return choose(manifest.engine)
-    except EngineUnavailableError as exc:
-        raise SandboxUnavailableError(f"{manifest.name}: its trials run in a sandbox each, which this machine cannot "
-                                      f"make ({reason}), or in containers of {manifest.engine}'s: {exc}") from None
