@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="build each task's image with this engine and play it there (default none: emulated)")
     parser.add_argument("--refused", action="store_true", help="with --sample: sample among the tasks the "
                                                                "emulation refuses")
+    parser.add_argument("--seed", type=int, default=0, help="with --sample: the seed of the random choice (another "
+                                                            "seed, another sample)")
     parser.add_argument("--harbor", type=Path, default=None, metavar="CACHE",
                         help="play each task with Harbor's own runner too (made in CACHE), same engine, and compare")
     args = parser.parse_args(argv)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
         for reason, count in reasons.most_common(25):
             print(f"  {count:5}  {reason}")
         taken = sorted(outcomes if args.refused else set(folders) - set(outcomes))
-        folders = {name: folders[name] for name in random.Random(0).sample(taken, min(args.sample, len(taken)))}
+        folders = {name: folders[name] for name in random.Random(args.seed).sample(taken, min(args.sample, len(taken)))}
         if args.refused:  # (those sampled are tried again, with the engine; the others stay as the emulation said)
             outcomes = {name: outcome for name, outcome in outcomes.items() if name not in folders}
     harbor = HarborRunner.ready(args.harbor) if args.harbor else None
