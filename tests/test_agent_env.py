@@ -13,6 +13,7 @@ import httpx
 import pytest
 from conftest import ROOT, write_files
 from conftest import play_episode as play
+from tool_shape import names_of
 
 import openenv_gym
 from openenv_gym.errors import EnvError
@@ -60,7 +61,7 @@ def test_the_openai_agent_calls_its_tool_and_is_scored_by_its_trace(start_server
                                   {"index": 0})
     obs, info = first
     assert obs == "What is 17 * 23?" and info["messages"][0]["role"] == "system"
-    assert [tool["function"]["name"] for tool in info["tools"]] == ["calculate"]
+    assert names_of(info["tools"]) == ["calculate"]
     assert tool_turn[0] == "391" and tool_turn[1:4] == (0.0, False, False)  # the tool's answer, as the program sent it
     assert tool_turn[4]["messages"][-1]["role"] == "tool"
     assert last[1:4] == (1.0, True, False)

@@ -14,7 +14,8 @@ import gymnasium as gym
 import httpx
 import pytest
 from awm_worlds import STYLES, awm_server_code, scratch_dataset, world_files, write_dataset
-from conftest import ROOT
+from conftest import ROOT, run
+from tool_shape import names_of
 
 import openenv_gym
 from benchmarks.ors_compare import free_port
@@ -23,6 +24,7 @@ from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.registry import register_all
+from openenv_gym.rollout.turns import Reply, ToolCall
 
 pytestmark = pytest.mark.env_venvs.with_args(scratch_dataset)  # (a lone function would be decorated)
 
@@ -77,10 +79,10 @@ def test_an_episode_changes_its_own_database_and_the_verifier_scores_it(shop_url
     env = gym.make("openenv/awm-shop", base_url=shop_url.url)
     obs, info = env.reset(options={"scenario": "bookstore_1", "task_idx": 0})
     assert obs == "Order 2 copies of the book 'Dune'." and info["scenario"] == "bookstore_1"
-    assert [t["name"] for t in info["tools"]] == ["search_books", "get_book", "list_my_orders", "place_order",
+    assert names_of(info["tools"]) == ["search_books", "get_book", "list_my_orders", "place_order",
                                                  "cancel_order", "submit"]
     order = next(t for t in info["tools"] if t["name"] == "place_order")
-    assert order["inputSchema"]["required"] == ["book_id", "quantity"]  # the body's fields, as fastapi-mcp has them
+    assert order["parameters"]["required"] == ["book_id", "quantity"]  # the body's fields, as fastapi-mcp has them
     books = json.loads(env.step(call("search_books", author="Frank Herbert"))[0])
     assert [b["title"] for b in books] == ["Dune"] and books[0]["stock"] == 5
     obs, reward, terminated, truncated, info = env.step(call("place_order", book_id=1, quantity=2))
@@ -94,6 +96,29 @@ def test_an_episode_changes_its_own_database_and_the_verifier_scores_it(shop_url
     obs, reward, terminated, truncated, info = env.step(call("submit", final_answer="done"))
     assert (obs, reward, terminated) == ("incomplete", 0.1, True)
     env.close()
+
+
+def test_rollouts_give_the_policy_each_worlds_own_tools(shop_url):
+    """The world's tools come in each reset's info (its description lists none): `rollouts()` passes them to the
+    policy as OpenAI function tools, which a model server takes as they are."""
+    offered = []
+
+    async def policy(messages, tools):
+        offered.append(tools)
+        return Reply(tool_calls=[ToolCall("submit", {"final_answer": "nothing"})])
+
+    async def play():
+        tasks = [{"scenario": "bookstore_1", "task_idx": 0}] * 2
+        return [e async for e in openenv_gym.rollouts("openenv/awm-shop", policy, num_envs=2, tasks=tasks,
+                                                      base_url=shop_url.url)]
+
+    episodes = run(play())
+    assert [e.rewards for e in episodes] == [[0.1], [0.1]] and len(offered) == 2
+    for tools in offered:
+        assert [t["type"] for t in tools] == ["function"] * 6
+        assert [t["function"]["name"] for t in tools][-2:] == ["cancel_order", "submit"]
+        place = next(t["function"] for t in tools if t["function"]["name"] == "place_order")
+        assert place["parameters"]["required"] == ["book_id", "quantity"]
 
 
 def test_query_tasks_model_text_and_errors(shop_url):

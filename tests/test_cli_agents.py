@@ -7,6 +7,7 @@ CLI's end ends the episode, and its reward is computed from the trace.
 import pytest
 from conftest import ROOT
 from conftest import play_episode as play
+from tool_shape import names_of
 
 from openenv_gym.sandbox import unavailable
 
@@ -21,7 +22,7 @@ def test_a_cli_agent_plays_a_task_in_its_sandbox_through_its_own_api(start_serve
     url = start_server(str(ROOT / "servers" / f"{agent}_agent"))
     command = {"name": shell, "arguments": {argument: "echo hello > out.txt && cat out.txt && pwd"}}
     (obs, info), ran, (_, reward, terminated, truncated, end) = play(url, [command, "Done."], {"index": 0})
-    assert info["dialect"] == dialect and shell in [tool["function"]["name"] for tool in info["tools"]]
+    assert info["dialect"] == dialect and shell in names_of(info["tools"])
     assert "Write the word hello into a file named out.txt" in obs
     assert ran[0].split("hello\n", 1)[1].startswith("/tmp/work")  # (its sandbox's working directory)
     assert ran[1:4] == (0.0, False, False) and ran[4]["messages"][-1]["role"] == "tool"

@@ -10,6 +10,7 @@ import json
 import pytest
 from conftest import play_episode as play
 from test_agent_env import agent_env
+from tool_shape import names_of
 
 CLIENTS = ["responses", "responses_stream", "anthropic", "anthropic_stream", "gemini", "gemini_stream", "chat",
            "chat_stream"]
@@ -164,8 +165,8 @@ def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(di
     assert obs == f"Look at the {client}." and info["dialect"] == dialect
     assert info["messages"] == [{"role": "system", "content": "Be brief."},
                                 {"role": "user", "content": f"Look at the {client}."}]
-    assert [tool["function"]["name"] for tool in info["tools"]] == ["look"]  # (hosted tools are not offered)
-    assert info["tools"][0]["function"]["parameters"]["required"] == ["what"]
+    assert names_of(info["tools"]) == ["look"]  # (hosted tools are not offered)
+    assert info["tools"][0]["parameters"]["required"] == ["what"]
     obs, reward, terminated, _, info = called
     assert (obs, reward, terminated) == ("42", 0.0, False)
     call, answer = info["messages"][-2:]

@@ -6,6 +6,7 @@ import warnings
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
+from tool_shape import names_of
 
 import openenv_gym
 from openenv_gym.manifests.discovery import shipped_manifests
@@ -54,7 +55,7 @@ def test_embedded_guess_plays_a_game():
     assert isinstance(env.action_space, ToolCallSpace)
     assert env.action_space.tool_names == ["divisible_by", "give_up", "guess"]
     obs, info = env.reset(seed=5, options={"low": 1, "high": 8})
-    assert [tool["name"] for tool in info["tools"]] == ["divisible_by", "give_up", "guess"]  # shown at every reset
+    assert names_of(info["tools"]) == ["divisible_by", "give_up", "guess"]  # shown at every reset
     low, high, total, guesses = info["low"], info["high"], 0.0, 0
     while True:
         middle = (low + high) // 2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Listener, write_files
+from tool_shape import names_of
 
 import openenv_gym
 from openenv_gym.client.local import LocalServer
@@ -90,7 +91,7 @@ def test_the_oracle_reaches_the_top_reward_and_doing_nothing_the_floor(harbor, t
     assert oracle[-1][1] == 1.0 and oracle[-1][2], oracle[-1][4]
     assert nothing[-1][1] == 0.0 and nothing[-1][2]
     assert obs == (TASKS / task / "instruction.md").read_text() if task != "steps_v11" else obs.startswith("Write")
-    assert info["tools"][0]["name"] == "bash" and info["task"] == task
+    assert names_of(info["tools"])[0] == "bash" and info["task"] == task
 
 
 def test_what_the_image_writes_in_the_systems_folders_each_episode_writes_in_its_own_overlay(harbor):
@@ -220,7 +221,7 @@ def test_the_built_in_agent_program_plays_a_task_inside_its_trial_each_model_req
         "name": "submit", "arguments": "{}"}}]}
     obs, info, steps = play(server, {"task": "hello_v14", "harness": "bash"}, call, submit)
     assert obs.startswith("Read seed.txt")
-    assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
+    assert names_of(info["tools"]) == ["bash", "submit"]
     assert steps[0][0] == "HELLO, HARBOR\n[exit code 0]"  # the tool's answer, as the program sends it to the model
     assert steps[1][1] == 1.0 and steps[1][2] and "exit code 0" in steps[1][4]["program"]
     _, _, nothing = play(server, {"task": "steps_v11", "harness": "bash"}, submit, submit)

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import in_parallel, play_episode, write_files
+from tool_shape import names_of
 
 import openenv_gym
 from benchmarks.nemo_peer import NemoOwnServer
@@ -108,8 +109,8 @@ def test_a_server_that_exposes_its_tools_over_mcp_offers_them_and_plays_its_stor
         answers = play_episode(url, replayed_actions(rollout["response"]["output"]),
                                options={"task": task_of(dataset, rollout)})
         tools = answers[0][1]["tools"]
-        assert [tool["function"]["name"] for tool in tools] == ["get_weather"]
-        assert tools[0]["function"]["parameters"]["required"] == ["city"]
+        assert names_of(tools) == ["get_weather"]
+        assert tools[0]["parameters"]["required"] == ["city"]
         assert answers[-1][1:3] == (rollout["reward"], True) == (1.0, True)
     assert play_episode(url, ["It is sunny."], options={"task": 0})[-1][1] == 0.0  # (no call: no reward)
 

@@ -11,6 +11,7 @@ import gymnasium as gym
 import httpx
 import pytest
 from conftest import ROOT, http_url, write_files
+from tool_shape import names_of
 
 import openenv_gym
 from benchmarks.openenv_server import openenv_server
@@ -88,7 +89,7 @@ def test_openenv_remote_drives_openenvs_own_server(their_guess):
     env = gym.make("openenv/remote", base_url=their_guess)
     description = env.unwrapped.description
     assert description["source"] == "openenv-ws" and description["action"] == "tools"
-    assert [t["name"] for t in description["tools"]] == ["guess", "hint"]
+    assert names_of(description["tools"]) == ["guess", "hint"]
     steps, state = bisect(env, seed=11)
     assert steps[0][0].startswith("Find the number between 1 and 100")
     assert steps[-1][1:] == (1.0, True, False) and steps[-1][0].endswith("is correct")
@@ -118,6 +119,7 @@ def test_imported_openenv_env_plays_as_openenv_serves_it(their_guess, our_guess,
     theirs = gym.make("openenv/remote", base_url=their_guess)
     ours = gym.make("openenv/oe-guess", base_url=our_guess)
     assert ours.unwrapped.description["tools"] == theirs.unwrapped.description["tools"]
+    assert names_of(ours.reset(seed=0)[1]["tools"]) == ["guess", "hint"]
     for seed in (0, 5, 42):
         assert play(ours, seed, MOVES) == play(theirs, seed, MOVES)
         mine, my_state = bisect(ours, seed)

@@ -7,6 +7,7 @@ import gymnasium as gym
 import httpx
 import pytest
 from conftest import http_url, run
+from tool_shape import names_of
 
 import openenv_gym
 from openenv_gym.importers import import_environment
@@ -60,11 +61,11 @@ def test_answer_env_through_gym_make(imported, capfd):
 def _plays_task_tools(env) -> None:
     """A task offering the task-only `hint` tool lists it in info["tools"] and takes calls to it; others do not."""
     obs, info = env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi", "hint": "a greeting"}})
-    assert [t["name"] for t in info["tools"]] == ["answer", "crash", "explain", "hint"]
+    assert names_of(info["tools"]) == ["answer", "crash", "explain", "hint"]
     assert env.step({"name": "hint", "arguments": {}})[0] == "a greeting"
     assert env.step('<tool_call>{"name": "hint", "arguments": {}}</tool_call>')[0] == "a greeting"
     obs, info = env.reset(options={"task_spec": {"question": "Say hi", "answer": "hi"}})
-    assert [t["name"] for t in info["tools"]] == ["answer", "crash", "explain"]
+    assert names_of(info["tools"]) == ["answer", "crash", "explain"]
     obs, reward, terminated, truncated, info = env.step({"name": "hint", "arguments": {}})
     assert info["error"]["code"] == "invalid_action" and "unknown tool 'hint'" in obs
 

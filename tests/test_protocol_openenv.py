@@ -15,9 +15,9 @@ from openenv_gym.protocol.openenv_payloads import (
     state_extras,
     state_of,
     step_from_payload,
-    tool_of,
     wire_action,
 )
+from openenv_gym.protocol.tool_specs import as_tool, as_tools, openai_tool
 
 TOOLS = [{"name": "guess", "description": "Guess the number", "parameters": {
     "type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}]
@@ -119,7 +119,21 @@ def test_state_round_trips(own):
 
 
 def test_tools_round_trip():
-    assert [tool_of(mcp.mcp_tool(tool)) for tool in TOOLS] == TOOLS
+    assert [as_tool(mcp.mcp_tool(tool)) for tool in TOOLS] == TOOLS
+    assert [as_tool(openai_tool(tool)) for tool in TOOLS] == TOOLS
+
+
+def test_every_shape_of_tool_reads_into_ours():
+    """OpenAI's function tool, MCP's Tool, ORS's and OpenEnv's ToolSpec, Verifiers' Tool: the same tool of ours.
+    What names no tool is left out; a tool without a description or a schema gets empty ones."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    ours = {"name": "guess", "description": "Guess", "parameters": schema}
+    shapes = [ours, {"type": "function", "function": ours}, ours | {"strict": True},
+              {"name": "guess", "description": "Guess", "inputSchema": schema},
+              {"name": "guess", "description": "Guess", "input_schema": schema}]
+    assert as_tools(shapes) == [ours] * len(shapes)
+    assert as_tools([{"name": "bare"}, {"description": "no name"}, "text", {"function": {"name": 3}}]) == [
+        {"name": "bare", "description": "", "parameters": {"type": "object", "properties": {}}}]
 
 
 def test_mcp_tool_calls_round_trip():

@@ -16,6 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from conftest import http_url, write_files
+from tool_shape import names_of
 
 import openenv_gym
 from benchmarks.episodes import ENVS as BENCH_ENVS
@@ -172,7 +173,7 @@ def test_tool_environment(imported):
     obs, info = env.reset(options={"index": 0})
     assert obs == "user: Compute (3 + 4) * 5 with the tools, then give <answer>N</answer>."
     assert info["tools"] == env.unwrapped.description["tools"]  # every reset shows the tools, as /info does
-    assert [tool["name"] for tool in info["tools"]] == ["add", "multiply"]
+    assert names_of(info["tools"]) == ["add", "multiply"]
     assert env.reset(options={"task": 0})[0] == obs  # the one vocabulary: a task by its index
     with pytest.raises(openenv_gym.BadRequestError, match="'task_spec'; it understands: episode_id, expose_answer"):
         env.reset(options={"task_spec": {"prompt": "2 + 2"}})

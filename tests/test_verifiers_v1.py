@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, descendants, in_parallel, play_episode
+from tool_shape import names_of
 
 import openenv_gym
 from openenv_gym.adapters.verifiers.v1_config import split_env_args
@@ -112,7 +113,7 @@ def test_a_taskset_with_a_tool_server_calls_its_tools_as_verifiers_does(served):
     url, python = served["capitals"]
     call = {"name": "atlas_capital", "arguments": {"country": "Japan"}}
     first, looked_up, final = ours(url, 1, [call, "It is Tokyo."])
-    assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["atlas_capital"]
+    assert names_of(first[1]["tools"]) == ["atlas_capital"]
     assert looked_up[0] == "Tokyo" and looked_up[1:4] == (0.0, False, False)  # the tool's answer, from its server
     theirs = verifiers_own(python, CAPITALS, 1, [json.dumps(call), "It is Tokyo."])
     assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
@@ -149,7 +150,7 @@ def test_a_harness_speaking_responses_or_anthropic_plays_and_scores_as_verifiers
                            [reply if isinstance(reply, str) else json.dumps(reply) for reply in replies],
                            config=harness(not streamed))
     assert {answer[-1]["dialect"] for answer in answers[:3]} == {dialect}
-    assert [tool["function"]["name"] for tool in answers[0][1]["tools"]] == ["shell"]
+    assert names_of(answers[0][1]["tools"]) == ["shell"]
     assert answers[1][0] == "river\n"  # the note, read by the shell call in the runtime
     assert [answer[-1]["messages"] for answer in answers[:3]] == theirs["asked"]
     assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
@@ -305,7 +306,7 @@ def test_a_taskset_wide_tool_server_serves_every_episode_and_stops_with_the_serv
     try:
         call = {"name": "book_balance", "arguments": {"account": "alice"}}
         first, looked_up, final = ours(server.url, 0, [call, "Alice has 120."])
-        assert [tool["function"]["name"] for tool in first[1]["tools"]] == ["book_balance"]
+        assert names_of(first[1]["tools"]) == ["book_balance"]
         assert looked_up[0] == "120" and final[1] == 1.0
         deadline = time.monotonic() + 3 * IDLE_SECONDS  # (the episode's sandbox is kept that long for the next)
         while len(sandboxes()) > 1 and time.monotonic() < deadline:
@@ -330,7 +331,7 @@ def test_the_bash_harness_runs_the_models_commands_in_the_episodes_sandbox(tmp_p
     try:
         commands = [f"cat {secret}", f"echo pwned > {outside}", "pwd; echo hi > here.txt; ps -e | wc -l", "kill -9 -1"]
         answers = ours(server.url, 1, [{"name": "bash", "arguments": {"command": command}} for command in commands])
-        assert "bash" in [tool["function"]["name"] for tool in answers[0][1]["tools"]]
+        assert "bash" in names_of(answers[0][1]["tools"])
         said = [answer[0] for answer in answers[1:4]]
         assert "bash-secret-4242" not in "".join(said) and not outside.exists()
         folder, processes = said[2].split()

@@ -42,9 +42,9 @@ from openenv_gym.protocol.openenv_payloads import (
     state_extras,
     step_from_payload,
     text_field,
-    tool_of,
     wire_action,
 )
+from openenv_gym.protocol.tool_specs import as_tool
 
 PAYLOAD_FIELDS = frozenset({"reward", "done"})  # sent next to the observation, not in it
 
@@ -148,7 +148,7 @@ class OpenEnvFactory:
             listed = probe.step(ListToolsAction())
         finally:
             probe.close()
-        return [tool_of(to_jsonable_python(tool)) for tool in listed.tools]
+        return [as_tool(to_jsonable_python(tool)) for tool in listed.tools]
 
     def __call__(self) -> OpenEnvSession:
         if not self.concurrent and self.live >= 1:

@@ -54,9 +54,9 @@ from openenv_gym.protocol.openenv_payloads import (
     state_extras,
     step_from_payload,
     text_field,
-    tool_of,
     wire_action,
 )
+from openenv_gym.protocol.tool_specs import as_tool
 
 MAX_MESSAGE_BYTES = 100 * 2**20  # what OpenEnv's client accepts by default
 RESERVED_OPTIONS = ("max_steps",)  # reset options of ours that OpenEnv's reset does not get
@@ -137,7 +137,7 @@ class OpenEnvTransport(Transport):
             listed = await socket.ask(list_tools_message())
         finally:
             await socket.close()
-        return [tool_of(t) for t in (listed.get("observation") or {}).get("tools") or ()]
+        return [as_tool(t) for t in (listed.get("observation") or {}).get("tools") or ()]
 
     async def connect(self) -> ClientConnection:
         try:

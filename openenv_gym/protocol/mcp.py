@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from openenv_gym.episode.results import StepResult
-from openenv_gym.protocol.openenv_payloads import EMPTY_SCHEMA
+from openenv_gym.protocol.tool_specs import EMPTY_SCHEMA
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND = -32700, -32600, -32601
 INVALID_PARAMS, INTERNAL_ERROR, SERVER_ERROR = -32602, -32603, -32000
@@ -82,7 +82,7 @@ def initialized(rid: Any, asked_version: Any, server_name: str) -> dict[str, Any
 
 
 def mcp_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool of ours as an MCP Tool (openenv_payloads.tool_of reads it back)."""
+    """A tool of ours as an MCP Tool (tool_specs.as_tool reads it back)."""
     return {"name": tool["name"], "description": tool.get("description", ""),
             "inputSchema": tool.get("parameters") or EMPTY_SCHEMA}
 

@@ -23,7 +23,6 @@ import orjson
 from openenv_gym.episode.results import ResetResult, StepResult, reward_of
 from openenv_gym.episode.toolcalls import find_tool_call
 
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 CALL_TOOL, LIST_TOOLS = "call_tool", "list_tools"  # the `type` of OpenEnv's MCP actions
 ACTION_BOOKKEEPING = {"metadata", "type"}  # fields of every OpenEnv action, never the one a text goes to
 STATE_COUNTS = ("episode_id", "step_count")  # State fields a session keeps itself; the rest are the env's extras
@@ -32,12 +31,6 @@ STATE_COUNTS = ("episode_id", "step_count")  # State fields a session keeps itse
 def state_extras(state: Any) -> dict[str, Any]:
     """An OpenEnv State (as JSON) beyond its episode id and step count: what the environment tells of itself."""
     return {key: value for key, value in state.items() if key not in STATE_COUNTS} if isinstance(state, dict) else {}
-
-
-def tool_of(tool: dict[str, Any]) -> dict[str, Any]:
-    """An OpenEnv / MCP Tool ({name, description, input_schema or inputSchema}) as a tool of ours."""
-    schema = tool.get("input_schema") or tool.get("inputSchema") or EMPTY_SCHEMA
-    return {"name": tool["name"], "description": tool.get("description") or "", "parameters": schema}
 
 
 def is_tool_schema(action_schema: dict[str, Any]) -> bool:

@@ -17,9 +17,9 @@ from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import StepResult, invalid_action, reward_of
 from openenv_gym.episode.toolcalls import ToolCall, find_tool_call
 from openenv_gym.errors import BadRequestError
+from openenv_gym.protocol.tool_specs import as_tool
 
 SPLIT_TYPES = ("train", "validation", "test")
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 DEFAULT_MAX_STEPS = 100  # ORS environments declare no step limit; an episode is truncated after this many
 # what an ORS episode's reset reads: the task (from the catalog, or a task spec of its own) and its secrets
 RESET_OPTIONS = vocabulary(CATALOG_OPTIONS, ("task_spec", "secrets"))
@@ -37,12 +37,6 @@ def render_blocks(blocks: Any) -> tuple[str, list[dict]]:
     return "\n".join(texts), images
 
 
-def tool_spec(spec: dict) -> dict:
-    """An ORS ToolSpec {name, description, input_schema} as a tool of ours {name, description, parameters}."""
-    return {"name": spec["name"], "description": spec.get("description", ""),
-            "parameters": spec.get("input_schema") or EMPTY_SCHEMA}
-
-
 @dataclass(frozen=True)
 class ToolListing:
     """An environment's tools, and its terminal tool: plain text with no tool call in it is the final answer."""
@@ -54,14 +48,14 @@ class ToolListing:
     def from_wire(cls, listed: dict) -> ToolListing:
         """From a ListToolsOutput as JSON: {"tools": [ToolSpec, ...], "terminal_tool": {"name", "arg"} | null}."""
         terminal = listed.get("terminal_tool")
-        return cls([tool_spec(t) for t in listed["tools"]],
+        return cls([as_tool(t) for t in listed["tools"]],
                    None if terminal is None else {"name": terminal["name"], "arg": terminal.get("arg")})
 
     def with_task_tools(self, task_tools: list[dict]) -> ToolListing:
         """This listing plus an episode's task tools (ORS ToolSpecs: what `list_task_tools()` or
         `/task_tools` lists); a task tool never takes the name of a listed or the terminal tool."""
         taken = {t["name"] for t in self.tools} | ({self.terminal["name"]} if self.terminal else set())
-        extra = [tool_spec(t) for t in task_tools if t["name"] not in taken]
+        extra = [as_tool(t) for t in task_tools if t["name"] not in taken]
         return ToolListing(self.tools + extra, self.terminal) if extra else self
 
     @cached_property  # asked at every step

@@ -35,8 +35,8 @@ from openenv_gym.rollout.turns import (
     action_of,
     as_reply,
     assistant_message,
+    episode_tools,
     observation_message,
-    openai_tools,
 )
 from openenv_gym.runtime.eager import EagerStarter
 from openenv_gym.targets import resolve
@@ -45,11 +45,12 @@ from openenv_gym.targets import resolve
 class _Game:
     """One session's current episode."""
 
-    __slots__ = ("episode", "reply")
+    __slots__ = ("episode", "reply", "tools")
 
     def __init__(self, episode: Episode) -> None:
         self.episode = episode
         self.reply: Reply | None = None  # the turn in flight
+        self.tools: list[dict[str, Any]] = []  # as the policy gets them: the task's, from its reset
 
 
 async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int | None = None,
@@ -113,7 +114,6 @@ class _Driver:
         self.thinking: set[asyncio.Task] = set()
         self.scoring: set[asyncio.Task] = set()
         self.finished: deque[Any] = deque()  # episodes (or groups) to yield
-        self.tools: list[dict[str, Any]] = []
         # the env reads assistant messages (it plays a model conversation): the whole turn goes, its reasoning too
         self.messages = bool(client.description.get(ASSISTANT_MESSAGES))
         self.failed_resets = 0  # in a row: past a bound, the env cannot start episodes and the stream stops
@@ -121,7 +121,6 @@ class _Driver:
         self.eager = EagerStarter(asyncio.get_running_loop())  # policy calls run at once until they first wait
 
     async def run(self) -> AsyncIterator[Episode]:
-        self.tools = openai_tools(self.client.description)
         for env in range(self.client.num_envs):
             self._start(env)
         while self.games or self.finished or self.scoring:
@@ -248,6 +247,7 @@ class _Driver:
                         episode.messages.append({"role": "system", "content": self.system_prompt})
                     episode.messages.append({"role": "user", "content": obs})
                     episode.info = info
+                    game.tools = episode_tools(info, self.client.description)
                     self._think(env)
                     continue
             else:
@@ -267,7 +267,8 @@ class _Driver:
     def _think(self, env: int) -> None:
         """Ask the policy for the env's next turn. The call runs at once until it first waits, then as a task
         (runtime/eager.py): an instant policy costs no task and no loop turn."""
-        call = self.policy(list(self.games[env].episode.messages), self.tools)
+        game = self.games[env]
+        call = self.policy(list(game.episode.messages), game.tools)
         if not asyncio.iscoroutine(call):  # another kind of awaitable: a task of its own
             self._wait(env, asyncio.ensure_future(call))
             return

@@ -15,6 +15,7 @@ import orjson
 
 from openenv_gym.episode.assistant import REASONING, TOKEN_KEYS
 from openenv_gym.episode.results import Action
+from openenv_gym.protocol.tool_specs import openai_tool
 
 
 @dataclass(slots=True)
@@ -88,9 +89,7 @@ def observation_message(observation: str, reply: Reply) -> dict[str, Any]:
     return {"role": "user", "content": observation}
 
 
-def openai_tools(description: dict[str, Any]) -> list[dict[str, Any]]:
-    """The env's tools (from its description) as OpenAI function specs."""
-    return [{"type": "function", "function": {"name": spec["name"], "description": spec.get("description", ""),
-                                              "parameters": spec.get("parameters") or {"type": "object",
-                                                                                       "properties": {}}}}
-            for spec in description.get("tools", [])]
+def episode_tools(info: dict[str, Any], description: dict[str, Any]) -> list[dict[str, Any]]:
+    """An episode's tools, from its reset's info (the task's own, where it has some) or else the env's description,
+    as OpenAI function specs: what a policy passes to a model server."""
+    return [openai_tool(tool) for tool in info.get("tools") or description.get("tools") or ()]

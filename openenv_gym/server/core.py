@@ -35,6 +35,7 @@ from openenv_gym.errors import (
     StepTimeoutError,
     UnknownSessionError,
 )
+from openenv_gym.protocol.tool_specs import as_tools
 from openenv_gym.runtime.eager import EagerStarter
 from openenv_gym.runtime.threads import ElasticPool
 from openenv_gym.server.batch import StepColumns, step_many
@@ -58,6 +59,8 @@ class SessionCore:
         score_group = getattr(factory, "score_group", None)
         self.description["group_scoring"] = callable(score_group)
         self.reset_options = understood(self.description)  # None: the environment reads every option itself
+        if self.description.get("tools"):  # one shape of tool in every kind (protocol/tool_specs.py)
+            self.description["tools"] = as_tools(self.description["tools"])
         self.tools = self.description.get("tools") or None  # shown in every reset's info that shows none of its own
         self.default_limit: int | None = self.description.get("max_steps")
         self.loop = asyncio.get_running_loop()
@@ -319,6 +322,8 @@ class SessionCore:
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
+            if "tools" in value.info:  # (a program's next request may offer other tools)
+                _tools_in_one_shape(value.info)
             if session.group is not None:
                 self.member_stepped(session, value)
             return value
@@ -350,7 +355,9 @@ class SessionCore:
     def _was_reset(self, session: Session, limit: int | None, episode_id: str, group: tuple[str, int] | None,
                    created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
-            if self.tools is not None and "tools" not in value.info:
+            if "tools" in value.info:  # the task's own
+                _tools_in_one_shape(value.info)
+            elif self.tools is not None:
                 value.info["tools"] = self.tools
             session.begin(limit, episode_id)
             session.group, session.returned = group, 0.0
@@ -363,6 +370,11 @@ class SessionCore:
             if created:  # a session whose first reset failed is never handed out
                 self.end(session)
         reply(session.id, value)
+
+
+def _tools_in_one_shape(info: dict[str, Any]) -> None:
+    """info["tools"] as tools of ours, whatever shape the kind lists them in (protocol/tool_specs.py)."""
+    info["tools"] = as_tools(info["tools"])
 
 
 def _log_close_failure(task: asyncio.Task) -> None:

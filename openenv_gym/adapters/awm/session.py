@@ -4,7 +4,7 @@ no process per session.
 reset:  the task (options scenario + task_idx, a seeded choice of the scenario's tasks without task_idx; or
         the catalog's task, or split + index, over every scenario's tasks ("scenario/task_idx" is a task's id), or
         a seeded choice); the episode's database is a copy of the scenario's template, with a snapshot of it for the
-        verifier. Observation: the task's text; info["tools"]: the world's tools as MCP Tool objects.
+        verifier. Observation: the task's text; info["tools"]: the world's tools (as MCP lists them, read as ours).
 step:   a tool call (an object or model text) runs the endpoint (worlds.py); its answer is the observation.
         `submit(final_answer)` ends the episode: the verifier (verify.py, in a child process; code mode, or
         SQL mode with an LLM judge, judge.py) says complete or not, and the reward is the `complete` or

@@ -34,7 +34,7 @@ from openenv_gym.integrations.trl import lifecycle
 from openenv_gym.integrations.trl.chat import ChatTokens
 from openenv_gym.integrations.trl.generation import Generator, generator_for, tokenizer_of
 from openenv_gym.integrations.trl.tasks import task_of_prompt
-from openenv_gym.rollout.turns import Reply, ToolCall, observation_message, openai_tools
+from openenv_gym.rollout.turns import Reply, ToolCall, episode_tools, observation_message
 from openenv_gym.targets import Target, resolve
 
 T = TypeVar("T")
@@ -107,13 +107,13 @@ class EnvRolloutFunc:
         self.calls += 1
         client = self._client(len(prompts), _run_length(prompts))
         chat = ChatTokens(tokenizer_of(trainer), trainer.chat_template_kwargs)
-        tools = openai_tools(client.description)
         first = self._reset(client, prompts)
+        tools = [episode_tools(first.infos[k], client.description) for k in range(len(prompts))]
         episodes = []
         for k, prompt in enumerate(prompts):
             messages = self._messages(prompt, first.obs[k])
             error = first.errors.get(k)
-            episodes.append(_Episode(chat.prompt_ids(messages, tools), first.infos[k],
+            episodes.append(_Episode(chat.prompt_ids(messages, tools[k]), first.infos[k],
                                      None if error is None else f"{type(error).__name__}: {error}"))
         generate = self.generate or generator_for(trainer)
         self._play(client, episodes, generate, trainer.max_completion_length, chat, tools)
@@ -210,7 +210,7 @@ class EnvRolloutFunc:
         return messages
 
     def _play(self, client: AsyncVectorClient, episodes: list[_Episode], generate: Generator, budget: int,
-              chat: ChatTokens, tools: list[dict[str, Any]]) -> None:
+              chat: ChatTokens, tools: list[list[dict[str, Any]]]) -> None:
         """Turns until every episode is done or max_turns: all running episodes generate, then step together."""
         for turn in range(self.max_turns):
             playing = self._players(episodes, chat, budget)
@@ -235,7 +235,7 @@ class EnvRolloutFunc:
                 episode.ended = error is None and bool(result.terminated[j] or result.truncated[j])
                 episode.done = episode.ended or error is not None
                 if not episode.done and turn + 1 < self.max_turns:
-                    episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools))
+                    episode.pending = observation_message(result.obs[j], _reply_of(actions[j], tools[k]))
 
     @staticmethod
     def _players(episodes: list[_Episode], chat: ChatTokens, budget: int) -> list[int]:
