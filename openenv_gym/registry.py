@@ -38,8 +38,6 @@ def check_served(env: str | None, description: dict, url: str) -> None:
                                f"server of {expected} (openenv-gym serve {expected}), or use the id of {served}")
 
 
-REMOTE_ORS_ID = "openenv/ors"  # gym.make(REMOTE_ORS_ID, base_url="http://host:port", env="name")
-REMOTE_ID = "openenv/remote"  # gym.make(REMOTE_ID, base_url="http://host:port"): whatever the server speaks
 
 
 def register_all() -> list[str]:
@@ -47,7 +45,7 @@ def register_all() -> list[str]:
     manifests = all_manifests()
     for manifest in manifests:
         register_manifest(manifest)
-    for gym_id, transport in ((REMOTE_ORS_ID, "ors"), (REMOTE_ID, "auto")):
+    for gym_id, transport in (("openenv/ors", "ors"), ("openenv/remote", "auto")):  # (manifests.REMOTE_IDS)
         if gym_id not in gym.registry:
             gym.register(gym_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
                          nondeterministic=True, kwargs={"transport": transport})

@@ -1,4 +1,4 @@
-"""Episode files as `openenv-gym rollout --out` writes them, from real rollouts of the shipped `guess` env with a
+"""Episode files as `openenv-gym rollout --output` writes them, from real rollouts of the shipped `guess` env with a
 scripted policy whose episodes differ: some bisect to the number, some guess at random until they are cut off,
 some give up, and some fail (the policy raises)."""
 

@@ -238,3 +238,24 @@ def test_a_failed_import_leaves_nothing_behind_and_keeps_what_it_would_replace(t
         import_environment(source, "fresh", out)
     assert sorted(p.name for p in out.iterdir()) == ["atomic"]  # no half-written folder, no staging left
     assert _vendored_files(first) == {"env.py", "blob.bin"}  # the earlier import is intact
+
+
+def test_gym_ids_are_one_environments_each(tmp_path):
+    """An import may not take a shipped environment's id or a remote id: refused with both named. Two imports of
+    one name into two folders: the latest holds the id; the other is not registered, with a warning naming both."""
+    guess = Path(__file__).parent / "openenv_envs" / "guess_env"  # an OpenEnv project: gym id openenv/NAME
+    with pytest.raises(ImportFailedError, match=r"openenv/echo is held by the shipped python environment in .*echo"):
+        import_environment(guess, "echo", tmp_path / "a")
+    with pytest.raises(ImportFailedError, match=r"openenv/remote is held by the id that drives any running server"):
+        import_environment(guess, "remote", tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+
+    (first,) = import_environment(guess, "twice-imported", tmp_path / "a")
+    (second,) = import_environment(guess, "twice-imported", tmp_path / "b")
+    assert first.gym_id == second.gym_id == "openenv/twice-imported"
+    with pytest.warns(RuntimeWarning, match=rf"{first.folder} is not registered: its gym id openenv/twice-imported "
+                                            rf"is held by the imported openenv environment in {second.folder}"):
+        assert find_manifest("openenv/twice-imported").folder == second.folder
+    import_environment(guess, "twice-imported", tmp_path / "a", force=True)  # imported again: the latest
+    with pytest.warns(RuntimeWarning, match=f"{second.folder} is not registered"):
+        assert find_manifest("twice-imported").folder == first.folder

@@ -263,10 +263,10 @@ def test_rescore_reverifies_nemo_rollouts_to_nemo_gyms_own_expected_rewards(nemo
     rollouts.write_text("".join(json.dumps(case["request"] | {"reward": case.get("expected_reward")}) + "\n"
                                 for case in cases))
     out = tmp_path / "out.jsonl"
-    refused = rescore(str(rollouts), str(folder), "--out", str(out))
+    refused = rescore(str(rollouts), str(folder), "--output", str(out))
     assert refused.returncode != 0 and "not 'stateless'" in refused.stderr and "--force" in refused.stderr
     assert not out.exists()
-    done = rescore(str(rollouts), str(folder), "--out", str(out), "--force")
+    done = rescore(str(rollouts), str(folder), "--output", str(out), "--force")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "reverified      2" in done.stdout and "failed          1" in done.stdout
     written = rows(tmp_path / "unsafe_out.jsonl")

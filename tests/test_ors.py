@@ -298,7 +298,7 @@ def test_cli_bench_drives_a_remote_ors_server(openreward_server):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "openenv_gym", "bench", "openenv/ors", "--base-url", openreward_server,
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "bench", "openenv/ors", "--env-url", openreward_server,
                            "--env", "answerenv", "--num-envs", "2", "--seconds", "0.3",
                            "--action", '{"name": "explain", "arguments": {}}'],
                           capture_output=True, text=True, timeout=120)

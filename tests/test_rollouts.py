@@ -201,8 +201,8 @@ def cli(*args):
 
 def test_rollout_cli_writes_one_line_per_episode(tmp_path, guess_url, model_server):
     out = tmp_path / "episodes.jsonl"
-    done = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "12",
-               "--num-envs", "5", "--env-url", guess_url, "--out", str(out))
+    done = cli("openenv/guess", "--model-url", model_server.url, "--model", "scripted", "--episodes", "12",
+               "--num-envs", "5", "--env-url", guess_url, "--output", str(out))
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 12 and all(line["terminated"] and line["error"] is None for line in lines)
@@ -211,15 +211,16 @@ def test_rollout_cli_writes_one_line_per_episode(tmp_path, guess_url, model_serv
     assert summary["episodes"].strip() == "12" and summary["completed"].strip() == "12"
 
     failed = cli("openenv/guess", "--base-url", model_server.url, "--model", "broken", "--episodes", "3",
-                 "--env-url", guess_url, "--out", str(out))
+                 "--env-url", guess_url, "--out", str(out))  # the old names still work, and say the new ones
+    assert "--base-url is now --model-url" in failed.stderr and "--out is now --output" in failed.stderr
     assert failed.returncode == 1 and "no episode completed" in failed.stderr
     assert "by the policy" in failed.stdout
     errors = [json.loads(line)["error"] for line in out.read_text().splitlines()]
     assert len(errors) == 3 and all(error.startswith("policy: ModelServerError:") for error in errors)
     assert wait_until(lambda: health(guess_url)["sessions"] == 0)
 
-    grouped = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "3",
-                  "--group-size", "4", "--env-url", guess_url, "--out", str(out))
+    grouped = cli("openenv/guess", "--model-url", model_server.url, "--model", "scripted", "--episodes", "3",
+                  "--group-size", "4", "--env-url", guess_url, "--output", str(out))
     assert grouped.returncode == 0, grouped.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     by_group: dict[str, list] = {}
@@ -310,8 +311,8 @@ def test_group_arguments_are_checked():
 def test_a_rollout_that_stopped_resumes_playing_no_task_twice_and_none_skipped(tmp_path, guess_url, model_server,
                                                                                 grouped):
     out = tmp_path / "episodes.jsonl"
-    run_args = ["openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "6",
-                "--seed", "40", "--num-envs", "4", "--env-url", guess_url, "--out", str(out)]
+    run_args = ["openenv/guess", "--model-url", model_server.url, "--model", "scripted", "--episodes", "6",
+                "--seed", "40", "--num-envs", "4", "--env-url", guess_url, "--output", str(out)]
     if grouped:
         run_args += ["--group-size", "3"]
     assert cli(*run_args).returncode == 0
@@ -345,8 +346,8 @@ def test_a_rollout_that_stopped_resumes_playing_no_task_twice_and_none_skipped(t
 
 def test_rescore_replays_each_episode_and_says_what_changed(tmp_path, guess_url, model_server):
     out = tmp_path / "episodes.jsonl"
-    done = cli("openenv/guess", "--base-url", model_server.url, "--model", "scripted", "--episodes", "8",
-               "--group-size", "2", "--num-envs", "4", "--env-url", guess_url, "--out", str(out))
+    done = cli("openenv/guess", "--model-url", model_server.url, "--model", "scripted", "--episodes", "8",
+               "--group-size", "2", "--num-envs", "4", "--env-url", guess_url, "--output", str(out))
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     # the file as an older verifier scored it: two returns off, one episode recorded as cut short

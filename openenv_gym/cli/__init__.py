@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from openenv_gym.cli.ray_serve import add_ray_options, serve_on_ray
+from openenv_gym.cli.renamed import add_renamed
 from openenv_gym.errors import OpenEnvGymError
 from openenv_gym.sandbox.engines import ENGINES
 from openenv_gym.server.config import Limits, ServeConfig
@@ -130,7 +131,8 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", required=True, help="the environment's name (see the gym ids above)")
     parser.add_argument("--output-dir", type=Path, default=Path("servers"), help="where to write (default ./servers)")
     parser.add_argument("--data", type=Path, nargs="+", default=[], help="data files or folders to copy in")
-    parser.add_argument("--env", dest="env_class", help="the class to import when the source holds several")
+    add_renamed(parser, "--env", parser.add_argument(
+        "--class", dest="env_class", metavar="CLASS", help="the class to import when the source holds several"))
     parser.add_argument("--force", action="store_true", help="replace an existing NAME; allow shadowing modules")
     parser.add_argument("--scenario", dest="scenarios", nargs="+", metavar="S",
                         help="AWM dataset folders: import only these scenarios")

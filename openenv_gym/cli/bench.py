@@ -1,7 +1,7 @@
 """`openenv-gym bench ENV_ID`: the throughput of an environment as this machine serves it.
 
 For each session count it makes `gym.make_vec(ENV_ID, num_envs=N)` (against a local server it starts, or
---base-url) and steps all sessions for a few seconds with actions sampled from the action space (or
+--env-url) and steps all sessions for a few seconds with actions sampled from the action space (or
 --action), NEXT_STEP autoreset included. It prints steps/s, the p50/p99 latency of one vector step, and the
 server's resident memory per session (for a local server: /proc of the server and its workers). Only
 runtime dependencies; --plot needs matplotlib.
@@ -37,13 +37,14 @@ class Row:
 
 def add_bench(commands: argparse._SubParsersAction) -> None:
     from openenv_gym.cli import positive_int
+    from openenv_gym.cli.renamed import add_json_flag, add_renamed
 
     bench = commands.add_parser("bench", help="steps/s, step latency and server memory of an environment",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("env_id", help="a gym id (openenv/echo, openenv/ors-myenv, ...) or an environment name")
-    bench.add_argument("--base-url", nargs="+",
-                       help="running servers to use, or one dns+ws://NAME:PORT for every address of NAME (default: "
-                            "start a local one)")
+    add_renamed(bench, "--base-url", bench.add_argument(
+        "--env-url", nargs="+", help="running env servers to use, or one dns+ws://NAME:PORT for every address of NAME "
+                                     "(default: start a local one)"))
     bench.add_argument("--env", help="the environment's name on the servers, for ids that drive any server "
                                      "(openenv/ors)")
     bench.add_argument("--num-envs", type=positive_int, nargs="+", default=[64, 1024],
@@ -53,7 +54,8 @@ def add_bench(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--seconds", type=float, default=3.0, help="time spent stepping at each count (default 3)")
     bench.add_argument("--action", help="the action of every step: JSON (a tool call) or plain text "
                                         "(default: samples of the action space)")
-    bench.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    bench.add_argument("--output", type=Path, help="also write the results to this JSON file")
+    add_json_flag(bench, "print the results as JSON (one object per session count) instead of a table")
     bench.add_argument("--plot", type=Path, help="also plot steps/s against sessions to this PNG (needs matplotlib)")
     bench.set_defaults(run=run_bench)
 
@@ -115,7 +117,7 @@ def _local_server(env_id: str, workers: int, sessions: int) -> Any:
     spec = gym.spec(env_id) if env_id.startswith("openenv/") else None
     env = (spec.kwargs or {}).get("env") if spec is not None else env_id
     if env is None:
-        raise SystemExit(f"openenv-gym bench: {env_id} drives running servers; pass --base-url")
+        raise SystemExit(f"openenv-gym bench: {env_id} drives running servers; pass --env-url")
     return LocalServer(str(env), workers, sessions + 100)
 
 
@@ -123,25 +125,32 @@ def run_bench(args: argparse.Namespace) -> None:
     import openenv_gym  # noqa: F401  (registers the ids)
 
     env_id = args.env_id if args.env_id.startswith("openenv/") else _gym_id(args.env_id)
-    server = None if args.base_url else _local_server(env_id, args.workers, max(args.num_envs))
+    server = None if args.env_url else _local_server(env_id, args.workers, max(args.num_envs))
     try:
-        urls = args.base_url or server.url
+        urls = args.env_url or server.url
         rows = [measure(env_id, n, urls, args.seconds, args.action, server.process.pid if server else None, args.env)
                 for n in tqdm(args.num_envs, desc="bench", unit="size", leave=False)]
     finally:
         if server is not None:
             server.stop()
-    where = ", ".join(args.base_url) if args.base_url else f"a local server with {args.workers} workers"
+    if args.output:
+        args.output.write_text(json.dumps([asdict(row) for row in rows], indent=2))
+    if args.json:
+        print(json.dumps([asdict(row) for row in rows]))
+    else:
+        _print_table(env_id, rows, ", ".join(args.env_url) if args.env_url else
+                     f"a local server with {args.workers} workers")
+    if args.plot:
+        plot(rows, env_id, args.plot)
+
+
+def _print_table(env_id: str, rows: list[Row], where: str) -> None:
     print(f"{env_id} on {where}:")
     print(f"{'sessions':>9} {'steps/s':>12} {'p50 ms':>9} {'p99 ms':>9} {'server bytes/session':>21} {'errors':>7}")
     for row in rows:
         held = "n/a (remote)" if row.server_bytes_per_session is None else f"{row.server_bytes_per_session:,.0f}"
         print(f"{row.sessions:>9,} {row.steps_per_s:>12,.0f} {row.p50_ms:>9.2f} {row.p99_ms:>9.2f} {held:>21} "
               f"{row.errors:>7}")
-    if args.json:
-        args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2))
-    if args.plot:
-        plot(rows, env_id, args.plot)
 
 
 def _gym_id(name: str) -> str:

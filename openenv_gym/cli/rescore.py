@@ -32,12 +32,14 @@ CHANGED = 1e-9  # a return that moved by more than this changed
 
 def add_rescore(commands: argparse._SubParsersAction) -> None:
     from openenv_gym.cli import positive_int
+    from openenv_gym.cli.renamed import add_renamed
 
     parser = commands.add_parser("rescore", help="score stored episodes again, replaying their actions",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", type=Path, help="an episodes file, as `openenv-gym rollout --out` writes it")
+    parser.add_argument("file", type=Path, help="an episodes file, as `openenv-gym rollout --output` writes it")
     parser.add_argument("env_id", help="the gym id to replay them on: openenv/guess, openenv/ors-myenv, ...")
-    parser.add_argument("--out", type=Path, help="the new file (default: FILE with .rescored.jsonl)")
+    add_renamed(parser, "--out", parser.add_argument(
+        "--output", type=Path, help="the new file (default: FILE with .rescored.jsonl)"))
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes replayed at once (default 64)")
     parser.add_argument("--env-url", nargs="+", help="running env servers (default: start a local one)")
     parser.add_argument("--env", help="the environment's name on the env servers, for openenv/ors")
@@ -53,9 +55,9 @@ def add_rescore(commands: argparse._SubParsersAction) -> None:
 def run_rescore(args: argparse.Namespace) -> None:
     if not args.file.is_file():
         sys.exit(f"openenv-gym rescore: {args.file} is no file")
-    out = args.out or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".rescored.jsonl")
+    out = args.output or args.file.with_name(args.file.name.removesuffix(".jsonl") + ".rescored.jsonl")
     if out.resolve() == args.file.resolve():
-        sys.exit("openenv-gym rescore: --out must be another file than the one rescored")
+        sys.exit("openenv-gym rescore: --output must be another file than the one rescored")
     if _nemo_rollouts(args.file):
         _reverify_nemo(args, out)
         return

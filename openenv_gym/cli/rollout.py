@@ -1,4 +1,4 @@
-"""`openenv-gym rollout ENV_ID --base-url http://HOST/v1 --model NAME --episodes N`: play episodes of an
+"""`openenv-gym rollout ENV_ID --model-url http://HOST/v1 --model NAME --episodes N`: play episodes of an
 environment with a model behind an OpenAI-compatible server, one JSON line per episode.
 
 A progress bar shows the episodes done, the mean reward and the env steps/s; a summary table follows. A model
@@ -25,11 +25,14 @@ from openenv_gym.rollout.resume import played
 
 def add_rollout(commands: argparse._SubParsersAction) -> None:
     from openenv_gym.cli import positive_int
+    from openenv_gym.cli.renamed import add_renamed
 
     parser = commands.add_parser("rollout", help="play episodes with a model behind an OpenAI-compatible server",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env_id", help="a gym id: openenv/guess, openenv/ors-myenv, ...")
-    parser.add_argument("--base-url", required=True, help="the model server's OpenAI API root, e.g. http://HOST/v1")
+    model_server = parser.add_mutually_exclusive_group(required=True)
+    add_renamed(model_server, "--base-url", model_server.add_argument(
+        "--model-url", help="the model server's OpenAI API root, e.g. http://HOST/v1"))
     parser.add_argument("--model", required=True, help="the model name the server serves")
     parser.add_argument("--episodes", type=positive_int, required=True,
                         help="how many episodes to play (with --group-size: how many groups)")
@@ -39,11 +42,12 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--advantage", choices=("mean", "mean_std"), default="mean",
                         help="with --group-size: a return minus the group's mean, or over its standard deviation too")
     parser.add_argument("--num-envs", type=positive_int, default=64, help="episodes played at once (default 64)")
-    parser.add_argument("--out", type=Path, help="write one JSON line per episode here (default: nowhere)")
+    add_renamed(parser, "--out", parser.add_argument(
+        "--output", type=Path, help="write one JSON line per episode here (default: nowhere)"))
     parser.add_argument("--resume", action="store_true",
-                        help="continue the run that wrote --out (same --episodes, --seed, --split, --group-size): play "
-                             "only what the file lacks, appending to it; a line cut short and the lines of a group "
-                             "not whole are played again")
+                        help="continue the run that wrote --output (same --episodes, --seed, --split, --group-size): "
+                             "play only what the file lacks, appending to it; a line cut short and the lines of a "
+                             "group not whole are played again")
     parser.add_argument("--env-url", nargs="+",
                         help="running env servers, or one dns+ws://NAME:PORT for every address of NAME (default: start "
                              "a local one)")
@@ -61,27 +65,27 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
 
 
 def _already_played(args: argparse.Namespace) -> frozenset[int]:
-    """With --resume: the plan numbers --out holds whole (the file rewritten without what is played again)."""
+    """With --resume: the plan numbers --output holds whole (the file rewritten without what is played again)."""
     if not args.resume:
         return frozenset()
-    if args.out is None:
-        sys.exit("openenv-gym rollout: --resume continues the file of --out; give it")
+    if args.output is None:
+        sys.exit("openenv-gym rollout: --resume continues the file of --output; give it")
     try:
-        done = played(args.out, episodes=args.episodes, seed=args.seed, split=args.split, group_size=args.group_size)
+        done = played(args.output, episodes=args.episodes, seed=args.seed, split=args.split, group_size=args.group_size)
     except ValueError as exc:
         sys.exit(f"openenv-gym rollout: {exc}")
     what = "groups" if args.group_size else "episodes"
     again = f"; {done.dropped} unfinished lines taken out, played again" if done.dropped else ""
-    print(f"resuming {args.out}: {len(done.numbers)} of {args.episodes} {what} played{again}", file=sys.stderr)
+    print(f"resuming {args.output}: {len(done.numbers)} of {args.episodes} {what} played{again}", file=sys.stderr)
     return done.numbers
 
 
 def run_rollout(args: argparse.Namespace) -> None:
     skip = _already_played(args)
     if len(skip) == args.episodes:
-        print(f"{args.out} holds the whole run already; nothing to play")
+        print(f"{args.output} holds the whole run already; nothing to play")
         return
-    policy = OpenAIPolicy(args.base_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
+    policy = OpenAIPolicy(args.model_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
                           temperature=args.temperature, max_tokens=args.max_tokens)
     tasks = None if args.split is None else ({"split": args.split, "index": i} for i in range(args.episodes))
     plays = (args.episodes - len(skip)) * (args.group_size or 1)
@@ -90,11 +94,11 @@ def run_rollout(args: argparse.Namespace) -> None:
                       tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
                       base_url=args.env_url, env=args.env, skip=skip, **grouped)
     with contextlib.ExitStack() as files:
-        out = files.enter_context(args.out.open("ab" if args.resume else "wb")) if args.out else None
+        out = files.enter_context(args.output.open("ab" if args.resume else "wb")) if args.output else None
         summary = asyncio.run(_play(stream, policy, plays, out))
     print(summary.table())
     if not summary.returns:
-        sys.exit("openenv-gym rollout: no episode completed; see the errors above (and in --out)")
+        sys.exit("openenv-gym rollout: no episode completed; see the errors above (and in --output)")
 
 
 class Summary:

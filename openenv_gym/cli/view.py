@@ -1,4 +1,4 @@
-"""`openenv-gym view episodes.jsonl`: browse the episodes `openenv-gym rollout --out` wrote, in a local web
+"""`openenv-gym view episodes.jsonl`: browse the episodes `openenv-gym rollout --output` wrote, in a local web
 page: filter them by return and by task, see a histogram of returns, and read one episode turn by turn (tool
 calls and tool results apart). The page reads the file again on reload, so a rollout still running shows up."""
 
@@ -14,7 +14,7 @@ DEFAULT_PORT = 8090
 
 
 def add_view(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("view", help="browse an episodes file (openenv-gym rollout --out) in a web page",
+    parser = commands.add_parser("view", help="browse an episodes file (openenv-gym rollout --output) in a web page",
                                  description=__doc__)
     parser.add_argument("episodes", type=Path, help="a JSON-lines file of episodes")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -29,7 +29,7 @@ def run_view(args: argparse.Namespace) -> None:
 
     if not args.episodes.is_file():
         sys.exit(f"openenv-gym view: {args.episodes} is not a file; write one with "
-                 "`openenv-gym rollout ... --out episodes.jsonl`")
+                 "`openenv-gym rollout ... --output episodes.jsonl`")
     try:
         server = ViewerServer(args.episodes, args.host, args.port)
     except OSError as exc:

@@ -19,6 +19,7 @@ from collections import deque
 from typing import Any
 
 from openenv_gym.errors import ServerStartError
+from openenv_gym.protocol.native import DEFAULT_MAX_SESSIONS
 from openenv_gym.protocol.ready import read_status
 
 START_TIMEOUT = 60.0  # seconds a server may take to start (building an environment's venv does not count)
@@ -41,7 +42,7 @@ def _forward(stream, tail: deque[str]) -> None:
 class LocalServer:
     """`openenv-gym serve ENV` as a child process that dies with us: on a free loopback port by default."""
 
-    def __init__(self, env: str, workers: int = 1, max_sessions: int = 100_000, *extra_args: str,
+    def __init__(self, env: str, workers: int = 1, max_sessions: int = DEFAULT_MAX_SESSIONS, *extra_args: str,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         self.env = env
         ready, report = os.pipe()
@@ -104,7 +105,7 @@ class LocalServer:
             self.process.stdout.close()  # else it is closed when collected, with a ResourceWarning wherever that is
 
 
-def local_server_url(env: str, workers: int = 1, max_sessions: int = 100_000,
+def local_server_url(env: str, workers: int = 1, max_sessions: int = DEFAULT_MAX_SESSIONS,
                      env_args: dict[str, Any] | None = None, sandbox: bool = True) -> str:
     """The URL of this process's local server for `env` (built with `env_args`; sandbox=False: served
     --no-sandbox, its programs unconfined), started on first use."""

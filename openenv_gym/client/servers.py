@@ -82,7 +82,7 @@ def server_source(servers: Servers) -> ServerSource:
     if isinstance(servers, ServerSource):
         return servers
     listed = tuple(servers)
-    if len(listed) == 1 and isinstance(listed[0], str):  # a command line's one --base-url, say
+    if len(listed) == 1 and isinstance(listed[0], str):  # a command line's one --env-url, say
         return server_source(listed[0])
     if not listed or not all(isinstance(url, str) and not url.startswith(DNS_PREFIX) for url in listed):
         raise ValueError(f"base_url must be a URL, a list of URLs, one {DNS_PREFIX} URL or an object with urls(); "

@@ -26,6 +26,7 @@ from openenv_gym.importers.ors import OrsImporter
 from openenv_gym.importers.scan import syntax_errors
 from openenv_gym.importers.vendor import VendorReport, tree_hash
 from openenv_gym.importers.verifiers import VerifiersImporter
+from openenv_gym.manifests.discovery import reserved_holder
 from openenv_gym.manifests.home import record_dir
 from openenv_gym.manifests.schema import KINDS, MANIFEST_FILE, NAME_PATTERN, BaseManifest
 
@@ -77,7 +78,7 @@ def _choose(found: list[Detected], env_class: str | None, source: Path, labels: 
     chosen = [d for d in found if env_class in (d.attribute, d.entry)]
     if not chosen:
         names = ", ".join(d.entry for d in found)
-        raise ImportFailedError(f"--env {env_class!r} is not among the environments found: {names}")
+        raise ImportFailedError(f"--class {env_class!r} is not among the environments found: {names}")
     return chosen
 
 
@@ -127,6 +128,10 @@ def import_environment(source: Path, name: str, output_dir: Path, data: list[Pat
     results = []
     for env_name, found in zip(_names(name, chosen), chosen, strict=True):
         folder = _new_folder(output_dir, env_name, force)
+        gym_id = KINDS[found.kind].gym_id_of(env_name)
+        holder = reserved_holder(gym_id)
+        if holder is not None:
+            raise ImportFailedError(f"the gym id {gym_id} is held by {holder}; choose another --name")
         if folder == source or folder in source.parents or source in folder.parents:
             raise ImportFailedError(f"the output folder {folder} must lie outside the source {source}")
         dependencies = importer[found.kind].dependencies(source, found)

@@ -42,12 +42,44 @@ def imported_manifests() -> list[BaseManifest]:
     return found
 
 
+# gym ids of no environment of this machine's: they drive running servers (registry.py)
+REMOTE_IDS = {"openenv/ors": "the id that drives any ORS server (gym.make('openenv/ors', base_url=..., env=...))",
+              "openenv/remote": "the id that drives any running server (gym.make('openenv/remote', base_url=...))"}
+
+
 def all_manifests() -> list[BaseManifest]:
-    """Shipped environments, then imported ones (a later one with the same gym id is ignored)."""
-    unique: dict[str, BaseManifest] = {}
-    for manifest in [*shipped_manifests(), *imported_manifests()]:
-        unique.setdefault(manifest.gym_id, manifest)
-    return list(unique.values())
+    """Shipped environments, then imported ones. Each gym id is one environment's: a shipped one's, else the latest
+    import's (the import folder recorded last). One that loses its id to another is not registered, with a warning
+    that names both."""
+    winners: dict[str, BaseManifest] = {}
+    shipped, imported = shipped_manifests(), imported_manifests()
+    for manifest in [*shipped, *reversed(imported)]:
+        holder = REMOTE_IDS.get(manifest.gym_id) or _described(winners.get(manifest.gym_id))
+        if holder is None:
+            winners[manifest.gym_id] = manifest
+        else:
+            warnings.warn(f"openenv_gym: {manifest.folder} is not registered: its gym id {manifest.gym_id} is held "
+                          f"by {holder}; import it again with another --name, or remove one of them",
+                          RuntimeWarning, stacklevel=2)
+    return [manifest for manifest in [*shipped, *imported] if winners.get(manifest.gym_id) is manifest]
+
+
+def reserved_holder(gym_id: str) -> str | None:
+    """What holds `gym_id` so that no import may take it (a shipped environment, a remote id), said for a person;
+    None: an import may take it."""
+    return REMOTE_IDS.get(gym_id) or _described(next((m for m in shipped_manifests() if m.gym_id == gym_id), None))
+
+
+def _is_shipped(manifest: BaseManifest) -> bool:
+    shipped = shipped_servers_dir()
+    return shipped is not None and manifest.folder.parent == shipped.resolve()
+
+
+def _described(manifest: BaseManifest | None) -> str | None:
+    if manifest is None:
+        return None
+    how = "the shipped" if _is_shipped(manifest) else "the imported"
+    return f"{how} {manifest.kind} environment in {manifest.folder}"
 
 
 def find_manifest(name_or_path: str | Path) -> BaseManifest:

@@ -29,11 +29,10 @@ def registered_dirs() -> list[Path]:
 
 
 def record_dir(folder: Path) -> None:
-    """Add an import folder to the registry (once)."""
+    """Add an import folder to the registry, or move it last: the folder of the latest import is read last, and its
+    environments win a gym id that an earlier import's also hold (discovery.all_manifests)."""
     folder = folder.resolve()
-    dirs = registered_dirs()
-    if folder in dirs:
-        return
+    dirs = [d for d in registered_dirs() if d != folder]
     path = home() / REGISTRY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(tomli_w.dumps({"dirs": [str(d) for d in [*dirs, folder]]}))

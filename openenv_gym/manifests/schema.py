@@ -54,8 +54,13 @@ class BaseManifest(BaseModel):
 
     @property
     def gym_id(self) -> str:
-        prefix = "" if self.name.startswith(self.id_prefix) else self.id_prefix  # --name ors-x: openenv/ors-x
-        return f"openenv/{prefix}{self.name}"
+        return self.gym_id_of(self.name)
+
+    @classmethod
+    def gym_id_of(cls, name: str) -> str:
+        """The gym id of an environment of this kind named `name`."""
+        prefix = "" if name.startswith(cls.id_prefix) else cls.id_prefix  # --name ors-x: openenv/ors-x
+        return f"openenv/{prefix}{name}"
 
     @property
     def runs_programs(self) -> bool:

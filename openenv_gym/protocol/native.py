@@ -21,6 +21,7 @@ from openenv_gym.protocol.answers import OP_COLUMNS, ResetAnswer, StepAnswer
 
 PROTOCOL_VERSION = 3  # 2: `resets` (a batch of resets answered in columns); 3: `columns` (protocol/answers.py)
 DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
+DEFAULT_MAX_SESSIONS = 10_000  # one default for every way a server is started: CLI, serve(), gym.make's, Ray's
 
 OP_RESET = "reset"
 OP_STEP = "step"

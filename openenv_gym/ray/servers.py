@@ -22,6 +22,7 @@ from ray.exceptions import GetTimeoutError, RayError
 
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import ServerStartError
+from openenv_gym.protocol.native import DEFAULT_MAX_SESSIONS
 
 URLS_TIMEOUT = 10.0  # seconds urls() waits for actors that are (re)starting
 STOP_TIMEOUT = 10.0  # seconds shutdown() gives the servers to stop before their actors are killed
@@ -110,7 +111,7 @@ class EnvServers:
         self.shutdown()
 
 
-def serve(env: str, *, num_servers: int = 1, workers_per_server: int = 1, max_sessions: int = 100_000,
+def serve(env: str, *, num_servers: int = 1, workers_per_server: int = 1, max_sessions: int = DEFAULT_MAX_SESSIONS,
           env_args: dict[str, Any] | None = None, token: str | None = None, serve_args: Sequence[str] = (),
           address: str | None = None, ready_timeout: float = 600.0) -> EnvServers:
     """Start `num_servers` servers of `env` as Ray actors and return once each serves.

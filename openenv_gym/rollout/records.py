@@ -52,7 +52,7 @@ class Episode:
         return len(self.rewards)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (one line of `openenv-gym rollout --out`)."""
+        """A JSON-ready dict (one line of `openenv-gym rollout --output`)."""
         return asdict(self) | {"total_reward": self.total_reward, "steps": self.steps}
 
 

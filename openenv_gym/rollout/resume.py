@@ -1,4 +1,4 @@
-"""Continuing a rollout run that stopped (`openenv-gym rollout --out F --resume`): which of the run's planned
+"""Continuing a rollout run that stopped (`openenv-gym rollout --output F --resume`): which of the run's planned
 episodes (or groups) F holds already, so that the run plays the others, none twice and none skipped.
 
 Episode n of a run has seed `seed + n`, or task n of its split; group n is named "g{n}". A line cut short (the

@@ -6,12 +6,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv_gym.protocol.native import DEFAULT_MAX_FRAME_BYTES
+from openenv_gym.protocol.native import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SESSIONS
 
 
 @dataclass(frozen=True)
 class Limits:
-    max_sessions: int = 10_000  # sessions the whole server (all workers) holds at once
+    max_sessions: int = DEFAULT_MAX_SESSIONS  # sessions the whole server (all workers) holds at once
     step_timeout: float = 60.0  # seconds one reset or step may take before its session is ended
     idle_timeout: float = 900.0  # seconds a session may sit unused before it is reaped
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # larger request frames are answered with too_large

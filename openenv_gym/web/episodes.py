@@ -1,4 +1,4 @@
-"""An episodes file, as `openenv-gym rollout --out` writes it (one JSON object per line, rollout/records.py),
+"""An episodes file, as `openenv-gym rollout --output` writes it (one JSON object per line, rollout/records.py),
 read for browsing: a short summary of each episode stays in memory, and a whole episode is read back from its
 place in the file when it is asked for. A file still being written is read up to its last complete line, and
 from there on the next refresh; a file written anew is read again from the start."""
