@@ -100,6 +100,16 @@ def health(ws_url: str) -> dict:
     return httpx.get(http_url(ws_url) + "/healthz", timeout=5).json()
 
 
+def scrape(ws_url: str) -> dict[tuple[str, tuple], float]:
+    """GET /metrics, read with prometheus_client's own parser: {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = httpx.get(http_url(ws_url) + "/metrics", timeout=5)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain; version=")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(response.text) for sample in family.samples}
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,9 +9,10 @@ import json
 import textwrap
 from pathlib import Path
 
+import gymnasium as gym
 import httpx
 import pytest
-from conftest import ROOT, write_files
+from conftest import ROOT, scrape, wait_until, write_files
 from conftest import play_episode as play
 from tool_shape import names_of
 
@@ -53,6 +54,15 @@ def test_the_curl_one_liner_is_an_environment(start_server):
     choice = info["result"]["choices"][0]
     assert reward == 1.0 and choice["token_ids"] == [11, 12]
     assert [entry["logprob"] for entry in choice["logprobs"]["content"]] == [-0.5, -0.25]
+    # GET /metrics: three programs called the model endpoint once each; their sandboxes closed after their episodes
+    # (kept a moment, warm, for the next), and an episode under way holds one (and one is made ready for the next)
+    assert wait_until(lambda: scrape(url)[("openenv_gym_sandboxes", ())] == 0.0)
+    assert scrape(url)[("openenv_gym_model_requests_total", (("dialect", "chat"),))] == 3.0
+    env = gym.make("openenv/remote", base_url=url)
+    env.reset(options={"index": 2})
+    assert scrape(url)[("openenv_gym_sandboxes", ())] >= 1.0
+    env.close()
+    assert wait_until(lambda: scrape(url)[("openenv_gym_sandboxes", ())] == 0.0)
 
 
 def test_the_openai_agent_calls_its_tool_and_is_scored_by_its_trace(start_server):

@@ -49,6 +49,9 @@ def test_the_service_is_headless_over_the_deployments_ready_pods():
     assert service["spec"]["ports"][0]["targetPort"] in (port["name"], port["containerPort"])
     probe = container["readinessProbe"]["httpGet"]
     assert probe["path"] == "/healthz" and probe["port"] in (port["name"], port["containerPort"])
+    scrape = deployment["spec"]["template"]["metadata"]["annotations"]  # Prometheus' pod discovery reads these
+    assert scrape == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port["containerPort"]),
+                      "prometheus.io/path": "/metrics"}  # (tests/test_metrics.py: what a server answers there)
 
 
 # What a pod needs for the episodes' sandboxes (bubblewrap run as root, then programs joining its namespaces and

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from importlib.metadata import version
+from importlib.metadata import requires, version
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -88,9 +88,12 @@ def _canonical(requirement: str) -> str:
 
 
 def _hash(*parts: object, python: str | None = None) -> str:
-    """A key of `parts`, of this openenv_gym and of the venv's Python series (this interpreter's, unless given)."""
+    """A key of `parts`, of this openenv_gym and its own dependencies (a venv made before it needed another is made
+    again), and of the venv's Python series (this interpreter's, unless given)."""
     series = python.split(".") if python else sys.version_info[:2]
-    return hashlib.sha256(json.dumps([*parts, self_requirement(), [int(n) for n in series]]).encode()).hexdigest()[:16]
+    own = sorted(r for r in requires("openenv-gym") or () if "extra ==" not in r)
+    return hashlib.sha256(json.dumps([*parts, self_requirement(), own, [int(n) for n in series]]).encode()
+                          ).hexdigest()[:16]
 
 
 def _local(requirement: str) -> bool:

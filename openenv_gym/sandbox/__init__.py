@@ -14,8 +14,8 @@ from openenv_gym.sandbox import pool
 from openenv_gym.sandbox.enter import Entry, enter, warm_up
 from openenv_gym.sandbox.mounts import WORKDIR
 from openenv_gym.sandbox.policy import NETWORKS, Network, SandboxPolicy
-from openenv_gym.sandbox.sandbox import Sandbox
+from openenv_gym.sandbox.sandbox import Sandbox, live_sandboxes
 from openenv_gym.sandbox.support import refusal, unavailable
 
-__all__ = ["NETWORKS", "WORKDIR", "Entry", "Network", "Sandbox", "SandboxPolicy", "enter", "pool", "refusal",
-           "unavailable", "warm_up"]
+__all__ = ["NETWORKS", "WORKDIR", "Entry", "Network", "Sandbox", "SandboxPolicy", "enter", "live_sandboxes", "pool",
+           "refusal", "unavailable", "warm_up"]

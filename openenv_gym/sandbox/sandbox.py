@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import socket
+import weakref
 from pathlib import Path
 
 from openenv_gym.errors import EnvError, SandboxUnavailableError
@@ -47,6 +48,7 @@ UID_BASE = 1 << 20  # episodes' uids: above every user's, a block of 65,536 per 
 MIN_MAPPED = 1024  # uids a user namespace maps, at least, for each episode to have one of its own
 _numbers = itertools.count()
 _uids_in_use: set[int] = set()
+_open: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # this process's sandboxes, until closed
 WRITABLE = ("/tmp", WORKDIR, "/dev/shm")  # its own file systems (mounts.py), emptied when it is renewed
 
 
@@ -88,6 +90,11 @@ def shares_uid() -> bool:
     """Whether every episode has the server's uid (each sandbox then has a user namespace of its own, so that
     what a uid counts, its processes say, is counted per episode)."""
     return _uids() is None
+
+
+def live_sandboxes() -> int:
+    """How many sandboxes this process holds open."""
+    return len(_open)
 
 
 def _episode_uid() -> int:
@@ -147,6 +154,7 @@ class Sandbox:
         self.ports: list[asyncio.Task] = []  # forwarding the hosts it is allowed (policy.allow)
         self._kept: dict[str, set[Path]] | None = None  # of each folder it wipes, the folders that lead to a mount
         self._give_uid(uid)
+        _open.add(self)
 
     def _give_uid(self, uid: int) -> None:
         """The episode's own uid: its working directory and its other folders are its, its processes enter as it."""
@@ -275,6 +283,7 @@ class Sandbox:
 
     async def close(self) -> None:
         """Kill everything in it, and leave nothing: its files were in its own file systems, gone with it."""
+        _open.discard(self)
         if self.process.returncode is None:
             self.process.kill()  # the holder's init dies with it (die-with-parent), and its PID namespace with that
         await self.process.wait()

@@ -42,6 +42,7 @@ from openenv_gym.server.batch import StepColumns, step_many
 from openenv_gym.server.blocking import OffLoop, is_blocking
 from openenv_gym.server.config import Limits
 from openenv_gym.server.groups import KeptGroups
+from openenv_gym.server.metrics import ServerMetrics
 from openenv_gym.server.sessions import Owner, Session, SessionCounter, new_session_id, short
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ ResetReply = Callable[[str, ResetOutcome], None]  # (session id, outcome)
 
 class SessionCore:
     def __init__(self, factory: EnvironmentFactory, limits: Limits, counter: SessionCounter,
-                 threads: int) -> None:
+                 threads: int, metrics: ServerMetrics | None = None) -> None:
+        self.metrics = metrics or ServerMetrics()
         self.description = factory.describe()
         score_group = getattr(factory, "score_group", None)
         self.description["group_scoring"] = callable(score_group)
@@ -83,6 +85,7 @@ class SessionCore:
     def reset(self, owner: Owner, session_id: str | None, seed: int | None, options: dict | None,
               reply: ResetReply) -> None:
         """Start an episode in a new session (session_id None) or in one of the owner's sessions."""
+        self.metrics.resets += 1
         check_options(options, self.reset_options, self.description.get("name") or "this environment")
         limit = step_limit(options, self.default_limit)
         episode_id = episode_id_of(options)
@@ -112,6 +115,7 @@ class SessionCore:
         if session is None or not session.live or session.task is not None or (
                 type(action) is not str and type(action) is not dict):
             raise self.refuse_step(owner, session_id, action)
+        self.metrics.steps += 1
         session.last_active = self.loop.time()
         if type(action) is str and len(action) > self.max_action_chars:
             reply(self.step_outcome(session, self.oversized(action)))
@@ -127,6 +131,7 @@ class SessionCore:
 
     def step_many(self, owner: Owner, session_ids: list, actions: list, reply: Callable[[StepColumns], None]) -> None:
         """Step many sessions at once; `reply(columns)` when every entry is answered (see batch.py)."""
+        self.metrics.steps += len(session_ids)
         step_many(self, owner, session_ids, actions, reply)
 
     def refusal(self, owner: Owner, session_id: Any, action: Any) -> str | None:

@@ -1,5 +1,5 @@
-"""The plain HTTP front end, on the WebSocket port: GET /healthz, /info, /splits, /tasks (and OpenEnv's /health,
-/schema and /metadata), and the bearer token.
+"""The plain HTTP front end, on the WebSocket port: GET /healthz, /info, /metrics, /splits, /tasks (and OpenEnv's
+/health, /schema and /metadata), and the bearer token.
 
 A websockets `process_request` hook: it answers these routes itself and lets WebSocket upgrades on the
 protocol paths through to the WebSocket front ends.
@@ -83,10 +83,13 @@ def _int_param(query: dict[str, list[str]], name: str) -> int | None:
 Route = Callable[[], dict]
 
 
+Page = tuple[str | Callable[[], str], str]  # (its body, or what makes it at each request; its content type)
+
+
 def make_process_request(token: str | None, open_routes: dict[str, Route], routes: dict[str, Route],
-                         catalog: Catalog, pages: dict[str, tuple[str, str]] | None = None):
-    """The websockets `process_request` hook: answer GET routes (`open_routes` and the static `pages`, {path:
-    (body, content type)}, even without the token: they hold nothing the token guards), refuse missing tokens."""
+                         catalog: Catalog, pages: dict[str, Page] | None = None):
+    """The websockets `process_request` hook: answer GET routes (`open_routes` and the `pages`, {path: Page},
+    even without the token: they hold nothing the token guards), refuse missing tokens."""
 
     async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
         try:
@@ -104,7 +107,7 @@ def make_process_request(token: str | None, open_routes: dict[str, Route], route
             return json_response(connection, HTTPStatus.OK, open_routes[path]())
         if pages and path in pages:
             body, kind = pages[path]
-            response = connection.respond(HTTPStatus.OK, body)
+            response = connection.respond(HTTPStatus.OK, body if type(body) is str else body())
             del response.headers["Content-Type"]
             response.headers["Content-Type"] = kind
             return response
@@ -119,7 +122,7 @@ def make_process_request(token: str | None, open_routes: dict[str, Route], route
             return None  # go on with the WebSocket handshake
         return json_response(connection, HTTPStatus.NOT_FOUND, {"error": {
             "code": "not_found",
-            "message": f"no route {path}; try /healthz, /info, /splits, /tasks?split=..., or a WebSocket on / "
-                       "(OpenEnv's: /health, /schema, /metadata, and a WebSocket on /ws)"}})
+            "message": f"no route {path}; try /healthz, /info, /metrics, /splits, /tasks?split=..., or a WebSocket "
+                       "on / (OpenEnv's: /health, /schema, /metadata, and a WebSocket on /ws)"}})
 
     return process_request

@@ -30,6 +30,7 @@ from openenv_gym.adapters.policy_turns import Ask, TurnRefused
 from openenv_gym.episode.assistant import conversation_message
 from openenv_gym.protocol.dialects import CHAT, RESPONSES, SERVED, Call, Dialect, dialect_of, match
 from openenv_gym.protocol.openai_chat import ChatRequestError
+from openenv_gym.server.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class Lease:
 class ModelEndpointServer:
     """The endpoint of one worker; started on the first lease."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: ServerMetrics | None = None) -> None:
+        self.metrics = metrics or ServerMetrics()
         self.port = 0
         self._leases: dict[str, Lease] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
@@ -220,6 +222,7 @@ class ModelEndpointServer:
             return HTTPStatus.OK, "application/json", b""
         call = match(method, route)
         dialect = call.dialect if call is not None else dialect_of(route)
+        self.metrics.model_request(dialect.name)
         lease = self._lease_of(keys)
         if lease is None:
             if any(key in self._ended for key in keys):

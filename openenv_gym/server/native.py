@@ -10,6 +10,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
+from time import perf_counter
 from typing import Any
 
 from openenv_gym.episode.groups import GroupScore
@@ -216,8 +217,10 @@ class NativeFrontEnd:
             raise BadRequestError("field 'action' is missing: send model text or a tool call object")
 
         session_id = message.get("session")
+        arrived = perf_counter()
 
         def answer(outcome: StepOutcome) -> None:
+            self.core.metrics.step_answered(perf_counter() - arrived)
             sendable = outcome if isinstance(outcome, ProtocolError) else self._sendable(
                 peer, session_id, outcome.obs, outcome.info)
             if isinstance(sendable, ProtocolError):
@@ -233,8 +236,10 @@ class NativeFrontEnd:
         sessions, actions = message.get("sessions"), message.get("actions")
         if type(sessions) is not list or type(actions) is not list or len(sessions) != len(actions) or not sessions:
             raise BadRequestError("'steps' needs 'sessions' and 'actions': arrays of the same non-zero length")
+        arrived = perf_counter()
 
         def answer(columns: StepColumns) -> None:
+            self.core.metrics.step_answered(perf_counter() - arrived)
             obs, infos = self._sendable_columns(peer, sessions, columns)
             errors = None if columns.errors is None else [e and e.to_wire() for e in columns.errors]
             peer.reply(p.steps_response(rid, obs, columns.rewards, columns.terminated, columns.truncated, infos,

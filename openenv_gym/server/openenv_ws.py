@@ -30,7 +30,14 @@ import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from openenv_gym.errors import InvalidActionError, NoEpisodeError, ProtocolError, UnauthorizedError, UnknownSessionError
+from openenv_gym.errors import (
+    ErrorCode,
+    InvalidActionError,
+    NoEpisodeError,
+    ProtocolError,
+    UnauthorizedError,
+    UnknownSessionError,
+)
 from openenv_gym.protocol import mcp
 from openenv_gym.protocol import openenv as wire
 from openenv_gym.protocol.openenv_payloads import metadata_of, payload_of, schema_of, state_of
@@ -101,6 +108,7 @@ class OpenEnvFrontEnd:
             await connection.close(1000)
             return
         if not attach and self.core.counter.total() >= self.core.limits.max_sessions:
+            self.core.metrics.error(ErrorCode.CAPACITY)
             await self._send(connection, wire.error_frame(wire.CAPACITY_REACHED, (
                 f"Server at capacity: {self.core.counter.total()}/{self.core.limits.max_sessions} sessions active. "
                 "Cannot accept new connections.")))
@@ -116,8 +124,10 @@ class OpenEnvFrontEnd:
                         break
                     answer = await self._types[message["type"]](owner, message)
                 except wire.WireError as exc:
+                    self.core.metrics.error(ErrorCode.BAD_REQUEST)
                     answer = exc.frame()
                 except ProtocolError as exc:
+                    self.core.metrics.error(exc.code)
                     answer = wire.error_frame(wire.code_of(exc), str(exc))
                 await self._send(connection, answer, owner)
         except ConnectionClosed:
@@ -132,6 +142,7 @@ class OpenEnvFrontEnd:
             text = orjson.dumps(frame, option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError as exc:  # the environment returned what JSON cannot carry: its session ends
             error = self.core.end_unsendable(owner or OpenEnvSocket(), owner and owner.session_id, str(exc))
+            self.core.metrics.error(error.code)
             text = orjson.dumps(wire.error_frame(wire.EXECUTION_ERROR, str(error)))
         await connection.send(text.decode())
 

@@ -17,20 +17,22 @@ from multiprocessing.connection import wait
 from openenv_gym.runtime.lifetime import die_with_parent
 from openenv_gym.runtime.loops import run
 from openenv_gym.server.config import ServeConfig
+from openenv_gym.server.metrics import ServerMetrics, shared_rows
 from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.server.worker import Worker, listen_socket
 
 log = logging.getLogger(__name__)
 
 
-def _worker_main(config: ServeConfig, port: int, index: int, slots, lock, ready, private_fds: tuple[int, ...]) -> None:
+def _worker_main(config: ServeConfig, port: int, index: int, slots, rows, lock, ready,
+                 private_fds: tuple[int, ...]) -> None:
     # SIGTERM when the supervisor dies (killed outright, say), so the worker stops at once and its clients learn it
     # from a close frame, rather than at the next check of its parent (worker.py's housekeeping)
     die_with_parent(signal.SIGTERM)
     for fd in private_fds:  # forked with the supervisor's: a pipe held here would never tell its reader we ended
         os.close(fd)
     counter = SessionCounter(config.limits.max_sessions, slots, index, lock)
-    worker = Worker(config, counter)
+    worker = Worker(config, counter, ServerMetrics(rows, index))
     sock = listen_socket(config.host, port)
     run(worker.run(sock, ready.release))
 
@@ -52,6 +54,7 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], 
     # fork: workers start in milliseconds and share no named semaphores with a resource tracker
     context = multiprocessing.get_context("fork")
     slots = context.Array("q", config.workers, lock=False)
+    rows = shared_rows(context, config.workers)  # each worker's counts, for GET /metrics on any of them
     lock = context.Lock()
     ready = context.Semaphore(0)
     stopping = threading.Event()
@@ -60,7 +63,7 @@ def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], 
         # not daemonic: they are stopped here (a worker's programs and their fork server end with it), and die with
         # this process (die_with_parent)
         process = context.Process(target=_worker_main, name=f"openenv-worker-{index}",
-                                  args=(config, port, index, slots, lock, ready, private_fds), daemon=False)
+                                  args=(config, port, index, slots, rows, lock, ready, private_fds), daemon=False)
         process.start()
         return process
 

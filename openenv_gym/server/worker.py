@@ -21,6 +21,7 @@ from openenv_gym.manifests.schema import ImportedManifest
 from openenv_gym.protocol.native import error_response
 from openenv_gym.protocol.outbox import Outbox
 from openenv_gym.runtime.memory import release_free_memory
+from openenv_gym.sandbox import live_sandboxes
 from openenv_gym.sandbox import pool as sandbox_pool
 from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
@@ -28,6 +29,7 @@ from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
 from openenv_gym.server.http import make_process_request, select_subprotocol
 from openenv_gym.server.http_post import PostAwareConnection
+from openenv_gym.server.metrics import CONTENT_TYPE, ServerMetrics
 from openenv_gym.server.model_endpoint import ModelEndpointServer
 from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
@@ -85,15 +87,17 @@ async def _going_away(connections: set[ServerConnection]) -> None:
 
 
 class Worker:
-    def __init__(self, config: ServeConfig, counter: SessionCounter) -> None:
+    def __init__(self, config: ServeConfig, counter: SessionCounter, metrics: ServerMetrics | None = None) -> None:
         self.config = config
         self.counter = counter
+        self.metrics = metrics or ServerMetrics()
+        self.metrics.sessions, self.metrics.sandboxes = counter.total, live_sandboxes
         self.manifest = find_manifest(config.env)
         if config.engine is not None:
             self.manifest = self.manifest.served_with(config.engine)
         if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
             os.chdir(self.manifest.vendored)
-        self.model_endpoint = ModelEndpointServer()  # started by the first program that needs it
+        self.model_endpoint = ModelEndpointServer(self.metrics)  # started by the first program that needs it
         self.factory = load_factory(self.manifest, config.env_args, self.model_endpoint, config.sandbox)
         # What loading left (the env's libraries and data: datasets, verifiers, pydantic models) lives as long as
         # the worker: frozen, the garbage collector stops walking it at every full collection, which under many
@@ -116,7 +120,7 @@ class Worker:
             return
         sender = FrameSender(connection, self.config.limits.max_frame_bytes, self.core.eager)
         outbox = Outbox(sender.send, asyncio.get_running_loop().call_soon, _unencodable)
-        send = outbox.put
+        send = self._counting_errors(outbox.put)
         peer = self.native.connect(send, connection.transport.abort, outbox)
         watch = self.frame_deadline.watch(connection)
         try:
@@ -137,6 +141,17 @@ class Worker:
             # a client that closed with a close frame meant it: its sessions end now; a socket that just
             # dropped keeps them for the resume window
             self.native.disconnect(peer, send, resumable=connection.protocol.close_rcvd is None)
+
+    def _counting_errors(self, put: Callable[[dict], None]) -> Callable[[dict], None]:
+        """A connection's `send`: each answer goes to `put`, its errors counted (GET /metrics)."""
+        metrics = self.metrics
+
+        def send(answer: dict) -> None:
+            if "error" in answer:
+                metrics.errors_in(answer)
+            put(answer)
+
+        return send
 
     async def _cut_incomplete_frames(self) -> None:
         timeout = self.config.limits.frame_timeout
@@ -161,6 +176,7 @@ class Worker:
                 log.info("ended the sessions of %d dropped connections not resumed in time", expired)
             self.core.groups.expire(loop.time())  # logs what it drops
             release_free_memory()  # what a burst (large frames, many ended sessions) freed goes back to the OS
+            self.metrics.publish()  # (to the worker that answers the next scrape)
             if self.config.workers > 1 and os.getppid() != parent:
                 stop.set()
 
@@ -170,16 +186,17 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         limits = self.config.limits
-        self.core = SessionCore(self.factory, limits, self.counter, self.config.threads)
+        self.core = SessionCore(self.factory, limits, self.counter, self.config.threads, self.metrics)
         self.core.description["manifest"] = self.manifest.name  # clients check they reach the env they named
         catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
         self.frame_deadline = FrameDeadline(limits.frame_timeout)
         self.openenv = OpenEnvFrontEnd(self.core, self.config.token)
+        pages = {"/metrics": (self.metrics.text, CONTENT_TYPE)}
         open_routes = {"/healthz": self.health, "/health": self.openenv.health}
         routes = {"/info": self.native.current_info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
         process_request = make_process_request(self.config.token, open_routes, routes, catalog,
-                                               playground_pages() if self.config.web else None)
+                                               pages | (playground_pages() if self.config.web else {}))
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,
