@@ -121,7 +121,8 @@ class _Summed(Collector):
         for code, count in zip(CODES, total[_CODES:_DIALECTS], strict=True):
             errors.add_metric([code], count)
         yield errors
-        yield GaugeMetricFamily("openenv_gym_sandboxes", "Episode sandboxes open (in use, or kept warm).", value=total[_SANDBOXES])
+        yield GaugeMetricFamily("openenv_gym_sandboxes", "Episode sandboxes open (in use, or kept warm).",
+                                value=total[_SANDBOXES])
         requests = CounterMetricFamily("openenv_gym_model_requests",
                                        "Requests agent programs sent the model endpoint, by API dialect.",
                                        labels=["dialect"])
