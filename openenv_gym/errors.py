@@ -114,7 +114,7 @@ class RequestTimeoutError(OpenEnvGymError, TimeoutError):
 
 
 class ServerStartError(OpenEnvGymError):
-    """A local server for the embedded default could not be started."""
+    """A server could not be started (a local one for the embedded default, or `serve`'s on a port in use)."""
 
 
 class EnvNotFoundError(OpenEnvGymError, LookupError):

@@ -2,6 +2,8 @@
 
 import asyncio
 import http.server
+import subprocess
+import sys
 import threading
 import time
 
@@ -327,3 +329,16 @@ def test_unknown_env_fails_to_start_with_a_clear_error(start_server):
         start_server("no-such-env")
     # the cause travels with the error: the tail of what the server printed
     assert "no environment named 'no-such-env'" in str(failure.value) and "known environments" in str(failure.value)
+
+
+def test_a_second_server_on_a_port_in_use_is_refused_not_let_in(start_server):
+    """Workers bind with SO_REUSEPORT; a second server of the same user must not join the first's port (each would
+    answer half the connections): it is refused with what to do, and the first goes on alone."""
+    url = start_server("echo")
+    port = url.rsplit(":", 1)[1]
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "guess", "--port", port],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(f"port {port} on 127.0.0.1 is in use (another server?); choose another with "
+                                        "--port, or --port 0 for a free one")
+    assert all(health(url)["env"] == "echo" for _ in range(20))

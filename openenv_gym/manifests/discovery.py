@@ -47,20 +47,28 @@ REMOTE_IDS = {"openenv/ors": "the id that drives any ORS server (gym.make('opene
               "openenv/remote": "the id that drives any running server (gym.make('openenv/remote', base_url=...))"}
 
 
+_said: set[tuple[str, ...]] = set()  # the clashes warned of in this process
+
+
 def all_manifests() -> list[BaseManifest]:
     """Shipped environments, then imported ones. Each gym id is one environment's: a shipped one's, else the latest
     import's (the import folder recorded last). One that loses its id to another is not registered, with a warning
     that names both."""
     winners: dict[str, BaseManifest] = {}
     shipped, imported = shipped_manifests(), imported_manifests()
+    lost = []
     for manifest in [*shipped, *reversed(imported)]:
         holder = REMOTE_IDS.get(manifest.gym_id) or _described(winners.get(manifest.gym_id))
         if holder is None:
             winners[manifest.gym_id] = manifest
         else:
-            warnings.warn(f"openenv_gym: {manifest.folder} is not registered: its gym id {manifest.gym_id} is held "
-                          f"by {holder}; import it again with another --name, or remove one of them",
-                          RuntimeWarning, stacklevel=2)
+            lost.append(f"{manifest.folder} (its gym id {manifest.gym_id} is held by {holder})")
+    if lost and tuple(lost) not in _said:  # once, however many: scripts importing into scratch folders leave many
+        _said.add(tuple(lost))
+        more = f", and {len(lost) - 1} more" if len(lost) > 1 else ""
+        warnings.warn(f"openenv_gym: {len(lost)} imported environment(s) not registered: {lost[0]}{more}; import "
+                      "again with another --name, or remove the folders no longer wanted", RuntimeWarning,
+                      stacklevel=2)
     return [manifest for manifest in [*shipped, *imported] if winners.get(manifest.gym_id) is manifest]
 
 

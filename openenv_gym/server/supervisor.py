@@ -6,14 +6,17 @@ With one worker everything runs in this process (the quickest start, used by the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
+from openenv_gym.errors import ServerStartError
 from openenv_gym.runtime.lifetime import die_with_parent
 from openenv_gym.runtime.loops import run
 from openenv_gym.server.config import ServeConfig
@@ -40,7 +43,7 @@ def _worker_main(config: ServeConfig, port: int, index: int, slots, rows, lock, 
 def run_workers(config: ServeConfig, on_ready: Callable[[int], None], private_fds: tuple[int, ...] = ()) -> None:
     """Serve until SIGTERM or SIGINT; `on_ready(port)` once every worker listens. `private_fds` stay with this
     process: worker processes close them."""
-    reserved = listen_socket(config.host, config.port)
+    reserved = _first_listener(config.host, config.port)
     port = reserved.getsockname()[1]
     if config.workers == 1:
         worker = Worker(config, SessionCounter(config.limits.max_sessions))
@@ -48,6 +51,22 @@ def run_workers(config: ServeConfig, on_ready: Callable[[int], None], private_fd
         return
     _supervise(config, port, on_ready, private_fds)
     reserved.close()
+
+
+def _first_listener(host: str, port: int) -> socket.socket:
+    """The server's first socket on (host, port). Workers bind with SO_REUSEPORT, which would also let a second
+    server of the same user onto a port in use, each then answering half the connections: a port something answers
+    on is refused first."""
+    if port:
+        probe = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+        with contextlib.suppress(OSError), socket.create_connection((probe, port), timeout=1.0):
+            raise ServerStartError(f"port {port} on {host} is in use (another server?); choose another with --port, "
+                                   "or --port 0 for a free one")
+    try:
+        return listen_socket(host, port)
+    except OSError as exc:
+        raise ServerStartError(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --host or --port "
+                               "(--port 0: a free one)") from None
 
 
 def _supervise(config: ServeConfig, port: int, on_ready: Callable[[int], None], private_fds: tuple[int, ...]) -> None:
