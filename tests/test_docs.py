@@ -11,7 +11,8 @@ from openenv_gym.cli.reference import _subcommands, markdown
 
 def test_the_command_reference_is_what_the_parsers_say():
     written = (ROOT / "docs" / "cli.md").read_text()
-    assert written == markdown(), "docs/cli.md differs from the parsers: python -m openenv_gym.cli.reference > docs/cli.md"
+    assert written == markdown(), ("docs/cli.md differs from the parsers: write it again with "
+                                   "python -m openenv_gym.cli.reference > docs/cli.md")
 
 
 def test_the_top_level_help_names_every_command():
@@ -27,7 +28,8 @@ def test_every_environment_variable_the_code_reads_is_in_the_table():
     read = set()
     for folder in ("openenv_gym", "servers", "deploy"):
         for path in (ROOT / folder).rglob("*"):
-            if path.is_file() and path.suffix in ("", ".py", ".yaml", ".toml", ".sh") and "__pycache__" not in path.parts:
+            if path.is_file() and path.suffix in ("", ".py", ".yaml", ".toml", ".sh") and \
+                    "__pycache__" not in path.parts:
                 read |= set(re.findall(r"OPENENV_GYM_[A-Z_]*[A-Z]", path.read_text(errors="replace")))
     table = (ROOT / "docs" / "serving.md").read_text().partition("## Environment variables")[2]
     documented = set(re.findall(r"^\| `(OPENENV_GYM_[A-Z_]+)`", table, re.MULTILINE))

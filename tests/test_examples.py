@@ -1,0 +1,45 @@
+"""Each script in examples/ runs as a user runs it, one per workflow, and does what its docstring says."""
+
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+from openai_server import ScriptedServer
+
+EXAMPLES = ROOT / "examples"
+
+
+def run(script: str, *args: str, timeout: float = 600) -> str:
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_import_a_published_environment_and_play_it(tmp_path):
+    """marble-v1, a Verifiers v1 taskset from the package index, imported and played: the level's own layout
+    scores, an empty one does not."""
+    out = run("import_and_play.py", "--episodes", "2", "--output-dir", str(tmp_path))
+    assert re.findall(r"the level's own layout: reward (\S+)", out) == ["1.0", "1.0"]
+    assert re.findall(r"no pieces at all: reward (\S+)", out) == ["0.0", "0.0"]
+
+
+def test_train_with_trl_and_a_tiny_model():
+    out = run("train_trl.py", "--steps", "2")
+    assert re.findall(r"^step (\d+): mean reward -?\d", out, re.MULTILINE) == ["1", "2"]
+
+
+def test_rollouts_against_an_openai_compatible_server():
+    with ScriptedServer() as server:  # a real HTTP server answering as a model would (bisection)
+        out = run("rollouts_openai.py", "--model-url", server.url, "--model", "scripted", "--groups", "3",
+                  "--group-size", "2")
+    groups = re.findall(r"^group (\S+): returns \[(.*?)\], mean (\S+), advantages", out, re.MULTILINE)
+    assert len(groups) == 3 and all(float(mean) > 0.5 for _, _, mean in groups)
+    assert len(server.bodies) >= 6  # every episode asked the model
+
+
+def test_a_harbor_task_played_with_bash():
+    out = run("harbor_bash.py")
+    assert "the sum (42): reward 1.0, terminated True" in out
+    assert "a wrong answer (43): reward 0.0, terminated True" in out
