@@ -50,7 +50,7 @@ def _section(path: str, summary: str, parser: argparse.ArgumentParser, level: in
     if description:
         lines += [description, ""]
     usage = " ".join(parser.format_usage().removeprefix("usage: ").split())
-    lines += ["```", usage, "```", ""]
+    lines += ["```text", usage, "```", ""]
     shown = [action for action in parser._actions
              if action.help != argparse.SUPPRESS and not isinstance(action, (argparse._HelpAction,
                                                                              argparse._SubParsersAction))]
