@@ -13,53 +13,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
+from benchmarks.doc_blocks import blocks_of
 from openenv_gym.manifests.schema import KINDS
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUN = {"python", "sh"}
 PARSED = {"json", "toml"}
 NOT_CODE = {"text", "bibtex"}
-SKIP = re.compile(r"<!-- not run: (\S.*?) -->")
-
-
-@dataclass
-class Block:
-    page: Path
-    line: int  # of its opening fence
-    language: str
-    code: str
-    not_run: str | None  # why, when it says so
-
-    def __str__(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line} ({self.language or 'no language'})"
-
-
-def blocks_of(page: Path) -> list[Block]:
-    found, lines = [], page.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        fence = re.match(r"^( *)```(\S*)\s*$", lines[index])
-        if fence is None:
-            index += 1
-            continue
-        indent, start = fence.group(1), index
-        end = next(k for k in range(index + 1, len(lines)) if lines[k].strip() == "```")
-        code = "\n".join(line.removeprefix(indent) for line in lines[start + 1:end])
-        before = lines[start - 1] if start else ""
-        skip = SKIP.search(before)
-        found.append(Block(page, start + 1, fence.group(2), code, skip.group(1) if skip else None))
-        index = end + 1
-    return found
 
 
 ALL = [block for page in PAGES for block in blocks_of(page)]
