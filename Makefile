@@ -111,6 +111,7 @@ bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
 	$(PY) -m benchmarks.abuse
 	$(PY) -m benchmarks.resume
 	$(PY) -m benchmarks.soak
+	$(PY) -m benchmarks.newcomer
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks
