@@ -82,8 +82,8 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                             "and processes (default: in a sandbox each; an environment that runs programs is refused "
                             "where no sandbox can be made)")
     serve.add_argument("--engine", choices=ENGINE_CHOICES,
-                       help="Harbor tasks imported into images: the container engine that holds them (default: the "
-                            "one they were imported with)")
+                       help="Harbor tasks and OpenEnv projects imported into images: the container engine that holds "
+                            "them (default: the one they were imported with)")
     serve.add_argument("--env-args", type=_json_object, default={}, metavar="JSON",
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
@@ -145,9 +145,11 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
                         help="OpenEnv environments: their sync reset/step are quick and never block, so run them on "
                              "the event loop rather than in a thread (several times the throughput)")
     parser.add_argument("--engine", choices=ENGINE_CHOICES,
-                        help="Harbor tasks: the container engine that builds their images, each episode then played in "
-                             "its image (default: $OPENENV_GYM_ENGINE, else the first of docker and podman that "
-                             "answers); none: no engine, the images emulated over this machine's root")
+                        help="the container engine that builds images, each episode then played in its image: "
+                             "Harbor tasks' (default: $OPENENV_GYM_ENGINE, else the first of docker and podman that "
+                             "answers; none: no engine, the images emulated over this machine's root) and OpenEnv "
+                             "projects' server/Dockerfile (default: an engine only where the Dockerfile installs "
+                             "system packages; else a venv)")
     parser.add_argument("--no-check", dest="check", action="store_false",
                         help="do not load the environment as the server will, in its venv (built then, not at the "
                              "first serve): what would fail there then fails at the first serve")
