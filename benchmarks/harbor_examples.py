@@ -22,6 +22,7 @@ import collections
 import json
 import random
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.importers.harbor import task_folders
 from openenv_gym.importers.harbor_task import read_task
 from openenv_gym.manifests.harbor import TaskRefusedError
-from openenv_gym.manifests.images import clean_images
+from openenv_gym.manifests.images import clean_images, exported_dir
 
 
 def try_task(folder: Path, scratch: Path, engine: str = "none", harbor: HarborRunner | None = None) \
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{outcomes[name][0]:10} {name}: {outcomes[name][1][:200]}", flush=True)
             if args.engine != "none":  # (a task's image and its exported files, about a GB: gone once it played)
                 clean_images([], everything=True)
+                # and whatever was unpacked of an image the engine no longer holds (a task that failed half-way
+                # left 13 GB over 40 tasks): this home is the benchmark's own
+                shutil.rmtree(exported_dir(), ignore_errors=True)
     counts = collections.Counter(kind for kind, _ in outcomes.values())
     print(", ".join(f"{count} {kind}" for kind, count in counts.most_common()), f"of {len(outcomes)} tasks")
     args.out.write_text(json.dumps({"counts": counts, "tasks": outcomes}, indent=1))
