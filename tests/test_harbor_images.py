@@ -81,7 +81,8 @@ def test_what_the_emulation_refuses_builds_its_image_at_import_and_plays_in_it(s
     with pytest.raises(ImportFailedError, match="apt-get install of figlet, which this machine has not"):
         import_environment(TASK, "emulated", tmp_path / "out", engine="none", check=False)
     assert manifest.engine == engine
-    assert not said or any("step 2 of 9: RUN apt-get update" in line for line in said)  # (built, or built before)
+    # (built, or built before; a classic builder counts the import's label as a step of its own)
+    assert not said or any(re.search(r"step 2 of (9|10): RUN apt-get update", line) for line in said)
     [oracle] = play(server, {"oracle": True}, SUBMIT)
     assert oracle[1:3] == (1.0, True), oracle[4].get("verifier_output")
     # (with Docker, the image's healthcheck passed before the reset returned; Podman's image has none: wait for it)
