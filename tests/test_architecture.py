@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "openenv_gym"
 GYM_FACE = {"env", "vector", "registry", "spaces", "targets", "groups"}
 EVERY_ROOM = {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "adapters", "web",
-              "server", "client", "gym", "rollout", "integrations", "ray", "importers", "cli", "package"}
+              "server", "client", "gym", "sampling", "rollout", "integrations", "ray", "importers", "cli", "package"}
 ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "errors": set(),
     "runtime": set(),
@@ -28,6 +28,7 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "server": {"errors", "runtime", "sandbox", "programs", "episode", "protocol", "manifests", "adapters", "web"},
     "client": {"errors", "runtime", "episode", "protocol"},
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
+    "sampling": {"errors", "runtime", "episode", "protocol", "client", "gym"},  # (gym: a catalog read from an env)
     "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
     "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
     "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
