@@ -29,9 +29,9 @@ ALLOWED = {  # a room -> the rooms it may import (besides itself)
     "client": {"errors", "runtime", "episode", "protocol"},
     "gym": {"errors", "episode", "protocol", "client", "manifests"},
     "sampling": {"errors", "runtime", "episode", "protocol", "client", "gym"},  # (gym: a catalog read from an env)
-    "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym"},
-    "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
-    "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "rollout"},
+    "rollout": {"errors", "runtime", "episode", "protocol", "client", "gym", "sampling"},
+    "integrations": {"errors", "runtime", "episode", "protocol", "client", "gym", "sampling", "rollout"},
+    "ray": {"errors", "runtime", "episode", "protocol", "client", "gym", "sampling", "rollout"},
     "importers": {"errors", "runtime", "sandbox", "manifests", "client"},  # (client: what an image's server serves)
     "cli": EVERY_ROOM,
     "package": EVERY_ROOM,  # the public API: lazy names of every room

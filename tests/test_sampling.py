@@ -1,6 +1,9 @@
 """Task samplers (openenv_gym.sampling): RFC 013's interface, weights against hand-computed ones, draws at most
 once per task per round, state that survives JSON, and the metrics' counts."""
 
+import asyncio
+import contextlib
+import itertools
 import json
 import math
 from collections import Counter
@@ -9,12 +12,14 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+import openenv_gym
 from openenv_gym.sampling import (
     CurriculumSampler,
     DifficultyPoolSampler,
     SequentialSampler,
     TaskSampler,
     UniformSampler,
+    ZeroSignalGate,
     catalog,
 )
 
@@ -101,7 +106,8 @@ def test_metrics_count_the_groups_that_carry_a_gradient():
     assert sampler.metrics() == {"groups": 3, "episodes": 12, "signal_groups": 1,
                                  "signal_groups_per_episode": pytest.approx(1 / 12),
                                  "signal_groups_per_cost": pytest.approx(1 / (4 + 4 + 40)),
-                                 "zero_signal_fraction": pytest.approx(2 / 3)}
+                                 "zero_signal_fraction": pytest.approx(2 / 3), "groups_dropped": 0,
+                                 "groups_short": 0}
     with pytest.raises(ValueError, match="is not a task of this sampler"):
         sampler.update({"task": 9}, [1])
     with pytest.raises(ValueError, match="at least one task"):
@@ -119,3 +125,45 @@ def test_a_catalog_is_read_from_the_environment():
         catalog("openenv/agent-calc", split="nope")
     with pytest.raises(ValueError, match="lists no tasks"):
         catalog("openenv/echo")
+
+
+def _play(url, policy, sampler, **kwargs):
+    async def main():
+        async with contextlib.aclosing(openenv_gym.rollouts("openenv/echo", policy, num_envs=4, group_size=4,
+                                                            sampler=sampler, base_url=url, **kwargs)) as stream:
+            return [group async for group in stream]
+    return asyncio.run(main())
+
+
+def test_rollouts_play_the_tasks_a_sampler_chooses_and_give_it_each_groups_rewards(echo_url):
+    """echo's reward is the reply's length / 10: a policy that varies its replies gives groups with signal."""
+    tasks = [{"max_steps": 1}, {"max_steps": 2}, {"max_steps": 3}]
+    sampler = CurriculumSampler(tasks, group_size=4, seed=0)
+    lengths = iter(itertools.cycle([1, 2, 3, 5, 8]))
+
+    async def varied(messages, tools):
+        return "x" * next(lengths)
+
+    groups = _play(echo_url, varied, sampler, episodes=6, seed=0)
+    assert len(groups) == 6 and all(len(group.episodes) == 4 for group in groups)
+    for group in groups:  # each group played one task the sampler gave, its steps bounded by the task's max_steps
+        steps = {len(episode.rewards) for episode in group.episodes}
+        assert len(steps) == 1 and {"max_steps": steps.pop()} in tasks
+    metrics = sampler.metrics()
+    assert metrics["groups"] == 6 and metrics["episodes"] == 24 and metrics["signal_groups"] == 6
+    assert sampler.played.sum() == 6  # the curriculum learned from each
+
+
+def test_a_zero_signal_gate_drops_groups_replaces_them_up_to_a_bound_then_ends_short(echo_url):
+    sampler = UniformSampler([{"max_steps": 1}, {"max_steps": 2}], group_size=4, seed=0)
+
+    async def constant(messages, tools):
+        return "same"
+
+    groups = _play(echo_url, constant, sampler, episodes=5, gates=[ZeroSignalGate()], max_extra=3)
+    assert groups == []  # every group scored the same in all its members: none reaches the trainer
+    metrics = sampler.metrics()
+    assert (metrics["groups"], metrics["groups_dropped"], metrics["groups_short"]) == (8, 8, 5)
+    with pytest.raises(ValueError, match="give group_size, and no tasks"):
+        asyncio.run(anext(openenv_gym.rollouts("openenv/echo", constant, num_envs=1, sampler=sampler,
+                                               base_url=echo_url)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -29,6 +29,7 @@ from openenv_gym.errors import EnvError
 from openenv_gym.rollout.groups import Advantage, Group, GroupCollector
 from openenv_gym.rollout.plan import Plan
 from openenv_gym.rollout.records import Episode, TurnTokens
+from openenv_gym.rollout.sampled import Gate, SampledPlan
 from openenv_gym.rollout.turns import (
     Policy,
     Reply,
@@ -57,7 +58,8 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
                    tasks: Iterable[dict[str, Any]] | None = None, seed: int | None = None,
                    max_turns: int | None = None, system_prompt: str | None = None, workers: int | None = None,
                    group_size: int | None = None, advantage: Advantage = "mean", replacements: int = 1,
-                   skip: Collection[int] = (), **make_kwargs: Any) -> AsyncIterator[Any]:
+                   skip: Collection[int] = (), sampler: Any = None, gates: Sequence[Gate] = (),
+                   max_extra: int | None = None, **make_kwargs: Any) -> AsyncIterator[Any]:
     """Finished episodes of `env_id` played by `policy`, in the order they finish; with `group_size`, groups.
 
     num_envs: sessions playing at once.
@@ -73,17 +75,27 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
     system_prompt: a system message put before each episode's first observation.
     skip: the numbers (0 for the first) of the plan's episodes, or groups, not to play: those a run that stopped
         played already (`openenv-gym rollout --resume`); `episodes` still counts them.
+    sampler: a task sampler (openenv_gym.sampling) that chooses each group's task, instead of `tasks`; every
+        finished group's rewards go back to its `update`. `gates` (ZeroSignalGate, RewardRangeGate) drop groups
+        the trainer cannot use; each dropped one is replaced, up to `max_extra` in the run (default: `episodes`),
+        then the run ends short (the sampler's metrics count both).
     make_kwargs: what gym.make takes for this id (base_url, token, options, env_args, ...).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+    if (sampler is not None or gates) and (group_size is None or tasks is not None):
+        raise ValueError("a sampler (and gates) chooses the task of each group: give group_size, and no tasks")
     groups = None if group_size is None else GroupCollector(group_size, advantage, replacements)
     target = resolve(env_id, workers=workers, **make_kwargs)
     options = dict(target.options)
     if max_turns is not None:
         options[MAX_STEPS_OPTION] = max_turns
-    driver = _Driver(await target.open_vector_client(num_envs), policy, Plan(episodes, tasks, seed, options, skip),
-                     system_prompt, groups)
+    if sampler is not None:
+        plan: Plan = SampledPlan(sampler, episodes, seed, options, gates,
+                                 (episodes or 0) if max_extra is None else max_extra, skip)
+    else:
+        plan = Plan(episodes, tasks, seed, options, skip)
+    driver = _Driver(await target.open_vector_client(num_envs), policy, plan, system_prompt, groups)
     try:
         async for finished in driver.run():
             yield finished
@@ -154,7 +166,16 @@ class _Driver:
             self.scoring.add(task)
             task.add_done_callback(self.scoring.discard)
         else:
-            self.finished.append(self.groups.settle(group))
+            self._settled(self.groups.settle(group))
+
+    def _settled(self, group: Group) -> None:
+        """A whole group, scored: to the trainer, unless a sampler's gate drops it (its replacement may start on an
+        env that had nothing left to play)."""
+        if not isinstance(self.plan, SampledPlan) or self.plan.settle(group):
+            self.finished.append(group)
+            return
+        for env in list(self.idle):
+            self._start(env)
 
     async def _score(self, group: Group, place: Any) -> None:
         """The server scores the group (the env's score_group); a failure marks every member."""
@@ -172,7 +193,7 @@ class _Driver:
             for episode in group.episodes:
                 episode.error = episode.error or f"group score: {exc}"
                 episode.info["error"] = {"code": str(getattr(exc, "code", "group_error")), "message": str(exc)}
-        self.finished.append(self.groups.settle(group))
+        self._settled(self.groups.settle(group))
 
     def _next(self, env: int) -> Play | None:
         """The env's next episode: a play of a group begun there, else the plan's next task (G plays of it)."""

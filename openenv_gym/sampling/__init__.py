@@ -8,7 +8,8 @@
 """
 
 from openenv_gym.sampling.base import TaskSampler, catalog
+from openenv_gym.sampling.gates import RewardRangeGate, ZeroSignalGate
 from openenv_gym.sampling.samplers import CurriculumSampler, DifficultyPoolSampler, SequentialSampler, UniformSampler
 
-__all__ = ["CurriculumSampler", "DifficultyPoolSampler", "SequentialSampler", "TaskSampler", "UniformSampler",
-           "catalog"]
+__all__ = ["CurriculumSampler", "DifficultyPoolSampler", "RewardRangeGate", "SequentialSampler", "TaskSampler",
+           "UniformSampler", "ZeroSignalGate", "catalog"]

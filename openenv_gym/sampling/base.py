@@ -61,6 +61,7 @@ class Sampler:
         self.rng = np.random.default_rng(seed)
         self.groups = self.episodes = self.signal_groups = 0
         self.cost = 0.0
+        self.dropped = self.short = 0  # groups a gate dropped; groups a batch went out without (rollouts' gates)
 
     def task_of(self, task: dict[str, Any]) -> int:
         try:
@@ -91,13 +92,15 @@ class Sampler:
         return {"groups": self.groups, "episodes": self.episodes, "signal_groups": self.signal_groups,
                 "signal_groups_per_episode": self.signal_groups / self.episodes if self.episodes else 0.0,
                 "signal_groups_per_cost": self.signal_groups / self.cost if self.cost else 0.0,
-                "zero_signal_fraction": 1 - self.signal_groups / self.groups if self.groups else 0.0}
+                "zero_signal_fraction": 1 - self.signal_groups / self.groups if self.groups else 0.0,
+                "groups_dropped": self.dropped, "groups_short": self.short}
 
     def state_dict(self) -> dict[str, Any]:
         """All the sampler knows, JSON-serialisable: `load_state_dict` on a sampler of the same tasks resumes it."""
         return {"sampler": type(self).__name__, "tasks": len(self.tasks), "rng": self.rng.bit_generator.state,
                 "counts": {"groups": self.groups, "episodes": self.episodes, "signal_groups": self.signal_groups,
-                           "cost": self.cost}, "learned": self.learned()}
+                           "cost": self.cost, "dropped": self.dropped, "short": self.short},
+                "learned": self.learned()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("sampler") != type(self).__name__ or state.get("tasks") != len(self.tasks):
@@ -107,6 +110,7 @@ class Sampler:
         counts = state["counts"]
         self.groups, self.episodes = counts["groups"], counts["episodes"]
         self.signal_groups, self.cost = counts["signal_groups"], counts["cost"]
+        self.dropped, self.short = counts["dropped"], counts["short"]
         self.restore(state["learned"])
 
     def learned(self) -> dict[str, Any]:
