@@ -6,11 +6,14 @@ import contextlib
 import itertools
 import json
 import math
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 from conftest import ROOT
+from openai_server import ScriptedServer
 
 import openenv_gym
 from openenv_gym.sampling import (
@@ -167,3 +170,23 @@ def test_a_zero_signal_gate_drops_groups_replaces_them_up_to_a_bound_then_ends_s
     with pytest.raises(ValueError, match="give group_size, and no tasks"):
         asyncio.run(anext(openenv_gym.rollouts("openenv/echo", constant, num_envs=1, sampler=sampler,
                                                base_url=echo_url)))
+
+
+def test_the_rollout_command_samples_the_envs_catalog_and_prints_the_samplers_metrics(tmp_path):
+    out = tmp_path / "episodes.jsonl"
+    with ScriptedServer() as model:  # it answers as a model would; the calculator agent asks it each turn
+        done = subprocess.run([sys.executable, "-m", "openenv_gym", "rollout", "openenv/agent-calc", "--model-url",
+                               model.url, "--model", "scripted", "--episodes", "3", "--group-size", "2",
+                               "--num-envs", "4", "--sampler", "curriculum", "--output", str(out)],
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    metrics = dict(line.split()[1:3] for line in done.stdout.splitlines() if line.startswith("sampler "))
+    assert (metrics["groups"], metrics["episodes"]) == ("3", "6") and "zero_signal_fraction" in metrics
+    played = [json.loads(line) for line in out.read_text().splitlines()]
+    catalogued = catalog("openenv/agent-calc")
+    assert len(played) == 6 and all({"split", "index"} <= set(line["options"]) for line in played)
+    assert all({"split": line["options"]["split"], "index": line["options"]["index"]} in catalogued for line in played)
+    refused = subprocess.run([sys.executable, "-m", "openenv_gym", "rollout", "openenv/agent-calc", "--model-url",
+                              "http://127.0.0.1:9/v1", "--model", "m", "--episodes", "1", "--sampler", "uniform"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "give --group-size" in refused.stderr

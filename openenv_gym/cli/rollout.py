@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from openenv_gym.rollout import Episode, Group, OpenAIPolicy, rollouts
 from openenv_gym.rollout.resume import played
+from openenv_gym.sampling import GATES
 
 
 def add_rollout(commands: argparse._SubParsersAction) -> None:
@@ -61,6 +62,13 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
     parser.add_argument("--max-tokens", type=positive_int, help="tokens per model turn at most")
     parser.add_argument("--api-key", help="bearer token of the model server (default $OPENAI_API_KEY)")
+    parser.add_argument("--sampler", choices=("sequential", "uniform", "curriculum", "pools"),
+                        help="with --group-size: choose each group's task from the env's catalog (--split: one split) "
+                             "with this sampler, which learns from each group's rewards; its metrics are printed at "
+                             "the end")
+    parser.add_argument("--gate", dest="gates", action="append", choices=("zero-signal",), default=[],
+                        help="with --sampler: drop groups whose members all scored the same, each replaced by another "
+                             "(as many as --episodes in the run at most)")
     parser.set_defaults(run=run_rollout)
 
 
@@ -87,9 +95,12 @@ def run_rollout(args: argparse.Namespace) -> None:
         return
     policy = OpenAIPolicy(args.model_url, args.model, api_key=args.api_key, max_concurrency=args.max_concurrency,
                           temperature=args.temperature, max_tokens=args.max_tokens)
-    tasks = None if args.split is None else ({"split": args.split, "index": i} for i in range(args.episodes))
+    sampler = _sampler(args)
+    tasks = None if args.split is None or sampler else ({"split": args.split, "index": i} for i in range(args.episodes))
     plays = (args.episodes - len(skip)) * (args.group_size or 1)
     grouped = {} if args.group_size is None else {"group_size": args.group_size, "advantage": args.advantage}
+    if sampler is not None:
+        grouped |= {"sampler": sampler, "gates": [GATES[name]() for name in args.gates]}
     stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, plays), episodes=args.episodes,
                       tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
                       base_url=args.env_url, env=args.env, skip=skip, **grouped)
@@ -97,8 +108,29 @@ def run_rollout(args: argparse.Namespace) -> None:
         out = files.enter_context(args.output.open("ab" if args.resume else "wb")) if args.output else None
         summary = asyncio.run(_play(stream, policy, plays, out))
     print(summary.table())
+    if sampler is not None:
+        print("\n".join(f"sampler {name:<26}  {value:.4g}" for name, value in sampler.metrics().items()))
     if not summary.returns:
         sys.exit("openenv-gym rollout: no episode completed; see the errors above (and in --output)")
+
+
+def _sampler(args: argparse.Namespace) -> Any:
+    """The --sampler over the env's catalog (None without one)."""
+    if args.sampler is None:
+        if args.gates:
+            sys.exit("openenv-gym rollout: --gate drops groups a --sampler chose: give --sampler too")
+        return None
+    if args.group_size is None or args.resume:
+        sys.exit("openenv-gym rollout: --sampler chooses the task of each group: give --group-size (and it cannot "
+                 "--resume: its choices are not a plan to continue)")
+    from openenv_gym.sampling import SAMPLERS, catalog
+
+    source = args.env_url[0] if args.env_url else args.env_id
+    try:
+        tasks = catalog(source, args.split)
+    except ValueError as exc:
+        sys.exit(f"openenv-gym rollout: {exc}")
+    return SAMPLERS[args.sampler](tasks, group_size=args.group_size, seed=args.seed)
 
 
 class Summary:

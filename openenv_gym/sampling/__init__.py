@@ -11,5 +11,9 @@ from openenv_gym.sampling.base import TaskSampler, catalog
 from openenv_gym.sampling.gates import RewardRangeGate, ZeroSignalGate
 from openenv_gym.sampling.samplers import CurriculumSampler, DifficultyPoolSampler, SequentialSampler, UniformSampler
 
+SAMPLERS = {"sequential": SequentialSampler, "uniform": UniformSampler, "curriculum": CurriculumSampler,
+            "pools": DifficultyPoolSampler}  # by the names the command line takes
+GATES = {"zero-signal": ZeroSignalGate}
+
 __all__ = ["CurriculumSampler", "DifficultyPoolSampler", "RewardRangeGate", "SequentialSampler", "TaskSampler",
            "UniformSampler", "ZeroSignalGate", "catalog"]
