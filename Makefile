@@ -112,6 +112,7 @@ bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
 	$(PY) -m benchmarks.resume
 	$(PY) -m benchmarks.soak
 	$(PY) -m benchmarks.newcomer
+	$(PY) -m benchmarks.samplers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -25,7 +25,24 @@ class TaskSampler(Protocol):
 
 def catalog(env: str, split: str | None = None, **make_kwargs: Any) -> list[dict[str, Any]]:
     """The reset options of every task of an environment (`{"split": ..., "index": ...}`), from its splits: a gym id
-    (a local server is started, as gym.make does) or a server's URL (`ws://`, `http://`); `split` keeps one."""
+    or an environment's name or folder (a local server is started for it) or a server's URL (`ws://`, `http://`);
+    `split` keeps one."""
+    if "://" in env or env.startswith("openenv/"):
+        splits = _splits(env, make_kwargs)
+    else:
+        from openenv_gym.client.local import LocalServer
+
+        with LocalServer(env, 1, 16) as server:
+            splits = _splits(server.url, make_kwargs)
+    chosen = [s for s in splits if split is None or s["name"] == split]
+    if not chosen:
+        names = ", ".join(s["name"] for s in splits) or "none"
+        raise ValueError(f"{env} has no split {split!r} (its splits: {names})" if split else
+                         f"{env} lists no tasks (it has no task catalog): give the sampler its tasks as reset options")
+    return [{"split": s["name"], "index": index} for s in chosen for index in range(s["num_tasks"])]
+
+
+def _splits(env: str, make_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     import gymnasium as gym
 
     from openenv_gym.registry import register_all
@@ -34,15 +51,9 @@ def catalog(env: str, split: str | None = None, **make_kwargs: Any) -> list[dict
     target = ("openenv/remote", {"base_url": env}) if "://" in env else (env, {})
     made = gym.make(target[0], **(target[1] | make_kwargs))
     try:
-        splits = made.unwrapped.splits()
+        return made.unwrapped.splits()
     finally:
         made.close()
-    chosen = [s for s in splits if split is None or s["name"] == split]
-    if not chosen:
-        names = ", ".join(s["name"] for s in splits) or "none"
-        raise ValueError(f"{env} has no split {split!r} (its splits: {names})" if split else
-                         f"{env} lists no tasks (it has no task catalog): give the sampler its tasks as reset options")
-    return [{"split": s["name"], "index": index} for s in chosen for index in range(s["num_tasks"])]
 
 
 class Sampler:
