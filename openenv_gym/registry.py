@@ -6,6 +6,7 @@ import gymnasium as gym
 
 from openenv_gym.errors import EnvNotFoundError, OpenEnvGymError
 from openenv_gym.manifests import BaseManifest, all_manifests, find_manifest
+from openenv_gym.manifests.discovery import REMOTE_IDS
 
 ENTRY_POINT = "openenv_gym.env:RemoteEnv"
 VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
@@ -45,7 +46,7 @@ def register_all() -> list[str]:
     manifests = all_manifests()
     for manifest in manifests:
         register_manifest(manifest)
-    for gym_id, transport in (("openenv/ors", "ors"), ("openenv/remote", "auto")):  # (manifests.REMOTE_IDS)
+    for gym_id, (transport, _) in REMOTE_IDS.items():
         if gym_id not in gym.registry:
             gym.register(gym_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
                          nondeterministic=True, kwargs={"transport": transport})

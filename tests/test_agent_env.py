@@ -65,6 +65,17 @@ def test_the_curl_one_liner_is_an_environment(start_server):
     assert wait_until(lambda: scrape(url)[("openenv_gym_sandboxes", ())] == 0.0)
 
 
+def test_a_programs_next_request_shows_its_tools_in_the_one_shape_in_a_batch_too(start_server):
+    """A step's info carries the program's next request, tools included (ChatRequest.info puts them in the one
+    shape, wherever the step is answered): stepped in a batch (make_vec's `steps`) as one at a time."""
+    url = start_server(str(SERVERS / "calc_agent"))
+    envs = gym.make_vec("openenv/remote", num_envs=2, base_url=url)
+    envs.reset(options={"index": 0})
+    _, _, terminated, _, infos = envs.step([{"name": "calculate", "arguments": {"expression": "17*23"}}] * 2)
+    assert not terminated.any() and [names_of(tools) for tools in infos["tools"]] == [["calculate"]] * 2
+    envs.close()
+
+
 def test_the_openai_agent_calls_its_tool_and_is_scored_by_its_trace(start_server):
     url = start_server(str(SERVERS / "calc_agent"))
     first, tool_turn, last = play(url, [{"name": "calculate", "arguments": {"expression": "17*23"}}, "391"],
@@ -73,7 +84,7 @@ def test_the_openai_agent_calls_its_tool_and_is_scored_by_its_trace(start_server
     assert obs == "What is 17 * 23?" and info["messages"][0]["role"] == "system"
     assert names_of(info["tools"]) == ["calculate"]
     assert tool_turn[0] == "391" and tool_turn[1:4] == (0.0, False, False)  # the tool's answer, as the program sent it
-    assert tool_turn[4]["messages"][-1]["role"] == "tool"
+    assert tool_turn[4]["messages"][-1]["role"] == "tool" and names_of(tool_turn[4]["tools"]) == ["calculate"]
     assert last[1:4] == (1.0, True, False)
     assert last[4]["result"] == {"answer": "391"} and last[4]["metrics"] == {"tool_calls": 1}
     [_, (_, reward, terminated, _, info)] = play(url, ["400"], {"index": 0})

@@ -42,9 +42,12 @@ def imported_manifests() -> list[BaseManifest]:
     return found
 
 
-# gym ids of no environment of this machine's: they drive running servers (registry.py)
-REMOTE_IDS = {"openenv/ors": "the id that drives any ORS server (gym.make('openenv/ors', base_url=..., env=...))",
-              "openenv/remote": "the id that drives any running server (gym.make('openenv/remote', base_url=...))"}
+# gym ids of no environment of this machine's: they drive running servers (registry.py registers them), each with
+# its transport and what it is, said for a person
+REMOTE_IDS = {"openenv/ors": ("ors", "the id that drives any ORS server (gym.make('openenv/ors', base_url=..., "
+                                     "env=...))"),
+              "openenv/remote": ("auto", "the id that drives any running server (gym.make('openenv/remote', "
+                                         "base_url=...))")}
 
 
 _said: set[tuple[str, ...]] = set()  # the clashes warned of in this process
@@ -58,7 +61,7 @@ def all_manifests() -> list[BaseManifest]:
     shipped, imported = shipped_manifests(), imported_manifests()
     lost = []
     for manifest in [*shipped, *reversed(imported)]:
-        holder = REMOTE_IDS.get(manifest.gym_id) or _described(winners.get(manifest.gym_id))
+        holder = _remote(manifest.gym_id) or _described(winners.get(manifest.gym_id))
         if holder is None:
             winners[manifest.gym_id] = manifest
         else:
@@ -75,7 +78,11 @@ def all_manifests() -> list[BaseManifest]:
 def reserved_holder(gym_id: str) -> str | None:
     """What holds `gym_id` so that no import may take it (a shipped environment, a remote id), said for a person;
     None: an import may take it."""
-    return REMOTE_IDS.get(gym_id) or _described(next((m for m in shipped_manifests() if m.gym_id == gym_id), None))
+    return _remote(gym_id) or _described(next((m for m in shipped_manifests() if m.gym_id == gym_id), None))
+
+
+def _remote(gym_id: str) -> str | None:
+    return REMOTE_IDS[gym_id][1] if gym_id in REMOTE_IDS else None
 
 
 def _is_shipped(manifest: BaseManifest) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from openenv_gym.episode.assistant import REASONING, chat_tool_calls
+from openenv_gym.protocol.tool_specs import as_tools
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -48,8 +49,9 @@ class ChatRequest:
     dialect: str = "chat"  # the API the program speaks: chat, responses, anthropic, gemini (protocol/dialects.py)
 
     def info(self) -> dict[str, Any]:
-        """What a session's info shows of the request: one shape, whatever API the program speaks."""
-        return {"messages": self.messages, "tools": self.tools, "dialect": self.dialect}
+        """What a session's info shows of the request: one shape, whatever API the program speaks (its tools too:
+        protocol/tool_specs.py)."""
+        return {"messages": self.messages, "tools": as_tools(self.tools), "dialect": self.dialect}
 
     @property
     def last_text(self) -> str:

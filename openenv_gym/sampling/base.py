@@ -12,6 +12,11 @@ import orjson
 SIGNAL_TOLERANCE = 1e-6  # a group whose rewards span no more than this carries no gradient (GRPO's advantage is 0)
 
 
+def has_signal(rewards: Sequence[float], tolerance: float = SIGNAL_TOLERANCE) -> bool:
+    """Whether a group's rewards differ: whether GRPO learns anything from it."""
+    return max(rewards) - min(rewards) > tolerance
+
+
 @runtime_checkable
 class TaskSampler(Protocol):
     """RFC 013's sampler: code written against it runs on every sampler here."""
@@ -89,7 +94,7 @@ class Sampler:
         if not rewards:
             raise ValueError("update() needs the rewards of the group's episodes, got none")
         cost = float(sum(costs)) if costs is not None else float(len(rewards))
-        signal = max(rewards) - min(rewards) > SIGNAL_TOLERANCE
+        signal = has_signal(rewards)
         self.groups += 1
         self.episodes += len(rewards)
         self.signal_groups += signal

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from openenv_gym.sampling.base import SIGNAL_TOLERANCE
+from openenv_gym.sampling.base import SIGNAL_TOLERANCE, has_signal
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class ZeroSignalGate:
     tolerance: float = SIGNAL_TOLERANCE
 
     def __call__(self, rewards: Sequence[float]) -> bool:
-        return max(rewards) - min(rewards) > self.tolerance
+        return has_signal(rewards, self.tolerance)
 
 
 @dataclass(frozen=True)

@@ -327,8 +327,6 @@ class SessionCore:
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
-            if "tools" in value.info:  # (a program's next request may offer other tools)
-                _tools_in_one_shape(value.info)
             if session.group is not None:
                 self.member_stepped(session, value)
             return value
@@ -360,8 +358,8 @@ class SessionCore:
     def _was_reset(self, session: Session, limit: int | None, episode_id: str, group: tuple[str, int] | None,
                    created: bool, reply: ResetReply, value: Any) -> None:
         if type(value) is ResetResult and type(value.obs) is str and type(value.info) is dict:
-            if "tools" in value.info:  # the task's own
-                _tools_in_one_shape(value.info)
+            if "tools" in value.info:  # the task's own, in one shape (protocol/tool_specs.py) whatever the kind's
+                value.info["tools"] = as_tools(value.info["tools"])
             elif self.tools is not None:
                 value.info["tools"] = self.tools
             session.begin(limit, episode_id)
@@ -375,11 +373,6 @@ class SessionCore:
             if created:  # a session whose first reset failed is never handed out
                 self.end(session)
         reply(session.id, value)
-
-
-def _tools_in_one_shape(info: dict[str, Any]) -> None:
-    """info["tools"] as tools of ours, whatever shape the kind lists them in (protocol/tool_specs.py)."""
-    info["tools"] = as_tools(info["tools"])
 
 
 def _log_close_failure(task: asyncio.Task) -> None:

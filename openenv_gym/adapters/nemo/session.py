@@ -4,9 +4,9 @@ jar each, no process and no port per session (app.py).
 reset:  a dataset row (options task: an index or the row's id; split: the dataset's name, `example` where the
         import found only that; index; or a seeded choice). The row is sent whole, as NeMo's agents send it, to
         /seed_session ("resources" protocol) or /reset ("gymnasium"). Observation: the last message of the row's
-        input (or /reset's observation); info["messages"] and info["tools"]: the row's input and tools in chat
-        completions' shape (the Responses request it holds, read as the model endpoint reads one), and the tools a
-        server exposes over MCP where its seed says so.
+        input (or /reset's observation); info["messages"]: the row's input in chat completions' shape (the
+        Responses request it holds, read as the model endpoint reads one); info["tools"]: its tools and those a
+        server exposes over MCP where its seed says so (in the one shape: protocol/tool_specs.py).
 step:   the policy's reply (text, tool calls, or both). "resources": each tool call is a POST /{name} of its
         arguments, whose answer's text is the observation, as NeMo's simple_agent gives it to the model (an error
         status's body too); a reply without a call (or the step limit) ends the episode: the whole episode's output
