@@ -28,8 +28,8 @@ from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.episode.groups import GROUP_OPTION
-from openenv_gym.episode.state import MAX_STEPS_OPTION
-from openenv_gym.groups import Groups
+from openenv_gym.episode.state import ENV_SECONDS, MAX_STEPS_OPTION
+from openenv_gym.groups import Ended, Groups
 from openenv_gym.spaces import spaces_for
 from openenv_gym.targets import Target
 
@@ -84,6 +84,20 @@ def _truncate_failed(result: VectorResult) -> None:
         result.truncated[list(result.errors)] = True
 
 
+def _sampled(sampler: Any, group_size: int | None) -> tuple[int | None, dict[str, Any]]:
+    """A sampler's group size (the one given must be the same), and the reset options its costs need."""
+    if sampler is None:
+        return group_size, {}
+    if group_size is not None and group_size != sampler.group_size:
+        raise ValueError(f"group_size {group_size} is not the sampler's ({sampler.group_size}): give one of them")
+    unit = getattr(sampler, "costs_in", "episodes")
+    if unit == "tokens":
+        raise ValueError("the vector env sees no tokens: a sampler with cost='tokens' chooses tasks in rollouts() "
+                         "and the trainers' paths, where the policy's turns give them; here use 'episodes' or "
+                         "'seconds'")
+    return sampler.group_size, {ENV_SECONDS: True} if unit == "seconds" else {}
+
+
 def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
     if not isinstance(mask, np.ndarray):
         raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask)}")
@@ -105,7 +119,8 @@ class RemoteVectorEnv(VectorEnv):
                  max_episode_steps: int | None = None, connections_per_worker: int = 2,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
-                 group_size: int | None = None, sandbox: bool = True, target: Target | None = None) -> None:
+                 group_size: int | None = None, sampler: Any = None, sandbox: bool = True,
+                 target: Target | None = None) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -125,11 +140,15 @@ class RemoteVectorEnv(VectorEnv):
             Where the environment scores groups (score_group, on the server), the step at which a group's last
             member ends has, in that env's info, "group_rewards" and "group_infos": one entry per member, in env
             order (None for a member that failed), or "group_error" if the scoring failed.
+        sampler: a task sampler (openenv_gym.sampling) that chooses the task of each group's episodes (envs are
+            groups of its group_size, or of one); when a group's last member ends, its members' returns go to the
+            sampler's update (those of members that failed left out).
         sandbox: False starts the local server with --no-sandbox, its programs unconfined (see RemoteEnv); only
             without base_url.
         target: env, base_url, token, options, transport, env_args, request_timeout, reset_retry_window and
             sandbox at once (targets.resolve's), instead of them.
         """
+        group_size, timing = _sampled(sampler, group_size)
         if group_size is not None and (group_size < 1 or num_envs % group_size):
             raise ValueError(f"group_size must be at least 1 and divide num_envs ({num_envs}), got {group_size}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -142,7 +161,7 @@ class RemoteVectorEnv(VectorEnv):
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
         self.num_envs = num_envs
-        self.default_options = self.target.options
+        self.default_options = self.target.options | timing
         self.max_episode_steps = max_episode_steps
         self._runner = current_runner()
         self.client = self._runner.open_client(self.target.open_vector_client(num_envs, connections_per_worker,
@@ -156,7 +175,10 @@ class RemoteVectorEnv(VectorEnv):
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._all_envs = range(num_envs)
         self.group_size = group_size
-        self._groups = None if group_size is None else Groups(num_envs, group_size)
+        self._sampler = sampler
+        draw = None if sampler is None else (lambda: sampler.sample(1)[0])
+        self._groups = None if group_size is None else Groups(num_envs, group_size, draw)
+        self._returns = np.zeros(num_envs)  # each env's episode's return so far (kept for sampled groups)
         self._server_scores = self._groups is not None and bool(self.client.description.get("group_scoring"))
 
     def _seeds(self, seed: int | Sequence[int | None] | None, envs: Sequence[int]) -> list[int]:
@@ -209,6 +231,7 @@ class RemoteVectorEnv(VectorEnv):
             raise type(error)(f"reset of env {env} failed: {error}") from error
         self._absorb(result)
         self._autoreset[envs] = False
+        self._returns[envs] = 0.0
         if self._groups is not None:
             self._groups.label(result.infos, envs)
         return tuple(self._obs), batch_infos(result.infos, envs, self.num_envs)
@@ -223,30 +246,54 @@ class RemoteVectorEnv(VectorEnv):
         return merged
 
     def _member_options(self, envs: Sequence[int], options: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
-        """Reset options; where the server scores groups, one per env, naming the env's group and member."""
-        if not self._server_scores:
+        """Reset options; one per env where a sampler chose the task of its group's episode (options given take
+        precedence) or where the server scores groups (naming the env's group and member)."""
+        groups = self._groups
+        if groups is None or not (self._server_scores or self._sampler is not None):
             return options
-        return [options | {GROUP_OPTION: self._groups.option(env)} for env in envs]  # type: ignore[union-attr]
+        return [groups.task(env) | options | ({GROUP_OPTION: groups.option(env)} if self._server_scores else {})
+                for env in envs]
 
-    async def _score_groups(self, result: VectorResult, waiting: np.ndarray) -> None:
-        """Ask the server for the score of each group whose last member ended at this step (an episode that failed,
-        at its step or its reset, counts as ended, not kept); the answer goes in that member's info."""
+    async def _end_groups(self, result: VectorResult, waiting: np.ndarray) -> None:
+        """The group episodes whose last member ended at this step (an episode that failed, at its step or its
+        reset, counts as ended, not kept): each to the sampler, with its members' returns; and where the server
+        scores groups, their score, asked for and put in that member's info."""
         groups = self._groups
         assert groups is not None
-        ended = set(np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist()) | set(result.errors)
-        complete = [(env, *done) for env in sorted(ended)
-                    if (done := groups.ended(env, env not in result.errors)) is not None]
-        if not complete:
+        returns = self._returns
+        returns += result.rewards  # (an env reset at this step took no step: its reward is 0)
+        ended = sorted(set(np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist())
+                       | set(result.errors))
+        complete = [(env, done) for env in ended if (done := groups.ended(
+            env, env not in result.errors, float(returns[env]), result.infos[env].get(ENV_SECONDS))) is not None]
+        returns[ended] = 0.0
+        if self._sampler is not None:
+            for _, done in complete:
+                self._update_sampler(done)
+        if not self._server_scores or not complete:
             return
-        scores = await asyncio.gather(*(self.client.score_group(self.client.place_of(leader), name, kept)
-                                        for _, name, leader, kept in complete), return_exceptions=True)
-        for (env, name, _, kept), score in zip(complete, scores, strict=True):
+        scores = await asyncio.gather(*(self.client.score_group(self.client.place_of(done.leader), done.name,
+                                                                 done.kept) for _, done in complete),
+                                      return_exceptions=True)
+        for (env, done), score in zip(complete, scores, strict=True):
             info = result.infos[env]
             if isinstance(score, BaseException):
-                info["group_error"] = f"group {name}: {score}" if kept else f"group {name}: every member failed"
+                info["group_error"] = f"group {done.name}: {score}" if done.kept else \
+                    f"group {done.name}: every member failed"
                 continue
             scored = [score.of(member) or (None, None) for member in range(groups.size)]
             info["group_rewards"], info["group_infos"] = [s[0] for s in scored], [s[1] for s in scored]
+
+    def _update_sampler(self, done: Ended) -> None:
+        """A sampled group episode's returns to its sampler (its members that failed left out; costs in seconds
+        where the sampler counts them so)."""
+        if done.task is None or not done.returns:
+            return
+        timed = getattr(self._sampler, "costs_in", "episodes") == "seconds"
+        if timed and any(cost is None for cost in done.costs):
+            raise ValueError(f"the sampler counts cost in seconds, but group {done.name}'s final infos have no "
+                             f"{ENV_SECONDS}: its server measures none; use cost='episodes'")
+        self._sampler.update(done.task, done.returns, done.costs if timed else None)
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
         client = self.client
@@ -261,8 +308,8 @@ class RemoteVectorEnv(VectorEnv):
             _truncate_failed(result)
         else:
             result = await client.step(actions)
-        if self._server_scores:
-            await self._score_groups(result, waiting)
+        if self._server_scores or self._sampler is not None:
+            await self._end_groups(result, waiting)
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             return result, {}
         done = np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist()

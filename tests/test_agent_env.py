@@ -160,8 +160,8 @@ def test_tasks_come_from_the_reset_and_answers_stay_hidden(tmp_path, start_serve
     assert [play(url, ["ok"], {"task": task})[0][0] for task in (1, "second", 0)] == ["p1", "p1", "p0"]
     assert len({play(url, ["ok"], seed=5)[0][0] for _ in range(3)}) == 1
     for options, message in (({"level": 2}, "does not understand the reset option 'level'; it understands: "
-                                            "episode_id, expose_answer, expose_task, group, index, max_steps, split, "
-                                            "task, task_spec"),
+                                            "env_seconds, episode_id, expose_answer, expose_task, group, index, "
+                                            "max_steps, split, task, task_spec"),
                              ({"task": "third"}, "no task of split 'train' has the id or name 'third'"),
                              ({"task": 2}, "task 2 is out of range"), ({"seed": 5}, "reset's own argument")):
         with pytest.raises(openenv_gym.BadRequestError, match=message):

@@ -197,7 +197,8 @@ def test_the_catalog_spans_every_scenario_and_make_vec_mixes_them(shop_url):
     for options, message in (({"scenario": "bookstore_1", "index": 1}, "give one of them"),
                              ({"task_idx": 1}, "give the scenario too"),
                              ({"scenario": "bookstore_1", "level": 2}, "does not understand the reset option "
-                              "'level'; it understands: episode_id, expose_answer, expose_task, group, index, "
+                              "'level'; it understands: env_seconds, episode_id, expose_answer, expose_task, group, "
+                              "index, "
                               "max_steps, parity, rewards, scenario, split, system_prompt, task, task_idx, "
                               "verifier_mode")):
         with pytest.raises(openenv_gym.BadRequestError, match=message):

@@ -69,7 +69,8 @@ def test_embedded_guess_plays_a_game():
     assert reward == pytest.approx(1.0 - 0.05 * (guesses - 1))
     # the options it declares it reads are taken; one it does not is refused with those it does, never ignored
     with pytest.raises(openenv_gym.BadRequestError, match="guess does not understand the reset option 'hi'; it "
-                                                          "understands: episode_id, group, high, low, max_steps"):
+                                                          "understands: env_seconds, episode_id, group, high, low, "
+                                                          "max_steps"):
         env.reset(options={"low": 1, "hi": 8})
     assert env.reset(options={"low": 1, "high": 2, "max_steps": 3})[1]["high"] == 2  # the env plays on
     env.close()

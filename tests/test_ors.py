@@ -93,7 +93,8 @@ def test_bad_task_options_are_typed_errors(imported):
 def _refuses_what_it_does_not_understand(env) -> None:
     """An option the env does not read is refused with those it does, never ignored; a seed is no option."""
     understood = "expose_answer, expose_task, group, index, max_steps, secrets, split, task, task_spec"
-    with pytest.raises(openenv_gym.BadRequestError, match=f"'level'; it understands: episode_id, {understood}"):
+    with pytest.raises(openenv_gym.BadRequestError, match=f"'level'; it understands: env_seconds, "
+                                                          f"episode_id, {understood}"):
         env.reset(options={"level": 3, "split": "test"})
     with pytest.raises(openenv_gym.BadRequestError, match=r"reset's own argument.*reset\(seed=3"):
         env.reset(options={"seed": 3})

@@ -10,9 +10,10 @@ import subprocess
 import sys
 from collections import Counter
 
+import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, env_path
 from openai_server import ScriptedServer
 
 import openenv_gym
@@ -130,9 +131,9 @@ def test_a_catalog_is_read_from_the_environment():
         catalog("openenv/echo")
 
 
-def _play(url, policy, sampler, **kwargs):
+def _play(url, policy, sampler, env="openenv/echo", **kwargs):
     async def main():
-        async with contextlib.aclosing(openenv_gym.rollouts("openenv/echo", policy, num_envs=4, group_size=4,
+        async with contextlib.aclosing(openenv_gym.rollouts(env, policy, num_envs=4, group_size=sampler.group_size,
                                                             sampler=sampler, base_url=url, **kwargs)) as stream:
             return [group async for group in stream]
     return asyncio.run(main())
@@ -190,3 +191,78 @@ def test_the_rollout_command_samples_the_envs_catalog_and_prints_the_samplers_me
                               "http://127.0.0.1:9/v1", "--model", "m", "--episodes", "1", "--sampler", "uniform"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "give --group-size" in refused.stderr
+
+
+def test_a_curriculum_counts_cost_in_the_environments_seconds_or_the_policys_tokens(start_server):
+    """cost="seconds": the server's env_seconds of each episode (its steps sleep what the policy says: a task of
+    two steps costs twice one of one step); cost="tokens": the completion tokens the policy's turns gave."""
+    url = start_server(env_path("blocking"))
+    tasks = [{"max_steps": 1}, {"max_steps": 2}]
+
+    async def sleepy(messages, tools):
+        return "0.03"
+
+    by_seconds = CurriculumSampler(tasks, group_size=2, seed=0, cost="seconds")
+    _play(url, sleepy, by_seconds, env="openenv/remote", episodes=6, seed=0)
+    per_group = by_seconds.spent / by_seconds.played
+    assert by_seconds.played.min() >= 1 and 0.12 <= per_group[1] < 0.2 and 0.06 <= per_group[0] < 0.1
+    assert by_seconds.metrics()["signal_groups_per_cost"] == 0  # (a sleep scores 0: no group carries signal)
+
+    async def counted(messages, tools):
+        return openenv_gym.Reply(text="0", completion_ids=[7] * (3 + len(messages)))
+
+    by_tokens = CurriculumSampler(tasks, group_size=2, seed=0, cost="tokens")
+    _play(url, counted, by_tokens, env="openenv/remote", episodes=4, seed=0)
+    # one turn of 3 + 1 tokens per episode of one step; 4 + 6 for two steps (the conversation grows by two)
+    assert by_tokens.cost == sum(by_tokens.played * [2 * 4, 2 * 10]) and by_tokens.played.sum() == 4
+    with pytest.raises(ValueError, match="a turn without its token ids"):
+        _play(url, sleepy, CurriculumSampler(tasks, group_size=2, cost="tokens"), env="openenv/remote", episodes=1)
+
+
+class _Recording(SequentialSampler):
+    """The catalog in order, and every group given back, kept (to compare with what the envs played)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.given = []
+
+    def update(self, task, rewards, costs=None):
+        self.given.append((task["max_steps"], sorted(round(r, 6) for r in rewards), costs))
+        super().update(task, rewards, costs)
+
+
+def test_make_vec_autoresets_each_group_into_the_task_the_sampler_chose(echo_url):
+    """Envs [2k, 2k+2) are a group: each of its episodes plays the task the sampler gave it (here the step limit:
+    1, 2, 3, 1, ...); when both members have ended, their returns go back to update."""
+    sampler = _Recording([{"max_steps": k} for k in (1, 2, 3)], group_size=2)
+    envs = gym.make_vec("openenv/echo", num_envs=4, base_url=echo_url, sampler=sampler, autoreset_mode="NextStep")
+    played, returns, steps = [], np.zeros(4), np.zeros(4, dtype=int)
+    try:
+        envs.reset(seed=0)
+        for turn in range(14):
+            actions = ["x" * (1 + env + turn % 3) for env in range(4)]  # reward: length / 10, members differ
+            _, rewards, terminated, truncated, infos = envs.step(actions)
+            returns += rewards
+            steps += 1
+            for env in np.flatnonzero(terminated | truncated):
+                played.append((infos["group"][env], int(steps[env]), round(float(returns[env]), 6)))
+            over = terminated | truncated
+            returns[over], steps[over] = 0, -1  # the next step resets it, its action ignored (NEXT_STEP)
+    finally:
+        envs.close()
+    by_episode = {}
+    for name, length, returned in played:
+        by_episode.setdefault(name, []).append((length, returned))
+    # the catalog in order, group episode by group episode as they first reset: 0.0 and 1.0 at reset(), then ...
+    assert {name: lengths[0][0] for name, lengths in by_episode.items()}["0.0"] == 1
+    assert {name: lengths[0][0] for name, lengths in by_episode.items()}["1.0"] == 2
+    for members in by_episode.values():
+        assert len(members) == 2 and members[0][0] == members[1][0]  # both members played the same task
+    finished = [(members[0][0], sorted(r for _, r in members), None) for members in by_episode.values()]
+    assert sorted(sampler.given) == sorted(finished)  # each finished group episode given back once, with its returns
+    assert sampler.metrics()["groups"] == len(finished) >= 5
+    with pytest.raises(ValueError, match="group_size 4 is not the sampler's"):
+        gym.make_vec("openenv/echo", num_envs=4, base_url=echo_url, sampler=sampler, group_size=4)
+    with pytest.raises(ValueError, match="the vector env sees no tokens"):
+        gym.make_vec("openenv/echo", num_envs=4, base_url=echo_url,
+                     sampler=CurriculumSampler([{}], group_size=2, cost="tokens"))

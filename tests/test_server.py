@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import gymnasium as gym
 import httpx
 import orjson
 import pytest
@@ -342,3 +343,43 @@ def test_a_second_server_on_a_port_in_use_is_refused_not_let_in(start_server):
     assert done.stderr.strip().endswith(f"port {port} on 127.0.0.1 is in use (another server?); choose another with "
                                         "--port, or --port 0 for a free one")
     assert all(health(url)["env"] == "echo" for _ in range(20))
+
+
+def test_the_final_step_says_how_long_the_environment_took(start_server, echo_url):
+    """info["env_seconds"], when a reset asks for it: the episode's reset and steps at the server (the sampler's
+    cost in seconds), not the time the client took between them; in the final step's info only, stepped alone or
+    in a batch."""
+    url = start_server(env_path("blocking"))
+
+    async def main():
+        async with openenv_gym.connect(url) as conn:
+            session = conn.session()
+            await session.reset(options={"max_steps": 2, "env_seconds": True})
+            first = await session.step("0.2")
+            await asyncio.sleep(0.3)  # the policy's time: not the environment's
+            last = await session.step("0.1")
+            assert "env_seconds" not in first[4] and last[3]
+            assert 0.3 <= last[4]["env_seconds"] < 0.45
+
+    run(main())
+    envs = gym.make_vec("openenv/remote", num_envs=3, base_url=url)  # its steps go as one batch
+    try:
+        envs.reset(options={"max_steps": 1, "env_seconds": True})
+        *_, truncated, infos = envs.step(["0.05", "0", "0.1"])
+        assert truncated.all() and infos["_env_seconds"].all()
+        assert 0.05 <= infos["env_seconds"][0] < 0.1 and infos["env_seconds"][1] < 0.05
+        assert 0.1 <= infos["env_seconds"][2] < 0.15
+    finally:
+        envs.close()
+    envs = gym.make_vec("openenv/echo", num_envs=2, base_url=echo_url)  # steps that never wait: the batch's fast path
+    try:
+        envs.reset(options={"max_steps": 2, "env_seconds": True})
+        assert "env_seconds" not in envs.step(["a", "b"])[4]
+        infos = envs.step(["a", "b"])[4]
+        assert infos["_env_seconds"].all() and (infos["env_seconds"] >= 0).all() and (infos["env_seconds"] < 0.05).all()
+        envs.reset(options={"max_steps": 1})  # not asked for: answers the same for the same actions
+        assert "env_seconds" not in envs.step(["a", "b"])[4]
+        with pytest.raises(errors.BadRequestError, match="env_seconds must be true or false"):
+            envs.reset(options={"env_seconds": "yes"})
+    finally:
+        envs.close()

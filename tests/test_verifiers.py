@@ -175,7 +175,8 @@ def test_tool_environment(imported):
     assert info["tools"] == env.unwrapped.description["tools"]  # every reset shows the tools, as /info does
     assert names_of(info["tools"]) == ["add", "multiply"]
     assert env.reset(options={"task": 0})[0] == obs  # the one vocabulary: a task by its index
-    with pytest.raises(openenv_gym.BadRequestError, match="'task_spec'; it understands: episode_id, expose_answer"):
+    with pytest.raises(openenv_gym.BadRequestError, match="'task_spec'; it understands: env_seconds, "
+                                                          "episode_id, expose_answer"):
         env.reset(options={"task_spec": {"prompt": "2 + 2"}})
     obs, info = env.reset(options={"index": 0})
     obs, *_ = env.step('<tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>')  # raw model text

@@ -171,8 +171,8 @@ def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):
             firsts = [(await session.reset(seed=7))[0] for _ in range(2)]
             for options, message in (({"task": 99}, "out of range"), ({"task": "pear"}, "no task of split 'train' has"),
                                      ({"task_spec": {"prompt": "x"}}, "not understand the reset option 'task_spec'"),
-                                     ({"level": 2}, "it understands: episode_id, expose_answer, expose_task, group, "
-                                                    "index, max_steps, split, task$"),
+                                     ({"level": 2}, "it understands: env_seconds, episode_id, expose_answer, "
+                                                    "expose_task, group, index, max_steps, split, task$"),
                                      ({"seed": 7}, "reset's own argument")):
                 with pytest.raises(BadRequestError, match=message):
                     await session.reset(options=options)

@@ -1,7 +1,7 @@
 """Reset options: one vocabulary in every environment kind, and an option an environment does not understand is
 refused with the list of those it does, never ignored (a dropped option plays another task, unseen).
 
-- The server's own, which every environment takes: `max_steps`, `episode_id`, `group`.
+- The server's own, which every environment takes: `max_steps`, `episode_id`, `group`, `env_seconds`.
 - Choosing the task, in every kind with a catalog (episode/tasks.py): `task` (an index, an id or a name), or
   `split` and `index`; without them, a choice seeded by reset's own `seed` argument. A seed is never an option.
 - Showing in info what the policy must not see: `expose_task`, `expose_answer`.
@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from openenv_gym.episode.groups import GROUP_OPTION
-from openenv_gym.episode.state import EPISODE_ID_OPTION, MAX_STEPS_OPTION
+from openenv_gym.episode.state import ENV_SECONDS, EPISODE_ID_OPTION, MAX_STEPS_OPTION
 from openenv_gym.episode.tasks import REVEAL_OPTIONS, TASK_OPTIONS
 from openenv_gym.errors import BadRequestError
 
-SERVER_OPTIONS = frozenset({MAX_STEPS_OPTION, EPISODE_ID_OPTION, GROUP_OPTION})
+SERVER_OPTIONS = frozenset({MAX_STEPS_OPTION, EPISODE_ID_OPTION, GROUP_OPTION, ENV_SECONDS})
 CATALOG_OPTIONS = frozenset(TASK_OPTIONS) | frozenset(REVEAL_OPTIONS)  # a kind with a task catalog reads these
 SEED = "seed"
 DESCRIBED_AS = "reset_options"  # the key of an environment's description that lists them

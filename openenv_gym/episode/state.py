@@ -17,6 +17,10 @@ from openenv_gym.errors import BadRequestError, ErrorCode, InvalidActionError, N
 
 MAX_STEPS_OPTION = "max_steps"  # the reset option that sets an episode's step limit
 EPISODE_ID_OPTION = "episode_id"  # the reset option that names the episode (as OpenEnv's reset does)
+# The reset option `env_seconds: true` asks for the seconds the server spent in the episode's reset and steps (the
+# environment's, its sandbox's, time, not the policy's) in the final step's info, under the same key: a sampler's
+# cost in seconds (openenv_gym.sampling). Asked for, as answers are otherwise the same for the same actions.
+ENV_SECONDS = "env_seconds"
 # Errors after which the server no longer holds the session: the client forgets its id.
 SESSION_ENDING_CODES = frozenset({ErrorCode.ENV_ERROR, ErrorCode.TIMEOUT, ErrorCode.UNKNOWN_SESSION})
 
@@ -49,6 +53,16 @@ def episode_id_of(options: dict[str, Any] | None) -> str:
     if type(given) is not str or not 0 < len(given) <= 255:
         raise BadRequestError(f"option {EPISODE_ID_OPTION} must be a string of 1 to 255 characters, got {given!r:.80}")
     return given
+
+
+def timing_of(options: dict[str, Any] | None) -> tuple[bool, dict[str, Any] | None]:
+    """Whether a reset asks for its episode's env_seconds, and the options the environment gets (without it)."""
+    if not options or ENV_SECONDS not in options:
+        return False, options
+    asked = options[ENV_SECONDS]
+    if type(asked) is not bool:
+        raise BadRequestError(f"option {ENV_SECONDS} must be true or false, got {asked!r:.80}")
+    return asked, {key: value for key, value in options.items() if key != ENV_SECONDS}
 
 
 def step_limit(options: dict[str, Any] | None, default: int | None) -> int | None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
+from openenv_gym.episode.state import ENV_SECONDS
 from openenv_gym.rollout.groups import Group
 from openenv_gym.rollout.plan import Plan
+from openenv_gym.rollout.records import Episode
 
 Gate = Callable[[Sequence[float]], bool]
 
@@ -16,7 +18,8 @@ Gate = Callable[[Sequence[float]], bool]
 class SampledPlan(Plan):
     def __init__(self, sampler: Any, groups: int | None, seed: int | None, options: dict[str, Any],
                  gates: Sequence[Gate] = (), max_extra: int = 0, skip: Collection[int] = ()) -> None:
-        super().__init__(groups, self._drawn(), seed, options, skip)
+        timed = getattr(sampler, "costs_in", "episodes") == "seconds"  # the server measures them when asked
+        super().__init__(groups, self._drawn(), seed, options | {ENV_SECONDS: True} if timed else options, skip)
         self.sampler, self.gates, self.extra = sampler, list(gates), max_extra
         self.drawn: dict[str, Any] = {}  # group id -> the task the sampler gave
         self.last: dict[str, Any] = {}
@@ -36,10 +39,12 @@ class SampledPlan(Plan):
         """The group's rewards to the sampler; whether the gates keep it (a dropped one is replaced while the run
         may still play extra groups)."""
         task = self.drawn.pop(group.id, None)
-        rewards = [episode.total_reward for episode in group.episodes if episode.error is None]
+        played = [episode for episode in group.episodes if episode.error is None]
+        rewards = [episode.total_reward for episode in played]
         if task is None or not rewards:
             return True  # (a group every member of which failed: the trainer sees its errors)
-        self.sampler.update(task, rewards)
+        unit = getattr(self.sampler, "costs_in", "episodes")
+        self.sampler.update(task, rewards, None if unit == "episodes" else [episode_cost(e, unit) for e in played])
         if all(gate(rewards) for gate in self.gates):
             return True
         _count(self.sampler, "dropped")
@@ -50,6 +55,23 @@ class SampledPlan(Plan):
             else:
                 _count(self.sampler, "short")
         return False
+
+
+def episode_cost(episode: Episode, unit: str) -> float:
+    """What an episode cost in "tokens" (its turns' completion tokens) or "seconds" (the environment's time, which
+    the server gives in the final step's info)."""
+    if unit == "tokens":
+        if not episode.tokens or any(turn.completion_ids is None for turn in episode.tokens):
+            raise ValueError("the sampler counts cost in tokens, but an episode has a turn without its token ids: use "
+                             "a policy that gives them (OpenAIPolicy does when the model server returns token ids), "
+                             "or cost='episodes'")
+        return float(sum(len(turn.completion_ids or ()) for turn in episode.tokens))
+    seconds = episode.info.get(ENV_SECONDS)
+    if not isinstance(seconds, int | float):
+        raise ValueError(f"the sampler counts cost in seconds, but the episode's final info has no {ENV_SECONDS}: its "
+                         "server measures none (an openenv_gym server does; ORS and OpenEnv servers do not); use "
+                         "cost='episodes' or 'tokens'")
+    return float(seconds)
 
 
 def _count(sampler: Any, what: str) -> None:

@@ -64,6 +64,10 @@ def _splits(env: str, make_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
 class Sampler:
     """The bookkeeping of every sampler: which task a reset-options dict is, and the counts behind `metrics()`."""
 
+    # what update()'s costs are counted in, so that a rollout gives them: "episodes" (none given), "tokens" (the
+    # completion tokens of an episode's turns) or "seconds" (the environment's time, the final step's env_seconds)
+    costs_in = "episodes"
+
     def __init__(self, tasks: Sequence[dict[str, Any]] | str, *, group_size: int, seed: int | None = None) -> None:
         self.tasks = catalog(tasks) if isinstance(tasks, str) else [dict(task) for task in tasks]
         if not self.tasks:

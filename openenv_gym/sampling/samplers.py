@@ -56,6 +56,8 @@ class CurriculumSampler(Sampler):
         if not 0 < decay <= 1:
             raise ValueError(f"decay must be in (0, 1], got {decay}")
         self.cost_of, self.decay, self.epsilon, self.power = cost, decay, epsilon, power
+        if cost in ("tokens", "seconds"):
+            self.costs_in = cost
         size = len(self.tasks)
         self.successes, self.failures = np.zeros(size), np.zeros(size)
         self.spent, self.played = np.zeros(size), np.zeros(size)  # each task's cost and groups, for its mean cost

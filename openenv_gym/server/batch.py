@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from openenv_gym.episode.results import StepResult
@@ -120,7 +121,7 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                     type(action) is not str and type(action) is not dict):
                 put(index, core.refuse_step(owner, session_id, action))
                 continue
-            session.last_active = now
+            session.last_active, session.began = now, perf_counter()
             if type(action) is str and len(action) > core.max_action_chars:
                 put(index, core.step_outcome(session, core.oversized(action)))
                 continue
@@ -141,6 +142,8 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                 obs[index], rewards[index], infos[index] = result.obs, result.reward, result.info
                 terminated[index] = result.terminated
                 truncated[index] = limit_hit = session.count(result.terminated, result.truncated)
+                if session.timing:
+                    session.timed(result.info)
                 if session.group is not None:
                     result.truncated = limit_hit
                     core.member_stepped(session, result)

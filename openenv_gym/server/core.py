@@ -18,13 +18,14 @@ import asyncio
 import logging
 from collections.abc import Callable
 from functools import partial
+from time import perf_counter
 from typing import Any
 
 from openenv_gym.adapters.environment import EnvironmentFactory
 from openenv_gym.episode.groups import FinishedEpisode, group_of, without_group
 from openenv_gym.episode.options import check_options, understood
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.state import episode_id_of, no_episode, step_limit
+from openenv_gym.episode.state import episode_id_of, no_episode, step_limit, timing_of
 from openenv_gym.errors import (
     BadRequestError,
     CapacityError,
@@ -95,10 +96,12 @@ class SessionCore:
                 raise BadRequestError("this environment scores no groups (it has no score_group), so it keeps no "
                                       "group members: leave out the reset option 'group'")
             options = without_group(options)
+        timing, options = timing_of(options)
         created = session_id is None
         session = self._open(owner) if created else self._idle_session(owner, session_id)
         session.live, session.group = False, None  # an episode left unfinished is no group member any more
-        session.last_active = self.loop.time()
+        session.last_active, session.began = self.loop.time(), perf_counter()
+        session.timing = timing
         done = partial(self._was_reset, session, limit, episode_id, group, created, reply)
         try:  # inline until the environment first waits
             finished, value = self.eager.start(session.env.reset(seed=seed, options=options))
@@ -116,7 +119,7 @@ class SessionCore:
                 type(action) is not str and type(action) is not dict):
             raise self.refuse_step(owner, session_id, action)
         self.metrics.steps += 1
-        session.last_active = self.loop.time()
+        session.last_active, session.began = self.loop.time(), perf_counter()
         if type(action) is str and len(action) > self.max_action_chars:
             reply(self.step_outcome(session, self.oversized(action)))
             return
@@ -327,6 +330,8 @@ class SessionCore:
                     return self._failed(session, TypeError(f"reward must be a number, got {reward!r:.100}"))
             value.terminated = terminated = bool(value.terminated)
             value.truncated = session.count(terminated, bool(value.truncated))
+            if session.timing:
+                session.timed(value.info)
             if session.group is not None:
                 self.member_stepped(session, value)
             return value
@@ -363,6 +368,7 @@ class SessionCore:
             elif self.tools is not None:
                 value.info["tools"] = self.tools
             session.begin(limit, episode_id)
+            session.seconds = perf_counter() - session.began
             session.group, session.returned = group, 0.0
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:

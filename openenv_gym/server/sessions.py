@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import secrets
 from contextlib import AbstractContextManager, nullcontext
+from time import perf_counter
 from typing import Any
 
 from openenv_gym.adapters.environment import Environment
-from openenv_gym.episode.state import Episode
+from openenv_gym.episode.state import ENV_SECONDS, Episode
 
 
 def new_session_id() -> str:
@@ -36,7 +37,8 @@ class Owner:
 class Session(Episode):
     """One environment instance and its episode. `busy` while a request runs in a task."""
 
-    __slots__ = ("env", "group", "id", "last_active", "owner", "returned", "task", "timed_out")
+    __slots__ = ("began", "env", "group", "id", "last_active", "owner", "returned", "seconds", "task", "timed_out",
+                 "timing")
 
     def __init__(self, session_id: str, env: Environment, owner: Owner, now: float) -> None:
         super().__init__()
@@ -48,6 +50,15 @@ class Session(Episode):
         self.last_active = now
         self.group: tuple[str, int] | None = None  # (group id, member) of its episode, when it is in a group
         self.returned = 0.0  # the episode's rewards so far (counted for group members only)
+        self.timing = False  # whether its episode's reset asked for env_seconds (episode/state.py)
+        self.began = 0.0  # when its request in flight started (perf_counter)
+        self.seconds = 0.0  # the time its episode's reset and steps took at the server
+
+    def timed(self, info: dict[str, Any]) -> None:
+        """A step of a timed episode was answered: count its time; the total goes in the final step's info."""
+        self.seconds += perf_counter() - self.began
+        if not self.live:
+            info[ENV_SECONDS] = round(self.seconds, 6)
 
     @property
     def busy(self) -> bool:
