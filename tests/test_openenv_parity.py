@@ -169,7 +169,7 @@ def test_reset_keywords_reach_the_environment_and_one_it_does_not_take_is_refuse
     [dropped], [refused] = (asyncio.run(_conversation(url, misspelt)) for url in (theirs, ours))
     assert dropped["type"] == "observation"  # OpenEnv's server played the default dataset, and said nothing
     assert refused["data"]["code"] == "VALIDATION_ERROR" and refused["data"]["message"].endswith(
-        "'dataset'; it understands: dataset_name, episode_id, group, max_steps, size")
+        "'dataset'; it understands: dataset_name, env_seconds, episode_id, group, max_steps, size")
 
     async def native():  # our own client: the seed is reset's argument, never an option
         async with openenv_gym.connect(ours.replace("http://", "ws://")) as conn:

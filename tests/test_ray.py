@@ -196,3 +196,18 @@ def test_cli_refuses_ray_flags_that_make_no_sense():
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--num-servers", "3"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "go with --ray" in done.stderr
+
+
+def test_ray_workers_share_one_sampler_and_the_driver_keeps_what_it_learned(cluster):
+    from openenv_gym.sampling import CurriculumSampler
+
+    tasks = [{"low": 1, "high": high} for high in (2, 3, 5, 50)]
+    sampler = CurriculumSampler(tasks, group_size=2, seed=0)
+    with on_ray.serve("guess", num_servers=1) as servers:
+        groups = list(on_ray.rollouts("openenv/guess", VariedPolicy(), base_url=servers, num_workers=2, num_envs=4,
+                                      episodes=8, group_size=2, sampler=sampler, seed=7, max_turns=4, num_cpus=0.25))
+    assert len(groups) == 8 and all(len(group.episodes) == 2 for group in groups)
+    for group in groups:  # both members of a group played the task the actor's sampler chose
+        played = [{key: e.options[key] for key in ("low", "high")} for e in group.episodes]
+        assert played[0] == played[1] and played[0] in tasks
+    assert sampler.metrics()["groups"] == 8 and sampler.played.sum() == 8  # learned in the actor, back in the driver

@@ -9,18 +9,22 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
 import numpy as np
+import orjson
 import pytest
 from conftest import ROOT, env_path
 from openai_server import ScriptedServer
 
 import openenv_gym
+from openenv_gym.client.local import LocalServer
 from openenv_gym.sampling import (
     CurriculumSampler,
     DifficultyPoolSampler,
     SequentialSampler,
+    ServerSampler,
     TaskSampler,
     UniformSampler,
     ZeroSignalGate,
@@ -266,3 +270,58 @@ def test_make_vec_autoresets_each_group_into_the_task_the_sampler_chose(echo_url
     with pytest.raises(ValueError, match="the vector env sees no tokens"):
         gym.make_vec("openenv/echo", num_envs=4, base_url=echo_url,
                      sampler=CurriculumSampler([{}], group_size=2, cost="tokens"))
+
+
+COIN = str(ROOT / "benchmarks" / "envs" / "coin")  # 200 tasks; one reply ends an episode, 1 for "win"
+
+
+def _coin_groups(url, sampler, groups, seed):
+    """`groups` groups of 4 played on the coin env by a policy that wins task i with chance i / 200."""
+    import random
+
+    chance = random.Random(seed)
+
+    async def policy(messages, tools):
+        task = int(messages[-1]["content"].split()[-1])
+        return "win" if chance.random() < task / 200 else "lose"
+
+    return _play(url, policy, sampler, env="openenv/remote", episodes=groups, seed=seed)
+
+
+def test_one_curriculum_on_the_server_is_shared_by_two_workers_and_survives_a_restart(tmp_path, caplog):
+    state = tmp_path / "sampler.json"
+    options = ("--sampler", "curriculum", "--group-size", "4", "--sampler-state", str(state), "--sampler-seed", "3")
+    with LocalServer(COIN, 2, 1000, *options) as server:  # two worker processes, one sampler
+        workers = [ServerSampler(server.url) for _ in range(2)]
+        assert workers[0].group_size == 4 and len(workers[0].tasks) == 200 and workers[0].name == "curriculum"
+        with ThreadPoolExecutor(2) as pool:  # two rollout workers at once, each with its own connection
+            played = list(pool.map(lambda k: _coin_groups(server.url, workers[k], 6, seed=k), range(2)))
+        assert [len(groups) for groups in played] == [6, 6]
+        metrics = workers[1].metrics()
+        assert metrics["groups"] == 12 and metrics["episodes"] == 48 and metrics["groups_unsent"] == 0
+        signal = sum(len({e.total_reward for e in group.episodes}) > 1 for groups in played for group in groups)
+        assert metrics["signal_groups"] == signal  # it learned from every group of both workers
+        before = workers[0].state_dict()
+        assert sum(before["learned"]["played"]) == 12
+        with pytest.raises(ValueError, match="--sampler-state FILE"):
+            workers[0].load_state_dict(before)
+        with pytest.raises(ValueError, match="refused: sample needs n"):
+            workers[0].sample(0)
+    assert orjson.loads(state.read_bytes())["learned"] == before["learned"]  # saved as the server stopped
+
+    # the worker that lost its server goes on uniformly, says so, and is back once a server answers
+    lost = workers[0]
+    with caplog.at_level("WARNING", logger="openenv_gym.sampling.shared"):
+        drawn = lost.sample(8)
+    assert lost.local is not None and len(drawn) == 8 and all(task in lost.tasks for task in drawn)
+    assert "sampling tasks locally and uniformly" in caplog.text
+    lost.update(drawn[0], [0.0, 1.0, 1.0, 0.0])
+    assert lost.metrics()["groups_unsent"] == 1
+
+    with LocalServer(COIN, 1, 1000, *options) as server:  # restarted: the curriculum goes on where it was
+        again = ServerSampler(server.url)
+        assert again.state_dict()["learned"] == before["learned"] and again.metrics()["groups"] == 12
+        _coin_groups(server.url, again, 2, seed=5)
+        assert again.metrics()["groups"] == 14
+    with LocalServer(COIN, 1, 1000) as server, pytest.raises(ConnectionError, match="shares no sampler"):
+        ServerSampler(server.url)

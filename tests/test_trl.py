@@ -590,3 +590,64 @@ def test_the_rollout_function_trains_only_on_what_the_program_asked_in_its_first
     assert output["env_reward"] == [1.0] and output["env_steps"] == [3] and output["env_error"] == [None]
     assert completion[-len(ids):] == ids and mask[-len(ids):] == [0] * len(ids)  # (the third turn's reply)
     assert sum(mask) == 2 * len(ids)  # (the first two replies, trained on)
+
+
+class _Given:
+    """A uniform sampler over guess ranges that keeps every group given back (to compare with what was played)."""
+
+    def __new__(cls):
+        from openenv_gym.sampling import UniformSampler
+
+        class Recording(UniformSampler):
+            def update(self, task, rewards, costs=None):
+                self.given.append((task, list(rewards)))
+                super().update(task, rewards, costs)
+
+        sampler = Recording([{"low": 1, "high": 40}, {"low": 49, "high": 50}, {"low": 60, "high": 90},
+                             {"low": 45, "high": 55}], group_size=2, seed=0)
+        sampler.given = []
+        return sampler
+
+
+def test_a_sampler_chooses_each_groups_task_in_both_trl_paths(tmp_path, tokenizer, guess_url):
+    """spec(sampler=) and make_rollout_func(sampler=): the rows only set the prompt; each GRPO group (a run of
+    num_generations resets of one row) plays the task the sampler drew, and its rewards go back to update."""
+    from openenv_gym.integrations.trl import spec
+
+    sampler = _Given()
+    env = spec("openenv/guess", base_url=guess_url, sampler=sampler)
+    rows = env.train_dataset
+    assert len(rows) == 4 and rows["slot"] == [0, 1, 2, 3] and "seed" not in rows.column_names
+
+    class Seen(env.environment_factory):  # keeps the first observation, which names the range it plays
+        def reset(self, **row):
+            self.first = super().reset(**row)
+            return self.first
+
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, train_dataset=rows,
+                          environment_factory=Seen, reward_funcs=env.reward_funcs,
+                          args=grpo_args(tmp_path, tokenizer, max_tool_calling_iterations=3))
+    trainer.train()
+    assert len(sampler.given) == 4 == sampler.metrics()["groups"]  # 2 steps of 2 groups, each given back once
+    last = trainer.environments  # the last batch: its groups are the last two given back, in order
+    for g, (task, rewards) in enumerate(sampler.given[-2:]):
+        members = last[2 * g:2 * g + 2]
+        assert all(f"between {task['low']} and {task['high']}" in e.first for e in members)
+        assert rewards == [e.get_reward() for e in members]
+
+    sampler = _Given()
+    rollout_func, outputs = recorded(make_rollout_func("openenv/guess", base_url=guess_url, max_turns=2,
+                                                       sampler=sampler))
+    trainer = GRPOTrainer(model=build_model(tokenizer), processing_class=tokenizer, reward_funcs=[env_reward],
+                          train_dataset=dataset(4, sampled=True), args=grpo_args(tmp_path, tokenizer),
+                          rollout_func=rollout_func)
+    trainer.train()
+    assert len(sampler.given) == 4
+    played = [(out["env_reward"][k], tokenizer.decode(out["prompt_ids"][k])) for out in outputs for k in range(4)]
+    for g, (task, rewards) in enumerate(sampler.given):  # the prompt holds the first observation: the range played
+        assert [r for r, _ in played[2 * g:2 * g + 2]] == pytest.approx(rewards)
+        assert all(f"between {task['low']} and {task['high']}" in prompt for _, prompt in played[2 * g:2 * g + 2])
+    with pytest.raises(ValueError, match="make the trainer's num_generations the sampler's group_size"):
+        make_rollout_func("openenv/guess", base_url=guess_url, sampler=_Given())(
+            [[{"role": "user", "content": "x"}]] * 3, trainer)
+    assert wait_until(lambda: health(guess_url)["sessions"] == 0)

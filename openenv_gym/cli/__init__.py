@@ -4,10 +4,13 @@ doctor. A thin layer over the library."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from openenv_gym.cli.ray_serve import add_ray_options, serve_on_ray
 from openenv_gym.cli.renamed import add_renamed
@@ -88,6 +91,18 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                        help="verifiers environments: arguments of load_environment(), a JSON object overriding "
                             "the manifest's env_args (e.g. '{\"max_turns\": 5}')")
     serve.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    sampler = serve.add_argument_group("a task sampler shared by rollout workers (POST /sampler)")
+    sampler.add_argument("--sampler", choices=("sequential", "uniform", "curriculum", "pools"),
+                         help="choose the tasks of rollout workers' groups here, one sampler learning from all of "
+                              "their groups (`rollout --sampler server`, openenv_gym.sampling.ServerSampler)")
+    sampler.add_argument("--group-size", type=positive_int, default=8,
+                         help="with --sampler: the group size G the workers play (default 8)")
+    sampler.add_argument("--sampler-split", metavar="SPLIT",
+                         help="with --sampler: sample the tasks of this split (default: every split)")
+    sampler.add_argument("--sampler-seed", type=int, default=None, help="with --sampler: its seed")
+    sampler.add_argument("--sampler-state", metavar="FILE",
+                         help="with --sampler: keep its state in FILE (written every few seconds while it learns and "
+                              "when the server stops) and start from it when FILE exists")
     add_ray_options(serve)
     serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -102,17 +117,43 @@ def _run_serve(args: argparse.Namespace) -> None:
         serve(**args.settings)
         return
     if args.ray:
+        if args.sampler is not None:
+            sys.exit("openenv-gym serve: --sampler goes without --ray (each Ray server would hold one of its own); "
+                     "openenv_gym.ray.rollouts(sampler=...) shares one sampler among Ray workers")
         serve_on_ray(args)
         return
     if args.num_servers != 1 or args.ray_address is not None:
         sys.exit("openenv-gym serve: --num-servers and --ray-address go with --ray")
+    with _sampler_host(args) as sampler_socket:
+        _serve(args, serve, sampler_socket)
+
+
+def _serve(args: argparse.Namespace, serve: Any, sampler_socket: str | None) -> None:
     serve(args.env, host=args.host, port=args.port, workers=args.workers, max_sessions=args.max_sessions,
           token=args.token, step_timeout=args.step_timeout, idle_timeout=args.idle_timeout,
           max_frame_bytes=args.max_frame_bytes, frame_timeout=args.frame_timeout, resume_window=args.resume_window,
           group_timeout=args.group_timeout, max_action_chars=args.max_action_chars, threads=args.threads,
           reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
-          exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox, engine=args.engine)
+          exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox, engine=args.engine,
+          sampler_socket=sampler_socket, sampler_split=args.sampler_split)
+
+
+@contextlib.contextmanager
+def _sampler_host(args: argparse.Namespace) -> Iterator[str | None]:
+    """The --sampler's host, held by this process while it serves (its socket path; None without --sampler)."""
+    if args.sampler is None:
+        if args.sampler_state or args.sampler_split:
+            sys.exit("openenv-gym serve: --sampler-state and --sampler-split go with --sampler")
+        yield None
+        return
+    from openenv_gym.sampling.host import SamplerHost
+
+    host = SamplerHost(args.sampler, group_size=args.group_size, seed=args.sampler_seed, state_file=args.sampler_state)
+    try:
+        yield host.path
+    finally:
+        host.close()
 
 
 def _add_import(commands: argparse._SubParsersAction) -> None:

@@ -62,10 +62,11 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
     parser.add_argument("--max-tokens", type=positive_int, help="tokens per model turn at most")
     parser.add_argument("--api-key", help="bearer token of the model server (default $OPENAI_API_KEY)")
-    parser.add_argument("--sampler", choices=("sequential", "uniform", "curriculum", "pools"),
+    parser.add_argument("--sampler", choices=("sequential", "uniform", "curriculum", "pools", "server"),
                         help="with --group-size: choose each group's task from the env's catalog (--split: one split) "
                              "with this sampler, which learns from each group's rewards; its metrics are printed at "
-                             "the end")
+                             "the end. server: the sampler of the server at --env-url (`serve --sampler`), shared "
+                             "with every worker that names it")
     parser.add_argument("--gate", dest="gates", action="append", choices=("zero-signal",), default=[],
                         help="with --sampler: drop groups whose members all scored the same, each replaced by another "
                              "(as many as --episodes in the run at most)")
@@ -123,9 +124,21 @@ def _sampler(args: argparse.Namespace) -> Any:
     if args.group_size is None or args.resume:
         sys.exit("openenv-gym rollout: --sampler chooses the task of each group: give --group-size (and it cannot "
                  "--resume: its choices are not a plan to continue)")
-    from openenv_gym.sampling import SAMPLERS, catalog
+    from openenv_gym.sampling import SAMPLERS, ServerSampler, catalog
 
     source = args.env_url[0] if args.env_url else args.env_id
+    if args.sampler == "server":
+        if not args.env_url:
+            sys.exit("openenv-gym rollout: --sampler server asks the server at --env-url for each group's task: "
+                     "give --env-url")
+        try:
+            shared = ServerSampler(source)
+        except (OSError, ValueError) as exc:
+            sys.exit(f"openenv-gym rollout: {exc}")
+        if shared.group_size != args.group_size:
+            sys.exit(f"openenv-gym rollout: the server's sampler plays groups of {shared.group_size}: give "
+                     f"--group-size {shared.group_size}")
+        return shared
     try:
         tasks = catalog(source, args.split)
     except ValueError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 import ray
 
+from openenv_gym.ray.samplers import shared
 from openenv_gym.rollout.records import Episode
 from openenv_gym.rollout.stream import rollouts as stream_rollouts
 from openenv_gym.rollout.turns import Policy
@@ -48,7 +49,7 @@ def _shares(total: int, parts: int) -> list[int]:
 
 def rollouts(env_id: str, policy: Policy, *, base_url: Any, num_workers: int, num_envs: int,
              episodes: int | None = None, tasks: Sequence[dict[str, Any]] | None = None, seed: int | None = None,
-             num_cpus: float = 1.0, **rollout_kwargs: Any) -> Iterator[Episode]:
+             num_cpus: float = 1.0, sampler: Any = None, **rollout_kwargs: Any) -> Iterator[Episode]:
     """Finished episodes of `env_id` played by `policy` in `num_workers` Ray tasks of `num_envs` sessions each.
 
     base_url: the servers (an EnvServers handle from serve(), or URLs every worker can reach).
@@ -56,6 +57,9 @@ def rollouts(env_id: str, policy: Policy, *, base_url: Any, num_workers: int, nu
         seed + i as in one stream (without `episodes`, worker k starts at seed + k * SEED_STRIDE).
     tasks: reset options of successive episodes, a list split into contiguous blocks the same way.
     num_cpus: CPUs each worker reserves from Ray.
+    sampler: a task sampler (openenv_gym.sampling) that chooses each group's task (give group_size, and
+        `episodes` counts groups), one for every worker: it is held by a Ray actor during the run and takes back
+        what it learned at its end (a ServerSampler: each worker asks its server).
     rollout_kwargs: what openenv_gym.rollouts takes besides (max_turns, system_prompt, token, options, ...).
     """
     if num_workers < 1 or num_envs < 1:
@@ -64,10 +68,18 @@ def rollouts(env_id: str, policy: Policy, *, base_url: Any, num_workers: int, nu
         raise TypeError("tasks must be a list (each worker plays every num_workers-th one), not an iterator")
     total = episodes if episodes is not None else None if tasks is None else len(tasks)
     shares = [None] * num_workers if total is None else _shares(total, num_workers)
+    with shared(sampler) as chooser:
+        yield from _merged(env_id, policy, shares, rollout_kwargs | {"base_url": base_url, "num_envs": num_envs}
+                           | ({} if chooser is None else {"sampler": chooser}), episodes, tasks, seed, num_cpus)
+
+
+def _merged(env_id: str, policy: Policy, shares: list[int | None], common: dict[str, Any], episodes: int | None,
+            tasks: Sequence[dict[str, Any]] | None, seed: int | None, num_cpus: float) -> Iterator[Episode]:
+    """Each worker's stream started, their episodes as they finish."""
     worker = ray.remote(_play).options(num_returns="streaming", num_cpus=num_cpus)
     streams, start = [], 0
     for k, share in enumerate(shares):
-        kwargs = rollout_kwargs | {"base_url": base_url, "num_envs": num_envs}
+        kwargs = dict(common)
         if episodes is not None:
             kwargs["episodes"] = share
         if tasks is not None:

@@ -75,5 +75,5 @@ def episode_cost(episode: Episode, unit: str) -> float:
 
 
 def _count(sampler: Any, what: str) -> None:
-    if hasattr(sampler, what):  # (a sampler of RFC 013's interface alone keeps no such count)
-        setattr(sampler, what, getattr(sampler, what) + 1)
+    if hasattr(sampler, "note"):  # (a sampler of RFC 013's interface alone keeps no such count)
+        sampler.note(what)

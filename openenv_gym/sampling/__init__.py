@@ -9,11 +9,16 @@
 
 from openenv_gym.sampling.base import TaskSampler, catalog
 from openenv_gym.sampling.gates import RewardRangeGate, ZeroSignalGate
-from openenv_gym.sampling.samplers import CurriculumSampler, DifficultyPoolSampler, SequentialSampler, UniformSampler
+from openenv_gym.sampling.samplers import (
+    SAMPLERS,
+    CurriculumSampler,
+    DifficultyPoolSampler,
+    SequentialSampler,
+    UniformSampler,
+)
+from openenv_gym.sampling.shared import ServerSampler
 
-SAMPLERS = {"sequential": SequentialSampler, "uniform": UniformSampler, "curriculum": CurriculumSampler,
-            "pools": DifficultyPoolSampler}  # by the names the command line takes
 GATES = {"zero-signal": ZeroSignalGate}
 
-__all__ = ["CurriculumSampler", "DifficultyPoolSampler", "RewardRangeGate", "SequentialSampler", "TaskSampler",
-           "UniformSampler", "ZeroSignalGate", "catalog"]
+__all__ = ["GATES", "SAMPLERS", "CurriculumSampler", "DifficultyPoolSampler", "RewardRangeGate", "SequentialSampler",
+           "ServerSampler", "TaskSampler", "UniformSampler", "ZeroSignalGate", "catalog"]

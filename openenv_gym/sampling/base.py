@@ -105,6 +105,12 @@ class Sampler:
         self.cost += cost
         self.learn(k, rewards, cost)
 
+    def note(self, what: str) -> None:
+        """Count a group a gate dropped ("dropped") or one a batch went out without ("short")."""
+        if what not in ("dropped", "short"):
+            raise ValueError(f"note takes 'dropped' or 'short', got {what!r:.40}")
+        setattr(self, what, getattr(self, what) + 1)
+
     def learn(self, k: int, rewards: list[float], cost: float) -> None:
         """What the sampler learns from task k's group (nothing, for those that do not learn)."""
 
@@ -117,7 +123,8 @@ class Sampler:
 
     def state_dict(self) -> dict[str, Any]:
         """All the sampler knows, JSON-serialisable: `load_state_dict` on a sampler of the same tasks resumes it."""
-        return {"sampler": type(self).__name__, "tasks": len(self.tasks), "rng": self.rng.bit_generator.state,
+        return {"sampler": type(self).__name__, "tasks": len(self.tasks),
+                "rng": _portable(self.rng.bit_generator.state),
                 "counts": {"groups": self.groups, "episodes": self.episodes, "signal_groups": self.signal_groups,
                            "cost": self.cost, "dropped": self.dropped, "short": self.short},
                 "learned": self.learned()}
@@ -126,7 +133,7 @@ class Sampler:
         if state.get("sampler") != type(self).__name__ or state.get("tasks") != len(self.tasks):
             raise ValueError(f"a state of {state.get('sampler')} over {state.get('tasks')} tasks does not fit a "
                              f"{type(self).__name__} over {len(self.tasks)}")
-        self.rng.bit_generator.state = state["rng"]
+        self.rng.bit_generator.state = _native(state["rng"])
         counts = state["counts"]
         self.groups, self.episodes = counts["groups"], counts["episodes"]
         self.signal_groups, self.cost = counts["signal_groups"], counts["cost"]
@@ -149,6 +156,20 @@ class Sampler:
             top = np.argpartition(-keys, take - 1)[:take] if take < len(self.tasks) else np.arange(len(self.tasks))
             chosen.extend(int(k) for k in top[np.argsort(-keys[top])])
         return [dict(self.tasks[k]) for k in chosen]
+
+
+def _portable(value: Any) -> Any:
+    """A generator's state with its 128-bit integers as strings: JSON that every parser reads (orjson and
+    JavaScript stop at 64 bits)."""
+    if isinstance(value, dict):
+        return {key: _portable(item) for key, item in value.items()}
+    return str(value) if isinstance(value, int) and not -(2**63) <= value < 2**63 else value
+
+
+def _native(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _native(item) for key, item in value.items()}
+    return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
 
 
 def _key(task: dict[str, Any]) -> bytes:

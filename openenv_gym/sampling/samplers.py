@@ -144,3 +144,7 @@ class DifficultyPoolSampler(Sampler):
     def restore(self, learned: dict[str, Any]) -> None:
         self.pool = list(learned["pool"])
         self.weights = np.array([self.pools[name][1] for name in self.pool])
+
+
+SAMPLERS = {"sequential": SequentialSampler, "uniform": UniformSampler, "curriculum": CurriculumSampler,
+            "pools": DifficultyPoolSampler}  # by the names the command line takes

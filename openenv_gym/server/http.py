@@ -87,9 +87,11 @@ Page = tuple[str | Callable[[], str], str]  # (its body, or what makes it at eac
 
 
 def make_process_request(token: str | None, open_routes: dict[str, Route], routes: dict[str, Route],
-                         catalog: Catalog, pages: dict[str, Page] | None = None):
+                         catalog: Catalog, pages: dict[str, Page] | None = None,
+                         sockets: tuple[str, ...] = WEBSOCKET_PATHS):
     """The websockets `process_request` hook: answer GET routes (`open_routes` and the `pages`, {path: Page},
-    even without the token: they hold nothing the token guards), refuse missing tokens."""
+    even without the token: they hold nothing the token guards), refuse missing tokens, and let WebSocket upgrades
+    on the `sockets` paths through."""
 
     async def catalog_response(connection: ServerConnection, path: str, query: dict[str, list[str]]) -> Response:
         try:
@@ -118,7 +120,7 @@ def make_process_request(token: str | None, open_routes: dict[str, Route], route
             return json_response(connection, HTTPStatus.OK, routes[path]())
         if path in ("/splits", "/tasks"):
             return await catalog_response(connection, path, parse_qs(query_string))
-        if path in WEBSOCKET_PATHS and request.headers.get("Upgrade", "").lower() == "websocket":
+        if path in sockets and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
         return json_response(connection, HTTPStatus.NOT_FOUND, {"error": {
             "code": "not_found",

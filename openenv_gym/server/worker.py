@@ -27,12 +27,13 @@ from openenv_gym.server.catalog import Catalog
 from openenv_gym.server.config import ServeConfig
 from openenv_gym.server.core import SessionCore
 from openenv_gym.server.frames import FrameDeadline
-from openenv_gym.server.http import make_process_request, select_subprotocol
+from openenv_gym.server.http import WEBSOCKET_PATHS, make_process_request, select_subprotocol
 from openenv_gym.server.http_post import PostAwareConnection
 from openenv_gym.server.metrics import CONTENT_TYPE, ServerMetrics
 from openenv_gym.server.model_endpoint import ModelEndpointServer
 from openenv_gym.server.native import NativeFrontEnd
 from openenv_gym.server.openenv_ws import OPENENV_PATH, OpenEnvFrontEnd
+from openenv_gym.server.sampler_relay import SAMPLER_PATH, SamplerRelay
 from openenv_gym.server.sender import FrameSender
 from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.web import playground_pages
@@ -97,6 +98,7 @@ class Worker:
             self.manifest = self.manifest.served_with(config.engine)
         if isinstance(self.manifest, ImportedManifest):  # relative paths resolve as they did in its checkout
             os.chdir(self.manifest.vendored)
+        self.sampler: SamplerRelay | None = None  # the relay to the task sampler it shares (--sampler)
         self.model_endpoint = ModelEndpointServer(self.metrics)  # started by the first program that needs it
         self.factory = load_factory(self.manifest, config.env_args, self.model_endpoint, config.sandbox)
         # What loading left (the env's libraries and data: datasets, verifiers, pydantic models) lives as long as
@@ -112,7 +114,11 @@ class Worker:
     async def handle(self, connection: ServerConnection) -> None:
         """One WebSocket connection: OpenEnv's protocol on /ws, the native one elsewhere."""
         _keep_alive(connection)
-        if connection.request is not None and connection.request.path.partition("?")[0] == OPENENV_PATH:
+        path = connection.request.path.partition("?")[0] if connection.request is not None else "/"
+        if path == SAMPLER_PATH and self.sampler is not None:
+            await self.sampler.serve(connection)
+            return
+        if path == OPENENV_PATH:
             try:
                 await self.openenv.serve(connection, self.frame_deadline.watch(connection))
             finally:
@@ -190,13 +196,18 @@ class Worker:
         self.core.description["manifest"] = self.manifest.name  # clients check they reach the env they named
         catalog = Catalog(self.factory, self.core.description.get("name", ""), self.config.reveal_tasks)
         self.native = NativeFrontEnd(self.core, catalog)
-        self.frame_deadline = FrameDeadline(limits.frame_timeout)
         self.openenv = OpenEnvFrontEnd(self.core, self.config.token)
+        sockets = WEBSOCKET_PATHS
+        if self.config.sampler_socket is not None:  # the task sampler it shares with rollout workers
+            self.sampler = SamplerRelay(self.config.sampler_socket, self.config.sampler_split)
+            await self.sampler.start(catalog)
+            sockets += (SAMPLER_PATH,)
+        self.frame_deadline = FrameDeadline(limits.frame_timeout)
         pages = {"/metrics": (self.metrics.text, CONTENT_TYPE)}
         open_routes = {"/healthz": self.health, "/health": self.openenv.health}
         routes = {"/info": self.native.current_info, "/schema": self.openenv.schema, "/metadata": self.openenv.metadata}
         process_request = make_process_request(self.config.token, open_routes, routes, catalog,
-                                               pages | (playground_pages() if self.config.web else {}))
+                                               pages | (playground_pages() if self.config.web else {}), sockets)
         async with serve(
             self.handle, sock=sock, compression=None, process_request=process_request,
             max_size=limits.max_frame_bytes * HARD_FRAME_FACTOR, max_queue=INCOMING_QUEUE,

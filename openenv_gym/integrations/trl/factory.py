@@ -13,6 +13,10 @@ GRPO groups: TRL resets its instances in batch order, a group's rows one after t
 groups itself (score_group, on the server), consecutive resets with the same row join one group, and
 `get_reward()` is the member's group reward (asked of the server once per group, when its first member's reward
 is asked for; None for a member that failed or did not end, which TRL leaves out).
+
+A task sampler (`sampler=`, openenv_gym.sampling) chooses the task of each group instead of the rows (which then
+only set the prompt: `dataset(size, sampled=True)`): consecutive resets with the same row, up to the sampler's
+group size, are one group, and once every member's reward was asked for, the group's rewards go to `update`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, ClassVar
 
 from openenv_gym.env import RemoteEnv
 from openenv_gym.episode.groups import GROUP_OPTION, GroupScore
+from openenv_gym.episode.state import ENV_SECONDS
 from openenv_gym.errors import EnvError, OpenEnvGymError
 from openenv_gym.integrations.trl import lifecycle
 from openenv_gym.integrations.trl.tasks import task_of_row
@@ -46,15 +51,18 @@ def _episode_over(env: OpenEnvGymEnv) -> str:
 
 
 class _Group:
-    """Consecutive resets of one row: a GRPO group the server scores."""
+    """Consecutive resets of one row: a GRPO group the server scores, or whose task a sampler chose."""
 
-    __slots__ = ("id", "members", "row", "score")
+    __slots__ = ("id", "members", "rewards", "row", "score", "task")
 
-    def __init__(self, row: str) -> None:
+    def __init__(self, row: str, task: dict[str, Any] | None) -> None:
         self.id = f"trl-{next(GROUP_NUMBERS)}"
         self.row = row
         self.members: list[OpenEnvGymEnv] = []
         self.score: GroupScore | Exception | None = None
+        self.task = task  # the reset options the sampler gave the group (None: the row's task)
+        # each member's reward as get_reward gave it, and its env's seconds (for the sampler)
+        self.rewards: dict[int, tuple[float | None, float]] = {}
 
 
 class EnvClass(type):
@@ -66,7 +74,7 @@ def _pickled(cls: EnvClass) -> str | tuple:
     if "target" not in vars(cls):
         return cls.__qualname__  # the base class: by name, as usual
     target: Target = cls.target
-    return _rebuilt, (target.env_id, target.settings() | {"async_reward": cls.async_reward})
+    return _rebuilt, (target.env_id, target.settings() | {"async_reward": cls.async_reward, "sampler": cls.sampler})
 
 
 def _rebuilt(env_id: str, settings: dict[str, Any]) -> EnvClass:
@@ -84,6 +92,7 @@ class OpenEnvGymEnv(metaclass=EnvClass):
     tool_names: ClassVar[list[str]] = []
     group_scoring: ClassVar[bool] = False  # the env scores groups: its rewards are its groups'
     async_reward: ClassVar[bool] = False  # get_reward is a coroutine function (see environment_factory)
+    sampler: ClassVar[Any] = None  # the task sampler that chooses each group's task (see environment_factory)
     _open_group: ClassVar[_Group | None] = None  # the group the last reset joined
 
     def __init__(self) -> None:
@@ -104,8 +113,13 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         if self._env is None:
             self._env = RemoteEnv(target=self.target)
         self._rewards, self._error, self._ended = [], None, False
-        if self.group_scoring:
-            options = options | {GROUP_OPTION: self._join_group(row)}
+        self._group = None
+        if self.group_scoring or self.sampler is not None:
+            group, member = self._join_group(row)
+            if group.task is not None:
+                seed, options = None, group.task
+            if self.group_scoring:
+                options = options | {GROUP_OPTION: {"id": group.id, "member": member}}
         obs, self._info = self._env.reset(seed=seed, options=options)
         self._done = False
         return obs
@@ -118,9 +132,13 @@ class OpenEnvGymEnv(metaclass=EnvClass):
     def get_reward(self) -> float | None:
         """The episode's return: the sum of its step rewards; where the env scores groups, its group reward (None
         for a member that failed or did not end)."""
+        reward = self._group_reward() if self.group_scoring and self._group is not None else self._return()
+        self._report(reward)
+        return reward
+
+    def _group_reward(self) -> float | None:
         group = self._group
-        if group is None:
-            return self._return()
+        assert group is not None
         if group.score is None:
             ended = sum(member._ended for member in group.members)
             try:
@@ -136,24 +154,40 @@ class OpenEnvGymEnv(metaclass=EnvClass):
     def _return(self) -> float:
         return float(sum(self._rewards))
 
+    def _report(self, reward: float | None) -> None:
+        """A sampled group's rewards to the sampler, once every member's was asked for (a member that failed left
+        out)."""
+        group = self._group
+        if self.sampler is None or group is None or group.task is None:
+            return
+        group.rewards[group.members.index(self)] = (None if self._error else reward,
+                                                    float(self._info.get(ENV_SECONDS, 0.0)))
+        if len(group.rewards) == len(group.members):
+            kept = [(r, seconds) for r, seconds in group.rewards.values() if r is not None]
+            task, group.task = group.task, None  # (given back once)
+            if kept:
+                timed = getattr(self.sampler, "costs_in", "episodes") == "seconds"
+                self.sampler.update(task, [r for r, _ in kept], [s for _, s in kept] if timed else None)
+
     async def _get_reward_async(self) -> float | None:
         """get_reward, awaited on the trainer's loop: a group score is asked for in a thread, since the session's
         calls run on a loop of their own."""
-        if self._group is None:
-            return self._return()
+        if not self.group_scoring or self._group is None:
+            return OpenEnvGymEnv.get_reward(self)
         return await asyncio.to_thread(OpenEnvGymEnv.get_reward, self)
 
-    def _join_group(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The group option of this reset: the group of the reset before it, if that played the same row and this
-        instance is not in it yet (a new batch), else a new group."""
+    def _join_group(self, row: dict[str, Any]) -> tuple[_Group, int]:
+        """This reset's group and member: the group of the reset before it, if that played the same row, this
+        instance is not in it yet (a new batch) and it is not full (a sampler's group size), else a new group."""
         cls = type(self)
         key = json.dumps(row, sort_keys=True, default=str)
         group = cls._open_group
-        if group is None or group.row != key or self in group.members or group.score is not None:
-            group = cls._open_group = _Group(key)
+        full = self.sampler is not None and group is not None and len(group.members) >= self.sampler.group_size
+        if group is None or group.row != key or self in group.members or group.score is not None or full:
+            group = cls._open_group = _Group(key, None if self.sampler is None else self.sampler.sample(1)[0])
         self._group = group
         group.members.append(self)
-        return {"id": group.id, "member": len(group.members) - 1}
+        return group, len(group.members) - 1
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         return self._step({"name": name, "arguments": arguments})
@@ -179,15 +213,22 @@ class OpenEnvGymEnv(metaclass=EnvClass):
             env.close()
 
 
-def environment_factory(env_id: str, *, workers: int | None = None, async_reward: bool = False,
+def environment_factory(env_id: str, *, workers: int | None = None, async_reward: bool = False, sampler: Any = None,
                         **make_kwargs: Any) -> EnvClass:
     """A class for GRPOTrainer(environment_factory=...): one env session per instance, one method per tool.
 
     make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...). Without base_url, a
     local server is started now, with `workers` processes (default one per core). async_reward: `get_reward` is a
     coroutine function, which TRL awaits on its event loop (AsyncGRPOTrainer's rollout worker) instead of calling
-    it in a thread of its pool.
+    it in a thread of its pool. sampler: a task sampler (openenv_gym.sampling) that chooses each group's task
+    (consecutive resets of one row, up to its group_size), given each group's rewards once they are all asked for.
     """
+    unit = getattr(sampler, "costs_in", "episodes")
+    if unit == "tokens":
+        raise ValueError("environment_factory sees no tokens (TRL generates them): a sampler with cost='tokens' "
+                         "works with make_rollout_func; here use 'episodes' or 'seconds'")
+    if unit == "seconds":  # the server measures them when asked
+        make_kwargs["options"] = (make_kwargs.get("options") or {}) | {ENV_SECONDS: True}
     target = resolve(env_id, workers=workers, **make_kwargs)
     probe = RemoteEnv(target=target)
     description = probe.description
@@ -196,7 +237,7 @@ def environment_factory(env_id: str, *, workers: int | None = None, async_reward
     taken = set(vars(OpenEnvGymEnv))
     namespace: dict[str, Any] = {"target": target, "__doc__": description.get("description") or None,
                                  "tool_names": [], "group_scoring": bool(description.get("group_scoring")),
-                                 "async_reward": async_reward}
+                                 "async_reward": async_reward, "sampler": sampler}
     if async_reward:
         namespace["get_reward"] = OpenEnvGymEnv._get_reward_async
     for spec in specs:

@@ -15,6 +15,11 @@ Identical prompts (a GRPO group) play one task. Where the environment scores gro
 server), each run of identical prompts is one group, played on one connection; `env_group_reward` holds what the
 server's score gave each member (None where there is none, or the group's scoring failed, with `env_error`
 saying why), and `env_reward` (the reward function) gives it.
+
+A task sampler (`sampler=`, openenv_gym.sampling) chooses each group's task instead of the prompts (each run of
+identical prompts, as many as the sampler's group size, is a group: `dataset(size, sampled=True)` makes rows that
+only set the prompt), and is given each group's rewards (and costs: the tokens the model wrote, or the env's
+seconds) when its episodes end.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, TypeVar
 from openenv_gym.client.sync import Runner, current_runner
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.groups import GROUP_OPTION
+from openenv_gym.episode.state import ENV_SECONDS
 from openenv_gym.episode.toolcalls import parse_tool_call
 from openenv_gym.errors import EnvError
 from openenv_gym.integrations.trl import lifecycle
@@ -55,7 +61,7 @@ class _Episode:
     """One prompt's episode: its tokens so far and what the env said."""
 
     __slots__ = ("completion", "done", "ended", "error", "faithful", "info", "logprobs", "mask", "pending", "prompt",
-                 "rewards")
+                 "rewards", "written")
 
     def __init__(self, prompt: list[int], info: dict[str, Any], error: str | None) -> None:
         self.prompt = prompt
@@ -72,6 +78,7 @@ class _Episode:
         # of its own (a compaction, a sub-agent, a retry), what the model writes was asked in another context than
         # these tokens, and is not trained on (env_mask 0)
         self.faithful = True
+        self.written = 0  # the tokens the model wrote (a sampler's cost in tokens)
 
     def add(self, ids: list[int], logprobs: list[float] | None, from_model: bool) -> None:
         self.completion += ids
@@ -83,8 +90,10 @@ class EnvRolloutFunc:
     """rollout_func(prompts, trainer) -> dict, over one vector client kept open between calls."""
 
     def __init__(self, target: Target, max_turns: int, system_prompt: str | None,
-                 generate: Generator | None = None) -> None:
+                 generate: Generator | None = None, sampler: Any = None) -> None:
         self.target = target
+        self.sampler = sampler
+        self.tasks: list[dict[str, Any]] = []  # this call's groups' tasks, as the sampler gave them
         self.max_turns = max_turns
         self.system_prompt = system_prompt
         self.generate = generate
@@ -98,14 +107,16 @@ class EnvRolloutFunc:
         """Pickled by recipe (the env, its servers and the settings), for a trainer's worker process: its client and
         loop belong to this process, and the copy opens its own on first call."""
         return _rebuilt, (self.target.env_id, self.target.settings(), self.max_turns, self.system_prompt,
-                          self.generate)
+                          self.generate, self.sampler)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         lifecycle.attach(trainer)
         self._follow(current_runner())
         self.timings = {"env_s": 0.0, "generate_s": 0.0}
         self.calls += 1
-        client = self._client(len(prompts), _run_length(prompts))
+        size = _run_length(prompts)
+        client = self._client(len(prompts), size)
+        self._sample(len(prompts), size)
         chat = ChatTokens(tokenizer_of(trainer), trainer.chat_template_kwargs)
         first = self._reset(client, prompts)
         tools = [episode_tools(first.infos[k], client.description) for k in range(len(prompts))]
@@ -118,6 +129,7 @@ class EnvRolloutFunc:
         generate = self.generate or generator_for(trainer)
         self._play(client, episodes, generate, trainer.max_completion_length, chat, tools)
         group_rewards = self._score_groups(client, prompts, episodes)
+        self._give_back(episodes, group_rewards)
         return {
             "prompt_ids": [e.prompt for e in episodes],
             "completion_ids": [e.completion for e in episodes],
@@ -147,7 +159,7 @@ class EnvRolloutFunc:
         seeds, options = [], []
         scored = self._server_scores(client)
         for k, prompt in enumerate(prompts):
-            seed, task = task_of_prompt(prompt)
+            seed, task = (None, self.tasks[k // client.align]) if self.tasks else task_of_prompt(prompt)
             seeds.append(seed)
             options.append(self.target.options | task)
             if scored:
@@ -159,6 +171,35 @@ class EnvRolloutFunc:
             return await client.gather(list(range(len(prompts))))
 
         return self._env(reset())
+
+    # -- a sampler's groups: each run of identical prompts ------------------------------------------------
+
+    def _sample(self, count: int, size: int) -> None:
+        """The task of each of this call's groups, from the sampler (none: the prompts' own)."""
+        if self.sampler is None:
+            return
+        if size != self.sampler.group_size or count % size:
+            raise ValueError(f"the sampler plays groups of {self.sampler.group_size}, but the trainer's prompts come "
+                             f"in runs of {size}: make the trainer's num_generations the sampler's group_size, and "
+                             "give each row its own prompt (dataset(size, sampled=True))")
+        self.tasks = self.sampler.sample(count // size)
+
+    def _give_back(self, episodes: list[_Episode], group_rewards: list[float | None]) -> None:
+        """Each group's rewards (its members' whose env did not fail) and costs to the sampler."""
+        unit = getattr(self.sampler, "costs_in", "episodes")
+        size = len(episodes) // len(self.tasks) if self.tasks else 0
+        for g, task in enumerate(self.tasks):
+            members = [k for k in range(g * size, (g + 1) * size) if episodes[k].error is None]
+            rewards = [sum(episodes[k].rewards) if group_rewards[k] is None else group_rewards[k] for k in members]
+            if not rewards:
+                continue
+            costs = None
+            if unit == "tokens":
+                costs = [float(episodes[k].written) for k in members]
+            elif unit == "seconds":
+                costs = [float(episodes[k].info.get(ENV_SECONDS, 0.0)) for k in members]
+            self.sampler.update(task, rewards, costs)
+        self.tasks = []
 
     # -- groups the server scores: each run of identical prompts ---------------------------------------
 
@@ -267,6 +308,7 @@ class EnvRolloutFunc:
         for k, (ids, logprobs) in zip(playing, samples, strict=True):
             left = budget - len(episodes[k].completion)
             written[k] = ids[:left]
+            episodes[k].written += len(written[k])
             episodes[k].add(ids[:left], logprobs[:left], from_model=episodes[k].faithful)
             episodes[k].done = episodes[k].error is not None
         return written
@@ -300,7 +342,7 @@ def _reply_of(text: str, tools: list[dict[str, Any]]) -> Reply:
 
 
 def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | None = None,
-                      generate: Generator | None = None, workers: int | None = None,
+                      generate: Generator | None = None, workers: int | None = None, sampler: Any = None,
                       **make_kwargs: Any) -> EnvRolloutFunc:
     """A rollout_func for GRPOTrainer that plays `env_id`, at most `max_turns` model turns per episode.
 
@@ -308,17 +350,22 @@ def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | N
     prompts, as GRPO repeats them, play the same task. Pair it with the `env_reward` reward function.
     generate: another engine, `generate(sequences, max_new_tokens) -> [(ids, logprobs), ...]` (default: the
     trainer's vLLM server or model).
+    sampler: a task sampler (openenv_gym.sampling) that chooses each group's task instead of the prompts.
     make_kwargs: what gym.make takes for `env_id` (base_url, token, options, env_args, ...); without base_url a
     local server is started now.
     """
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-    return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate)
+    if getattr(sampler, "costs_in", "episodes") == "seconds":  # the server measures them when asked
+        make_kwargs["options"] = (make_kwargs.get("options") or {}) | {ENV_SECONDS: True}
+    return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate,
+                          sampler)
 
 
 def _rebuilt(env_id: str, settings: dict[str, Any], max_turns: int, system_prompt: str | None,
-             generate: Generator | None) -> EnvRolloutFunc:
-    return make_rollout_func(env_id, max_turns=max_turns, system_prompt=system_prompt, generate=generate, **settings)
+             generate: Generator | None, sampler: Any) -> EnvRolloutFunc:
+    return make_rollout_func(env_id, max_turns=max_turns, system_prompt=system_prompt, generate=generate,
+                             sampler=sampler, **settings)
 
 
 def _run_length(prompts: list[Any]) -> int:

@@ -7,6 +7,7 @@
 `train_dataset` is the env's task catalog as rows (the tasks of its train split, or of the split named; an env
 with no catalog: seeds), with no answers in them; `environment_factory` is environment_factory(env_id); and
 `reward_funcs` is empty, since the class's `get_reward()` is the reward and TRL (1.16) takes it from the class.
+With a task sampler (`sampler=`, openenv_gym.sampling), the rows name no task: the sampler chooses each group's.
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ SEEDED_TASKS = 64  # rows of an env with no catalog, when num_tasks is not given
 
 class EnvSpec:
     def __init__(self, env_id: str, *, num_tasks: int | None = None, split: str | None = None, seed: int = 0,
-                 prompt: str = "", workers: int | None = None, **make_kwargs: Any) -> None:
+                 prompt: str = "", workers: int | None = None, sampler: Any = None, **make_kwargs: Any) -> None:
         """num_tasks: rows at most (default: every task of the split; for an env with no catalog, 64 seeds).
         split: the split whose tasks the rows are (default: the env's train split, else its first). seed: the first
         seed, for an env with no catalog. prompt: the user message each row begins with (the env's first
-        observation is appended to it). make_kwargs: what gym.make takes (base_url, options, env_args, ...)."""
+        observation is appended to it). sampler: a task sampler that chooses each group's task (the rows, as many
+        as its tasks unless num_tasks, then only set the prompt). make_kwargs: what gym.make takes (base_url,
+        options, env_args, ...)."""
         if num_tasks is not None and num_tasks < 1:
             raise ValueError(f"num_tasks must be at least 1, got {num_tasks}")
         self.env_id, self.num_tasks, self.split, self.seed, self.prompt = env_id, num_tasks, split, seed, prompt
-        self._factory_arguments = {"workers": workers, **make_kwargs}
+        self.sampler = sampler
+        self._factory_arguments = {"workers": workers, "sampler": sampler, **make_kwargs}
 
     @cached_property
     def environment_factory(self) -> EnvClass:
@@ -39,6 +43,9 @@ class EnvSpec:
 
     @cached_property
     def train_dataset(self) -> Any:
+        if self.sampler is not None:
+            rows = self.num_tasks or len(getattr(self.sampler, "tasks", ())) or SEEDED_TASKS
+            return dataset(rows, prompt=self.prompt, sampled=True)
         probe = RemoteEnv(target=self.environment_factory.target)
         try:
             splits = probe.splits()

@@ -32,14 +32,19 @@ def task_of_prompt(prompt: Any) -> tuple[int | None, dict[str, Any]]:
     return task_of_row({"prompt": prompt})
 
 
-def dataset(size: int, *, split: str | None = None, seed: int = 0, prompt: str = "") -> Any:
+def dataset(size: int, *, split: str | None = None, seed: int = 0, prompt: str = "", sampled: bool = False) -> Any:
     """A train dataset of `size` rows, each naming its task: tasks 0..size-1 of `split`, or seeds seed, seed+1,
     ... The prompt is a user message (default empty) that the env's first observation is appended to. The task is
     both in the row's columns (for environment_factory's reset) and in the message (for the rollout function,
-    which sees only prompts); chat templates leave the message's `task` out."""
+    which sees only prompts); chat templates leave the message's `task` out. `sampled`: rows that name no task,
+    only a slot that tells them apart, for a task sampler to choose each group's task (`sampler=`)."""
     from datasets import Dataset
 
-    tasks = ([{"split": split, "index": i} for i in range(size)] if split is not None
-             else [{"seed": seed + i} for i in range(size)])
+    if sampled:
+        tasks: list[dict[str, Any]] = [{"slot": i} for i in range(size)]
+    elif split is not None:
+        tasks = [{"split": split, "index": i} for i in range(size)]
+    else:
+        tasks = [{"seed": seed + i} for i in range(size)]
     return Dataset.from_list([{"prompt": [{"role": "user", "content": prompt, "task": task}], **task}
                               for task in tasks])
