@@ -4,7 +4,9 @@ The taskset (benchmarks/envs/coin, served on loopback): 200 tasks; a scripted st
 probability p_i, the p_i drawn from Beta(0.5, 0.5) (most tasks nearly always or nearly never won, as a model's
 are). G = 8, 2,500 groups per sampler, through `openenv_gym.rollouts(..., sampler=...)`. A second part plays
 batches of a small catalog in which most tasks are always won, through a ZeroSignalGate, and counts the batches
-that came out empty. A third times the samplers' own work at 100,000 tasks.
+that came out empty. A third times the samplers' own work at 100,000 tasks, and a fourth what a server's sampler
+(`serve --sampler`, two workers, the sampler in the serving process) adds over the wire to a `sample` of 64 and to
+an `update`, against the same sampler in the caller's process, at 100,000 tasks.
 
     python -m benchmarks.samplers [--groups 2500] [--out benchmarks/results/samplers.json]
 """
@@ -26,6 +28,7 @@ from openenv_gym.client.local import LocalServer
 from openenv_gym.sampling import (
     CurriculumSampler,
     DifficultyPoolSampler,
+    ServerSampler,
     UniformSampler,
     ZeroSignalGate,
     catalog,
@@ -90,11 +93,55 @@ def overhead(tasks: int, draws: int = 64, rounds: int = 30) -> dict:
     return out
 
 
+def over_the_wire(tasks: int = 100_000, draws: int = 64, rounds: int = 300) -> dict:
+    """Milliseconds per `sample(draws)` and per `update` of a curriculum held by a server (ServerSampler) and of
+    the same one in this process, at `tasks` tasks; what the wire adds is the difference."""
+    local = CurriculumSampler([{"split": "train", "index": k} for k in range(tasks)], group_size=8, seed=0)
+    with _environ(COIN_TASKS=str(tasks)), LocalServer(str(COIN), 2, 1000, "--sampler", "curriculum",
+                                                        "--group-size", "8", "--sampler-seed", "0") as server:
+        shared = ServerSampler(server.url)
+        timings = {}
+        for where, sampler in (("local", local), ("server", shared)):
+            sampler.sample(draws)  # (warm: the connection open)
+            started = time.perf_counter()
+            for _ in range(rounds):
+                drawn = sampler.sample(draws)
+            sampled = time.perf_counter() - started
+            started = time.perf_counter()
+            for task in drawn * (rounds // draws + 1):
+                sampler.update(task, [1, 0, 0, 1, 0, 0, 0, 1])
+            updated = time.perf_counter() - started
+            timings[where] = (sampled / rounds * 1e3, updated / (len(drawn) * (rounds // draws + 1)) * 1e3)
+        shared.close()
+    (local_sample, local_update), (wire_sample, wire_update) = timings["local"], timings["server"]
+    return {"tasks": tasks, f"sample_{draws}_ms": {"local": round(local_sample, 3), "server": round(wire_sample, 3),
+                                                   "added": round(wire_sample - local_sample, 3)},
+            "update_ms": {"local": round(local_update, 3), "server": round(wire_update, 3),
+                          "added": round(wire_update - local_update, 3)}}
+
+
+@contextlib.contextmanager
+def _environ(**values: str):
+    import os
+
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", type=int, default=2500)
     parser.add_argument("--batches", type=int, default=10_000, help="gated batches of the small catalog")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wire-rounds", type=int, default=300, help="samples of 64 timed over the wire")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "samplers.json")
     args = parser.parse_args(argv)
     chances = np.random.default_rng(args.seed).beta(0.5, 0.5, 200)
@@ -112,7 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"signal": {name: {"per_1000_episodes": round(row["signal_groups_per_1000_episodes"], 1),
                                 "vs_uniform": round(row["signal_groups_per_1000_episodes"] / uniform, 2)}
                          for name, row in signal.items()},
-              "gated": gated, "overhead_us_per_task_at_100000": overhead(100_000)}
+              "gated": gated, "overhead_us_per_task_at_100000": overhead(100_000),
+              "over_the_wire": over_the_wire(rounds=args.wire_rounds)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     for name, row in result["signal"].items():
@@ -120,6 +168,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"zero-signal gate: {gated['empty']} empty of {gated['batches']} batches "
           f"({gated['sampler']['groups_dropped']} groups dropped, {gated['sampler']['groups_short']} short)")
     print(f"sampler work per sampled task at 100,000 tasks (µs): {result['overhead_us_per_task_at_100000']}")
+    wire = result["over_the_wire"]
+    print(f"a server's sampler at 100,000 tasks: sample of 64 {wire['sample_64_ms']['server']} ms (local "
+          f"{wire['sample_64_ms']['local']}, the wire adds {wire['sample_64_ms']['added']}), update "
+          f"{wire['update_ms']['server']} ms (adds {wire['update_ms']['added']})")
     return result
 
 

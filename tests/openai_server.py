@@ -10,7 +10,10 @@ Models with special behaviour: "judge" judges AWM episodes (complete when the fa
 "Given answer:" lines of the last message match; "broken" answers 400 to everything; "flaky" answers 503
 the first time it sees a conversation (a client that retries gets through); "slow-N" waits N ms before answering;
 "thinker" answers with its reasoning too, as vLLM with a reasoning parser does (`reasoning_content`; "thinker-0.16" as
-vLLM from 0.16 does: `reasoning`), its tokens among the completion's.
+vLLM from 0.16 does: `reasoning`), its tokens among the completion's; "bytes" tokenizes as a chat template would
+(each message rendered, its bytes the ids: a prompt is the conversation so far, so the next one begins with it and
+the reply), with a logprob of its own per token, and keeps what it returned (`answers`); "bytes-rewrite" also
+thinks first, in tokens the template leaves out of the history, so a prompt no longer begins with the turns before.
 """
 
 from __future__ import annotations
@@ -42,6 +45,17 @@ def thought(messages: list[dict[str, Any]]) -> str:
     content = messages[-1].get("content")
     text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content or [])
     return f"The last message says {text[:40]!r}; the middle of the range it leaves is the guess."
+
+
+def render(message: dict[str, Any]) -> str:
+    """A message as the "bytes" model's chat template writes it (tool calls by name and canonical arguments)."""
+    calls = "".join(f"[{call['function']['name']}:{_canonical(call['function']['arguments'])}]"
+                    for call in message.get("tool_calls") or ())
+    return f"<{message['role']}>{message.get('content') or ''}{calls}</>"
+
+
+def _canonical(arguments: Any) -> str:
+    return json.dumps(json.loads(arguments) if isinstance(arguments, str) else arguments, sort_keys=True)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -110,11 +124,19 @@ class Handler(BaseHTTPRequestHandler):
         if model.startswith("thinker"):
             message["reasoning" if model == "thinker-0.16" else "reasoning_content"] = thought(request["messages"])
             completion_ids = [5, 6, *completion_ids]
+        prompt_ids = [1] * len(request["messages"])
+        logprobs = [-0.5] * len(completion_ids)
+        if model.startswith("bytes"):
+            prompt_ids = list(("".join(map(render, request["messages"])) + "<assistant>").encode())
+            thinking = "<think>hm</think>" if model == "bytes-rewrite" else ""
+            completion_ids = list((thinking + render(message).removeprefix("<assistant>")).encode())
+            logprobs = [-0.001 * (k + 1) - 0.1 * self.server.requests for k in range(len(completion_ids))]
+            self.server.answers.append((prompt_ids, completion_ids, logprobs))
         choice = {"index": 0, "message": message, "finish_reason": "stop", "token_ids": completion_ids,
-                  "logprobs": {"content": [{"token": str(t), "logprob": -0.5, "top_logprobs": []}
-                                           for t in completion_ids]}}
+                  "logprobs": {"content": [{"token": str(t), "logprob": value, "top_logprobs": []}
+                                           for t, value in zip(completion_ids, logprobs, strict=True)]}}
         self._answer(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice],
-                           "prompt_token_ids": [1] * len(request["messages"])})
+                           "prompt_token_ids": prompt_ids})
 
 
 class ScriptedServer(ThreadingHTTPServer):
@@ -123,6 +145,7 @@ class ScriptedServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.requests = 0
+        self.answers: list[tuple[list[int], list[int], list[float]]] = []  # the "bytes" models': prompt, completion
         self.bodies: list[dict[str, Any]] = []
         self._seen: set[str] = set()
         self._lock = threading.Lock()

@@ -308,10 +308,12 @@ def test_nemo_layers_benchmark_runs():
 def test_samplers_benchmark_runs(tmp_path):
     """At a tiny size (13 s): every sampler's figure, the gated batches and the overhead come out, in one run."""
     out = tmp_path / "samplers.json"
-    result = run_module("benchmarks.samplers", "--groups", "60", "--batches", "20", "--out", str(out), timeout=300)
+    result = run_module("benchmarks.samplers", "--groups", "60", "--batches", "20", "--wire-rounds", "20", "--out",
+                        str(out), timeout=300)
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
     assert set(figures["signal"]) == {"uniform", "curriculum (defaults)",
                                       "curriculum (RFC 013's exact weights, power=1)", "difficulty pools"}
     assert figures["signal"]["uniform"]["vs_uniform"] == 1.0 and figures["gated"]["batches"] == 20
     assert set(figures["overhead_us_per_task_at_100000"]) == {"uniform", "curriculum", "pools"}
+    assert figures["over_the_wire"]["sample_64_ms"]["server"] > 0 and "added" in figures["over_the_wire"]["update_ms"]

@@ -20,6 +20,7 @@ import orjson
 from tqdm import tqdm
 
 from openenv_gym.rollout import Episode, Group, OpenAIPolicy, rollouts
+from openenv_gym.rollout.export import EXPORTS, ExportSummary
 from openenv_gym.rollout.resume import played
 from openenv_gym.sampling import GATES
 
@@ -70,6 +71,11 @@ def add_rollout(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--gate", dest="gates", action="append", choices=("zero-signal",), default=[],
                         help="with --sampler: drop groups whose members all scored the same, each replaced by another "
                              "(as many as --episodes in the run at most)")
+    parser.add_argument("--export", choices=EXPORTS,
+                        help="train: write the exact training export to --output instead of episodes, one record per "
+                             "branch of each episode's model turns: its prompt and completion token ids, a logprob "
+                             "per completion token and a loss mask as the model server gave them; an episode whose "
+                             "tokens are not faithful is exported for evaluation, with the reason (counted at the end)")
     parser.set_defaults(run=run_rollout)
 
 
@@ -102,13 +108,18 @@ def run_rollout(args: argparse.Namespace) -> None:
     grouped = {} if args.group_size is None else {"group_size": args.group_size, "advantage": args.advantage}
     if sampler is not None:
         grouped |= {"sampler": sampler, "gates": [GATES[name]() for name in args.gates]}
+    if args.export and (args.output is None or args.resume):
+        sys.exit("openenv-gym rollout: --export writes its records to --output: give --output (and it cannot "
+                 "--resume, which reads episodes back)")
     stream = rollouts(args.env_id, policy, num_envs=min(args.num_envs, plays), episodes=args.episodes,
                       tasks=tasks, seed=args.seed, max_turns=args.max_turns, system_prompt=args.system_prompt,
-                      base_url=args.env_url, env=args.env, skip=skip, **grouped)
+                      base_url=args.env_url, env=args.env, skip=skip, record=args.export, **grouped)
     with contextlib.ExitStack() as files:
         out = files.enter_context(args.output.open("ab" if args.resume else "wb")) if args.output else None
         summary = asyncio.run(_play(stream, policy, plays, out))
     print(summary.table())
+    if args.export:
+        print("\n".join(summary.exported.lines()))
     if sampler is not None:
         print("\n".join(f"sampler {name:<26}  {value:.4g}" for name, value in sampler.metrics().items()))
     if not summary.returns:
@@ -153,8 +164,11 @@ class Summary:
         self.steps = 0
         self.errors: Counter[str] = Counter()
         self.started = time.perf_counter()
+        self.exported = ExportSummary()  # the training records written (--export)
 
     def add(self, episode: Episode) -> None:
+        if episode.training is not None:
+            self.exported.add(episode.training)
         self.episodes += 1
         self.steps += episode.steps
         if episode.error is None:
@@ -183,6 +197,13 @@ class Summary:
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
+def _lines(episode: Episode, group: Group | None) -> list[dict[str, Any]]:
+    """What --output holds of an episode: its training records (--export), else the episode."""
+    if episode.training is not None:
+        return episode.training
+    return [episode.to_json() | ({"group_complete": group.complete} if group else {})]
+
+
 async def _play(stream: Any, policy: OpenAIPolicy, total: int, out: IO[bytes] | None) -> Summary:
     summary = Summary()
     progress = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
@@ -193,8 +214,8 @@ async def _play(stream: Any, policy: OpenAIPolicy, total: int, out: IO[bytes] | 
                 for episode in finished.episodes if group else [finished]:
                     summary.add(episode)
                     if out is not None:
-                        line = episode.to_json() | ({"group_complete": group.complete} if group else {})
-                        out.write(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                        for line in _lines(episode, group):
+                            out.write(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
                     progress.update()
                 if out is not None:
                     out.flush()  # a run that dies keeps what it finished (--resume goes on from there)

@@ -41,6 +41,7 @@ class Episode:
     group_member: int | None = None  # which of the group's G plays it is
     advantage: float | None = None  # its return against its group's (None: no group, or it failed)
     group_reward: float | None = None  # what its group's scoring gave it (a GroupJudge), where there is one
+    training: list[dict[str, Any]] | None = None  # its training records, where asked for (rollouts(record="train"))
 
     @property
     def total_reward(self) -> float:
@@ -53,7 +54,9 @@ class Episode:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (one line of `openenv-gym rollout --output`)."""
-        return asdict(self) | {"total_reward": self.total_reward, "steps": self.steps}
+        whole = asdict(self) | {"total_reward": self.total_reward, "steps": self.steps}
+        del whole["training"]  # (written as records of their own: rollout --export train)
+        return whole
 
 
 def read_lines(path: Path) -> Iterator[tuple[bytes, Any]]:

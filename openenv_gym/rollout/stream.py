@@ -26,6 +26,7 @@ from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
 from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.errors import EnvError
+from openenv_gym.rollout.export import EXPORTS, training_records
 from openenv_gym.rollout.groups import Advantage, Group, GroupCollector
 from openenv_gym.rollout.plan import Plan
 from openenv_gym.rollout.records import Episode, TurnTokens
@@ -59,7 +60,7 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
                    max_turns: int | None = None, system_prompt: str | None = None, workers: int | None = None,
                    group_size: int | None = None, advantage: Advantage = "mean", replacements: int = 1,
                    skip: Collection[int] = (), sampler: Any = None, gates: Sequence[Gate] = (),
-                   max_extra: int | None = None, **make_kwargs: Any) -> AsyncIterator[Any]:
+                   max_extra: int | None = None, record: str | None = None, **make_kwargs: Any) -> AsyncIterator[Any]:
     """Finished episodes of `env_id` played by `policy`, in the order they finish; with `group_size`, groups.
 
     num_envs: sessions playing at once.
@@ -79,10 +80,14 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
         finished group's rewards go back to its `update`. `gates` (ZeroSignalGate, RewardRangeGate) drop groups
         the trainer cannot use; each dropped one is replaced, up to `max_extra` in the run (default: `episodes`),
         then the run ends short (the sampler's metrics count both).
+    record: "train": each episode comes with its training records (`episode.training`: the exact export,
+        rollout/export.py), one per branch of its model turns, each for training or, with the reason, evaluation.
     make_kwargs: what gym.make takes for this id (base_url, token, options, env_args, ...).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+    if record is not None and record not in EXPORTS:
+        raise ValueError(f"record must be one of {', '.join(EXPORTS)}, got {record!r}")
     if (sampler is not None or gates) and (group_size is None or tasks is not None):
         raise ValueError("a sampler (and gates) chooses the task of each group: give group_size, and no tasks")
     groups = None if group_size is None else GroupCollector(group_size, advantage, replacements)
@@ -95,7 +100,7 @@ async def rollouts(env_id: str, policy: Policy, *, num_envs: int, episodes: int 
                                  (episodes or 0) if max_extra is None else max_extra, skip)
     else:
         plan = Plan(episodes, tasks, seed, options, skip)
-    driver = _Driver(await target.open_vector_client(num_envs), policy, plan, system_prompt, groups)
+    driver = _Driver(await target.open_vector_client(num_envs), policy, plan, system_prompt, groups, record)
     try:
         async for finished in driver.run():
             yield finished
@@ -108,12 +113,13 @@ Play = tuple[tuple[int | None, dict[str, Any]], str | None, int | None]  # (seed
 
 class _Driver:
     def __init__(self, client: AsyncVectorClient, policy: Policy, plan: Plan, system_prompt: str | None,
-                 groups: GroupCollector | None = None) -> None:
+                 groups: GroupCollector | None = None, record: str | None = None) -> None:
         self.client = client
         self.policy = policy
         self.plan = plan
         self.system_prompt = system_prompt
         self.groups = groups
+        self.record = record
         # The server scores the groups (the env has score_group): a group's members play where its episodes are
         # kept (one connection), so each place has its own queue of group plays to start.
         self.server_scores = groups is not None and bool(client.description.get("group_scoring"))
@@ -149,7 +155,7 @@ class _Driver:
     def _finish(self, episode: Episode) -> None:
         """An episode ended: yield it, or its group once the group is whole (playing a failed member again)."""
         if self.groups is None:
-            self.finished.append(episode)
+            self.finished.append(self._recorded(episode))
             return
         group, replay = self.groups.add(episode)
         if replay is not None:
@@ -172,10 +178,18 @@ class _Driver:
         """A whole group, scored: to the trainer, unless a sampler's gate drops it (its replacement may start on an
         env that had nothing left to play)."""
         if not isinstance(self.plan, SampledPlan) or self.plan.settle(group):
+            for episode in group.episodes:
+                self._recorded(episode)
             self.finished.append(group)
             return
         for env in list(self.idle):
             self._start(env)
+
+    def _recorded(self, episode: Episode) -> Episode:
+        """The episode, with its training records where they were asked for (its advantage known by now)."""
+        if self.record is not None:
+            episode.training = training_records(episode)
+        return episode
 
     async def _score(self, group: Group, place: Any) -> None:
         """The server scores the group (the env's score_group); a failure marks every member."""
@@ -329,8 +343,7 @@ class _Driver:
         game = self.games[env]
         game.reply = reply
         game.episode.messages.append(assistant_message(reply))
-        if reply.completion_ids is not None or reply.logprobs is not None:
-            game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
+        game.episode.tokens.append(TurnTokens(reply.prompt_ids, reply.completion_ids, reply.logprobs))
         self.client.send([action_of(reply, self.messages)], [env])
 
     def _policy_failed(self, env: int, exc: Exception) -> None:
