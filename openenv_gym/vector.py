@@ -28,7 +28,7 @@ from openenv_gym.client.sync import current_runner
 from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT
 from openenv_gym.env import SEED_BOUND
 from openenv_gym.episode.groups import GROUP_OPTION
-from openenv_gym.episode.state import ENV_SECONDS, MAX_STEPS_OPTION
+from openenv_gym.episode.state import MAX_STEPS_OPTION, cost_unit, env_seconds, seconds_asked
 from openenv_gym.groups import Ended, Groups
 from openenv_gym.spaces import spaces_for
 from openenv_gym.targets import Target
@@ -90,12 +90,11 @@ def _sampled(sampler: Any, group_size: int | None) -> tuple[int | None, dict[str
         return group_size, {}
     if group_size is not None and group_size != sampler.group_size:
         raise ValueError(f"group_size {group_size} is not the sampler's ({sampler.group_size}): give one of them")
-    unit = getattr(sampler, "costs_in", "episodes")
-    if unit == "tokens":
+    if cost_unit(sampler) == "tokens":
         raise ValueError("the vector env sees no tokens: a sampler with cost='tokens' chooses tasks in rollouts() "
                          "and the trainers' paths, where the policy's turns give them; here use 'episodes' or "
                          "'seconds'")
-    return sampler.group_size, {ENV_SECONDS: True} if unit == "seconds" else {}
+    return sampler.group_size, seconds_asked(sampler)
 
 
 def _check_reset_mask(mask: Any, num_envs: int) -> np.ndarray:
@@ -176,6 +175,7 @@ class RemoteVectorEnv(VectorEnv):
         self._all_envs = range(num_envs)
         self.group_size = group_size
         self._sampler = sampler
+        self._timed = cost_unit(sampler) == "seconds"
         draw = None if sampler is None else (lambda: sampler.sample(1)[0])
         self._groups = None if group_size is None else Groups(num_envs, group_size, draw)
         self._returns = np.zeros(num_envs)  # each env's episode's return so far (kept for sampled groups)
@@ -264,8 +264,13 @@ class RemoteVectorEnv(VectorEnv):
         returns += result.rewards  # (an env reset at this step took no step: its reward is 0)
         ended = sorted(set(np.flatnonzero((result.terminated | result.truncated) & ~waiting).tolist())
                        | set(result.errors))
-        complete = [(env, done) for env in ended if (done := groups.ended(
-            env, env not in result.errors, float(returns[env]), result.infos[env].get(ENV_SECONDS))) is not None]
+        complete = []
+        for env in ended:
+            kept = env not in result.errors
+            cost = env_seconds(result.infos[env]) if kept and self._timed else None
+            done = groups.ended(env, kept, float(returns[env]), cost)
+            if done is not None:
+                complete.append((env, done))
         returns[ended] = 0.0
         if self._sampler is not None:
             for _, done in complete:
@@ -289,11 +294,7 @@ class RemoteVectorEnv(VectorEnv):
         where the sampler counts them so)."""
         if done.task is None or not done.returns:
             return
-        timed = getattr(self._sampler, "costs_in", "episodes") == "seconds"
-        if timed and any(cost is None for cost in done.costs):
-            raise ValueError(f"the sampler counts cost in seconds, but group {done.name}'s final infos have no "
-                             f"{ENV_SECONDS}: its server measures none; use cost='episodes'")
-        self._sampler.update(done.task, done.returns, done.costs if timed else None)
+        self._sampler.update(done.task, done.returns, done.costs if self._timed else None)
 
     async def _step(self, actions: Sequence[Any]) -> tuple[VectorResult, dict[str, Any]]:
         client = self.client

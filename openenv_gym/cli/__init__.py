@@ -136,7 +136,7 @@ def _serve(args: argparse.Namespace, serve: Any, sampler_socket: str | None) -> 
           reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox, engine=args.engine,
-          sampler_socket=sampler_socket, sampler_split=args.sampler_split)
+          sampler_socket=sampler_socket)
 
 
 @contextlib.contextmanager
@@ -149,7 +149,8 @@ def _sampler_host(args: argparse.Namespace) -> Iterator[str | None]:
         return
     from openenv_gym.sampling.host import SamplerHost
 
-    host = SamplerHost(args.sampler, group_size=args.group_size, seed=args.sampler_seed, state_file=args.sampler_state)
+    host = SamplerHost(args.sampler, group_size=args.group_size, seed=args.sampler_seed, state_file=args.sampler_state,
+                       split=args.sampler_split)
     try:
         yield host.path
     finally:

@@ -55,6 +55,26 @@ def episode_id_of(options: dict[str, Any] | None) -> str:
     return given
 
 
+def cost_unit(sampler: Any) -> str:
+    """What a task sampler counts its costs in: "episodes" (none given), "tokens" or "seconds" (its `costs_in`)."""
+    return getattr(sampler, "costs_in", "episodes")
+
+
+def seconds_asked(sampler: Any) -> dict[str, bool]:
+    """The reset option a sampler's costs need: env_seconds where it counts seconds, else none."""
+    return {ENV_SECONDS: True} if cost_unit(sampler) == "seconds" else {}
+
+
+def env_seconds(info: dict[str, Any]) -> float:
+    """An episode's env_seconds, from its final info; ValueError where its server measured none."""
+    seconds = info.get(ENV_SECONDS)
+    if not isinstance(seconds, int | float):
+        raise ValueError(f"the sampler counts cost in seconds, but the episode's final info has no {ENV_SECONDS}: its "
+                         "server measures none (an openenv_gym server does; ORS and OpenEnv servers do not); use "
+                         "cost='episodes' or 'tokens'")
+    return float(seconds)
+
+
 def timing_of(options: dict[str, Any] | None) -> tuple[bool, dict[str, Any] | None]:
     """Whether a reset asks for its episode's env_seconds, and the options the environment gets (without it)."""
     if not options or ENV_SECONDS not in options:

@@ -12,6 +12,7 @@ from typing import Any
 
 import ray
 
+from openenv_gym.episode.state import cost_unit
 from openenv_gym.sampling import ServerSampler
 
 
@@ -72,7 +73,7 @@ def shared(sampler: Any) -> Iterator[Any]:
         return
     actor = ray.remote(_Held).options(num_cpus=0).remote(sampler)
     try:
-        yield ActorSampler(actor, sampler.group_size, getattr(sampler, "costs_in", "episodes"))
+        yield ActorSampler(actor, sampler.group_size, cost_unit(sampler))
     finally:  # (a run left early too: what its groups taught is kept)
         if hasattr(sampler, "load_state_dict"):
             sampler.load_state_dict(ray.get(actor.state_dict.remote()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
-from openenv_gym.episode.state import ENV_SECONDS
+from openenv_gym.episode.state import cost_unit, env_seconds, seconds_asked
 from openenv_gym.rollout.groups import Group
 from openenv_gym.rollout.plan import Plan
 from openenv_gym.rollout.records import Episode
@@ -18,8 +18,7 @@ Gate = Callable[[Sequence[float]], bool]
 class SampledPlan(Plan):
     def __init__(self, sampler: Any, groups: int | None, seed: int | None, options: dict[str, Any],
                  gates: Sequence[Gate] = (), max_extra: int = 0, skip: Collection[int] = ()) -> None:
-        timed = getattr(sampler, "costs_in", "episodes") == "seconds"  # the server measures them when asked
-        super().__init__(groups, self._drawn(), seed, options | {ENV_SECONDS: True} if timed else options, skip)
+        super().__init__(groups, self._drawn(), seed, options | seconds_asked(sampler), skip)
         self.sampler, self.gates, self.extra = sampler, list(gates), max_extra
         self.drawn: dict[str, Any] = {}  # group id -> the task the sampler gave
         self.last: dict[str, Any] = {}
@@ -43,7 +42,7 @@ class SampledPlan(Plan):
         rewards = [episode.total_reward for episode in played]
         if task is None or not rewards:
             return True  # (a group every member of which failed: the trainer sees its errors)
-        unit = getattr(self.sampler, "costs_in", "episodes")
+        unit = cost_unit(self.sampler)
         self.sampler.update(task, rewards, None if unit == "episodes" else [episode_cost(e, unit) for e in played])
         if all(gate(rewards) for gate in self.gates):
             return True
@@ -66,12 +65,7 @@ def episode_cost(episode: Episode, unit: str) -> float:
                              "a policy that gives them (OpenAIPolicy does when the model server returns token ids), "
                              "or cost='episodes'")
         return float(sum(len(turn.completion_ids or ()) for turn in episode.tokens))
-    seconds = episode.info.get(ENV_SECONDS)
-    if not isinstance(seconds, int | float):
-        raise ValueError(f"the sampler counts cost in seconds, but the episode's final info has no {ENV_SECONDS}: its "
-                         "server measures none (an openenv_gym server does; ORS and OpenEnv servers do not); use "
-                         "cost='episodes' or 'tokens'")
-    return float(seconds)
+    return env_seconds(episode.info)
 
 
 def _count(sampler: Any, what: str) -> None:

@@ -39,6 +39,12 @@ def catalog(env: str, split: str | None = None, **make_kwargs: Any) -> list[dict
 
         with LocalServer(env, 1, 16) as server:
             splits = _splits(server.url, make_kwargs)
+    return tasks_of(splits, split, env)
+
+
+def tasks_of(splits: list[dict[str, Any]], split: str | None, env: str) -> list[dict[str, Any]]:
+    """The reset options of every task of these splits (of `split` alone, if given); ValueError naming `env` where
+    there are none."""
     chosen = [s for s in splits if split is None or s["name"] == split]
     if not chosen:
         names = ", ".join(s["name"] for s in splits) or "none"

@@ -3,7 +3,8 @@ that started the server, and asked by its worker processes (server/sampler_relay
 reach them over HTTP (`POST /sampler`: sampling/shared.py is the client).
 
 The host listens on a Unix socket of its own; each request is one JSON line, each answer one JSON line. The first
-worker that starts gives the catalog (`init`), and the sampler is made then (restored from its state file where
+worker that starts gives the environment's splits (`init`), and the sampler is made then, over their tasks (of
+`split` alone, if given) (restored from its state file where
 one is saved). Its state is written to that file every few seconds while it changes, and when the host stops.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from openenv_gym.sampling.base import tasks_of
 from openenv_gym.sampling.samplers import SAMPLERS
 
 log = logging.getLogger(__name__)
@@ -30,10 +32,10 @@ MAX_SAMPLE = 100_000  # tasks one `sample` may ask for
 
 class SamplerHost:
     def __init__(self, name: str, *, group_size: int, seed: int | None = None, state_file: str | None = None,
-                 **sampler_options: Any) -> None:
+                 split: str | None = None, **sampler_options: Any) -> None:
         if name not in SAMPLERS:
             raise ValueError(f"no sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
-        self.name, self.group_size, self.seed, self.options = name, group_size, seed, sampler_options
+        self.name, self.group_size, self.seed, self.split, self.options = name, group_size, seed, split, sampler_options
         self.state_file = None if state_file is None else Path(state_file)
         self.sampler: Any = None
         self.lock = threading.Lock()
@@ -66,7 +68,7 @@ class SamplerHost:
 
     def _call(self, call: Any, request: dict[str, Any]) -> Any:
         if call == "init":
-            return self._init(request["tasks"])
+            return self._init(tasks_of(request["splits"], self.split, request["env"]))
         if self.sampler is None:
             raise ValueError("the server's sampler has no catalog yet (its workers are starting): ask again")
         if call == "sample":

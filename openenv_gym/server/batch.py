@@ -121,7 +121,9 @@ async def _drive(core: SessionCore, owner: Owner, session_ids: list, actions: li
                     type(action) is not str and type(action) is not dict):
                 put(index, core.refuse_step(owner, session_id, action))
                 continue
-            session.last_active, session.began = now, perf_counter()
+            session.last_active = now
+            if session.timing:
+                session.began = perf_counter()
             if type(action) is str and len(action) > core.max_action_chars:
                 put(index, core.step_outcome(session, core.oversized(action)))
                 continue

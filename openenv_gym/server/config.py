@@ -38,7 +38,5 @@ class ServeConfig:
     web: bool = True  # the playground page, GET /web
     sandbox: bool = True  # episodes that run programs run them in a sandbox each; False: unconfined (--no-sandbox)
     engine: str | None = None  # the container engine whose images Harbor tasks play in (None: the import's)
-    # the Unix socket of the task sampler the server shares with rollout workers (sampling/host.py; None: none),
-    # and the split of the catalog it samples (None: every split)
+    # the Unix socket of the task sampler the server shares with rollout workers (sampling/host.py; None: none)
     sampler_socket: str | None = None
-    sampler_split: str | None = None

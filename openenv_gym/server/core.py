@@ -100,8 +100,9 @@ class SessionCore:
         created = session_id is None
         session = self._open(owner) if created else self._idle_session(owner, session_id)
         session.live, session.group = False, None  # an episode left unfinished is no group member any more
-        session.last_active, session.began = self.loop.time(), perf_counter()
-        session.timing = timing
+        session.last_active, session.timing = self.loop.time(), timing
+        if timing:
+            session.began = perf_counter()
         done = partial(self._was_reset, session, limit, episode_id, group, created, reply)
         try:  # inline until the environment first waits
             finished, value = self.eager.start(session.env.reset(seed=seed, options=options))
@@ -119,7 +120,9 @@ class SessionCore:
                 type(action) is not str and type(action) is not dict):
             raise self.refuse_step(owner, session_id, action)
         self.metrics.steps += 1
-        session.last_active, session.began = self.loop.time(), perf_counter()
+        session.last_active = self.loop.time()
+        if session.timing:  # (the clock is read for the episodes that asked for env_seconds only)
+            session.began = perf_counter()
         if type(action) is str and len(action) > self.max_action_chars:
             reply(self.step_outcome(session, self.oversized(action)))
             return
@@ -368,7 +371,8 @@ class SessionCore:
             elif self.tools is not None:
                 value.info["tools"] = self.tools
             session.begin(limit, episode_id)
-            session.seconds = perf_counter() - session.began
+            if session.timing:
+                session.seconds = perf_counter() - session.began
             session.group, session.returned = group, 0.0
         elif isinstance(value, ProtocolError):  # refused: a session whose first reset failed was never handed out
             if created:

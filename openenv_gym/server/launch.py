@@ -39,7 +39,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
           web: bool = ServeConfig.web, env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
           exit_with_stdin: bool = False, sandbox: bool = ServeConfig.sandbox, engine: str | None = None,
-          sampler_socket: str | None = None, sampler_split: str | None = None) -> None:
+          sampler_socket: str | None = None) -> None:
     """Serve `env` (a name, a gym id, or a folder with an openenv.toml) until SIGTERM or SIGINT.
 
     workers: processes sharing the port (default: one per core). on_ready(url): called once serving (default:
@@ -50,7 +50,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     for a machine that cannot make sandboxes; the server refuses such an environment otherwise). engine: the
     container engine whose images Harbor tasks play in ("docker", "podman"; default the one they were imported with).
     sampler_socket: the socket of a task sampler (openenv_gym.sampling.host.SamplerHost) that the server shares with
-    rollout workers at POST /sampler, over the tasks of `sampler_split` (default: every split).
+    rollout workers at the WebSocket /sampler.
     """
     settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
@@ -81,7 +81,7 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
                          limits=Limits(max_sessions, step_timeout, idle_timeout, max_frame_bytes, max_action_chars,
                                        frame_timeout, resume_window, group_timeout),
                          threads=threads, reveal_tasks=reveal_tasks, web=web, env_args=env_args or {},
-                         sandbox=sandbox, engine=engine, sampler_socket=sampler_socket, sampler_split=sampler_split)
+                         sandbox=sandbox, engine=engine, sampler_socket=sampler_socket)
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
     run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),

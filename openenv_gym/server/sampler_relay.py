@@ -29,19 +29,14 @@ MAX_ANSWER_BYTES = 64 * 2**20  # a sample of many tasks, or the state of a large
 
 
 class SamplerRelay:
-    def __init__(self, path: str, split: str | None) -> None:
-        self.path, self.split = path, split
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.lock = asyncio.Lock()  # one request at a time on the socket: answers come back in order
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def start(self, catalog: Catalog) -> None:
-        """Give the host this worker's catalog (the first worker's makes the sampler)."""
-        splits = [s for s in await catalog.splits() if self.split is None or s["name"] == self.split]
-        tasks = [{"split": s["name"], "index": index} for s in splits for index in range(s["num_tasks"])]
-        if not tasks:
-            raise BadRequestError(f"{catalog.name} lists no tasks{f' in split {self.split!r}' if self.split else ''}"
-                                  ": a server's --sampler chooses among the tasks of its catalog")
-        await self.call({"call": "init", "tasks": tasks})
+        """Give the host this worker's splits (the first worker's make the sampler, over their tasks)."""
+        await self.call({"call": "init", "splits": await catalog.splits(), "env": catalog.name})
 
     async def call(self, request: dict[str, Any]) -> Any:
         async with self.lock:

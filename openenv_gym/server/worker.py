@@ -199,7 +199,7 @@ class Worker:
         self.openenv = OpenEnvFrontEnd(self.core, self.config.token)
         sockets = WEBSOCKET_PATHS
         if self.config.sampler_socket is not None:  # the task sampler it shares with rollout workers
-            self.sampler = SamplerRelay(self.config.sampler_socket, self.config.sampler_split)
+            self.sampler = SamplerRelay(self.config.sampler_socket)
             await self.sampler.start(catalog)
             sockets += (SAMPLER_PATH,)
         self.frame_deadline = FrameDeadline(limits.frame_timeout)

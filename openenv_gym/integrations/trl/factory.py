@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from openenv_gym.env import RemoteEnv
 from openenv_gym.episode.groups import GROUP_OPTION, GroupScore
-from openenv_gym.episode.state import ENV_SECONDS
+from openenv_gym.episode.state import cost_unit, env_seconds, seconds_asked
 from openenv_gym.errors import EnvError, OpenEnvGymError
 from openenv_gym.integrations.trl import lifecycle
 from openenv_gym.integrations.trl.tasks import task_of_row
@@ -62,7 +62,7 @@ class _Group:
         self.score: GroupScore | Exception | None = None
         self.task = task  # the reset options the sampler gave the group (None: the row's task)
         # each member's reward as get_reward gave it, and its env's seconds (for the sampler)
-        self.rewards: dict[int, tuple[float | None, float]] = {}
+        self.rewards: dict[int, tuple[float | None, float | None]] = {}
 
 
 class EnvClass(type):
@@ -160,13 +160,14 @@ class OpenEnvGymEnv(metaclass=EnvClass):
         group = self._group
         if self.sampler is None or group is None or group.task is None:
             return
-        group.rewards[group.members.index(self)] = (None if self._error else reward,
-                                                    float(self._info.get(ENV_SECONDS, 0.0)))
+        timed = cost_unit(self.sampler) == "seconds"
+        failed = reward is None or self._error is not None
+        group.rewards[group.members.index(self)] = (None, None) if failed else (
+            reward, env_seconds(self._info) if timed else None)
         if len(group.rewards) == len(group.members):
             kept = [(r, seconds) for r, seconds in group.rewards.values() if r is not None]
             task, group.task = group.task, None  # (given back once)
             if kept:
-                timed = getattr(self.sampler, "costs_in", "episodes") == "seconds"
                 self.sampler.update(task, [r for r, _ in kept], [s for _, s in kept] if timed else None)
 
     async def _get_reward_async(self) -> float | None:
@@ -223,12 +224,11 @@ def environment_factory(env_id: str, *, workers: int | None = None, async_reward
     it in a thread of its pool. sampler: a task sampler (openenv_gym.sampling) that chooses each group's task
     (consecutive resets of one row, up to its group_size), given each group's rewards once they are all asked for.
     """
-    unit = getattr(sampler, "costs_in", "episodes")
-    if unit == "tokens":
+    if cost_unit(sampler) == "tokens":
         raise ValueError("environment_factory sees no tokens (TRL generates them): a sampler with cost='tokens' "
                          "works with make_rollout_func; here use 'episodes' or 'seconds'")
-    if unit == "seconds":  # the server measures them when asked
-        make_kwargs["options"] = (make_kwargs.get("options") or {}) | {ENV_SECONDS: True}
+    if asked := seconds_asked(sampler):  # the server measures them when asked
+        make_kwargs["options"] = (make_kwargs.get("options") or {}) | asked
     target = resolve(env_id, workers=workers, **make_kwargs)
     probe = RemoteEnv(target=target)
     description = probe.description

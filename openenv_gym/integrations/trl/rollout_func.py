@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from openenv_gym.client.sync import Runner, current_runner
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.groups import GROUP_OPTION
-from openenv_gym.episode.state import ENV_SECONDS
+from openenv_gym.episode.state import cost_unit, env_seconds, seconds_asked
 from openenv_gym.episode.toolcalls import parse_tool_call
 from openenv_gym.errors import EnvError
 from openenv_gym.integrations.trl import lifecycle
@@ -186,7 +186,7 @@ class EnvRolloutFunc:
 
     def _give_back(self, episodes: list[_Episode], group_rewards: list[float | None]) -> None:
         """Each group's rewards (its members' whose env did not fail) and costs to the sampler."""
-        unit = getattr(self.sampler, "costs_in", "episodes")
+        unit = cost_unit(self.sampler)
         size = len(episodes) // len(self.tasks) if self.tasks else 0
         for g, task in enumerate(self.tasks):
             members = [k for k in range(g * size, (g + 1) * size) if episodes[k].error is None]
@@ -197,7 +197,7 @@ class EnvRolloutFunc:
             if unit == "tokens":
                 costs = [float(episodes[k].written) for k in members]
             elif unit == "seconds":
-                costs = [float(episodes[k].info.get(ENV_SECONDS, 0.0)) for k in members]
+                costs = [env_seconds(episodes[k].info) for k in members]
             self.sampler.update(task, rewards, costs)
         self.tasks = []
 
@@ -356,8 +356,8 @@ def make_rollout_func(env_id: str, *, max_turns: int = 8, system_prompt: str | N
     """
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-    if getattr(sampler, "costs_in", "episodes") == "seconds":  # the server measures them when asked
-        make_kwargs["options"] = (make_kwargs.get("options") or {}) | {ENV_SECONDS: True}
+    if asked := seconds_asked(sampler):  # the server measures them when asked
+        make_kwargs["options"] = (make_kwargs.get("options") or {}) | asked
     return EnvRolloutFunc(resolve(env_id, workers=workers, **make_kwargs), max_turns, system_prompt, generate,
                           sampler)
 
