@@ -51,6 +51,7 @@ PROGRAM = '''
             else ask([answer], first.id)
         text, arguments = second.output_text, json.loads(call.arguments)
         sampled = (second.output[0].model_extra or {}).get("generation_token_ids")
+        usage = [second.usage.input_tokens, second.usage.output_tokens]
 
     elif client_name.startswith("anthropic"):
         from anthropic import Anthropic
@@ -78,6 +79,7 @@ PROGRAM = '''
         second = ask(messages)
         text, arguments = "".join(b.text for b in second.content if b.type == "text"), use.input
         sampled = None  # (the Messages API has no place for them)
+        usage = [second.usage.input_tokens, second.usage.output_tokens]
 
     elif client_name.startswith("chat"):
         from openai import OpenAI
@@ -86,13 +88,17 @@ PROGRAM = '''
         tools = [{"type": "function", "function": {"name": "look", "description": "Look at something.",
                                                    "parameters": schema}}]
 
+        used = {}
+
         def ask(messages):
             common = dict(model=model, messages=[{"role": "system", "content": "Be brief."}, *messages], tools=tools)
             if not stream:
-                message = client.chat.completions.create(**common).choices[0].message
+                completion = client.chat.completions.create(**common)
+                used["usage"], message = completion.usage, completion.choices[0].message
                 return message.model_dump(exclude_none=True) | (message.model_extra or {})
             message = {"role": "assistant", "content": "", "reasoning_content": ""}
-            for chunk in client.chat.completions.create(**common, stream=True):
+            for chunk in client.chat.completions.create(**common, stream=True, stream_options={"include_usage": True}):
+                used["usage"] = chunk.usage or used.get("usage")
                 delta = chunk.choices[0].delta if chunk.choices else None
                 extra = (delta.model_extra or {}) if delta else {}
                 message["content"] += (delta.content or "") if delta else ""
@@ -108,6 +114,7 @@ PROGRAM = '''
         messages += [first, {"role": "tool", "tool_call_id": call["id"], "content": "42"}]
         second = ask(messages)
         text, arguments, sampled = second["content"], json.loads(call["function"]["arguments"]), None
+        usage = [used["usage"].prompt_tokens, used["usage"].completion_tokens]
 
     else:
         from google import genai
@@ -136,9 +143,10 @@ PROGRAM = '''
         text, arguments = second.text, call.args
         chosen = second.candidates[0].logprobs_result
         sampled = [candidate.token_id for candidate in chosen.chosen_candidates] if chosen else None
+        usage = [second.usage_metadata.prompt_token_count, second.usage_metadata.candidates_token_count]
 
     print(json.dumps({"reward": float(text == "done"), "arguments": arguments, "sampled": sampled,
-                      "reasoning": reasoning, "signature": signature}))
+                      "reasoning": reasoning, "signature": signature, "usage": usage}))
 '''
 
 
@@ -159,7 +167,7 @@ THOUGHT = "The sky may tell.\nLook first."
 @pytest.mark.parametrize("client", CLIENTS)
 def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(dialects_url, client):
     look = {"reasoning_content": THOUGHT, "tool_calls": [{"name": "look", "arguments": {"what": "sky"}}]}
-    done = {"content": "done", "completion_ids": [7, 8], "logprobs": [-0.5, -0.25]}
+    done = {"content": "done", "completion_ids": [7, 8], "logprobs": [-0.5, -0.25], "prompt_tokens": 31}
     (obs, info), called, last = play(dialects_url, [look, done], {"index": CLIENTS.index(client)})
     dialect = client.removesuffix("_stream")
     assert obs == f"Look at the {client}." and info["dialect"] == dialect
@@ -180,6 +188,7 @@ def test_each_api_plays_through_its_own_client_and_the_session_sees_one_shape(di
     assert (reward, terminated, info.get("endpoint_errors")) == (1.0, True, None), info
     assert info["result"]["arguments"] == {"what": "sky"}
     assert info["result"]["sampled"] == (None if dialect in ("anthropic", "chat") else [7, 8])
+    assert info["result"]["usage"] == [31, 2]  # the policy's counts, in the usage its API reports
     assert info["result"]["reasoning"] == THOUGHT  # (read by the program's own client, where its API puts it)
     assert (info["result"]["signature"] is not None) == (dialect == "anthropic")
     assert call.get("reasoning_signature") == info["result"]["signature"]  # (kept as the client sent it back)

@@ -13,12 +13,14 @@ runs them its own way.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import shutil
 import socket
 import tempfile
 from pathlib import Path
 
 from openenv_gym.sandbox import WORKDIR, Entry, Sandbox, SandboxPolicy, pool
+from openenv_gym.sandbox.paths import read_inside
 
 HOME = WORKDIR  # a sandboxed program's home: its working directory (the server's own is hidden from it)
 
@@ -47,6 +49,14 @@ class Workplace:
         if self.sandbox is None:
             return environ
         return {**environ, "HOME": HOME, "TMPDIR": "/tmp"}
+
+    async def read(self, path: str, max_bytes: int) -> bytes:
+        """The first `max_bytes` of a file its programs left (`path` relative to the working directory), resolved in
+        the sandbox (sandbox/paths.py: a link they made leads to no file of the host's). Raises OSError."""
+        if self.sandbox is None:
+            with open(self.host_workdir / path, "rb") as file:
+                return file.read(max_bytes)
+        return await asyncio.to_thread(read_inside, self.sandbox.pid, posixpath.join(self.workdir, path), max_bytes)
 
     def out_of_memory(self) -> bool:
         """Whether the memory bound of the episode's processes killed one of them."""

@@ -7,7 +7,9 @@ toolcalls reads) are made, all of them, in order. An object is {"content", "tool
 optionally with
 - "reasoning_content": a thinking model's reasoning ("reasoning", vLLM's name for it from 0.16, is read too), and
   "reasoning_signature" where an Anthropic model signed it, given back to Anthropic's clients as it came;
-- "completion_ids" and "logprobs": the sampled tokens (the reasoning's among them), kept with the message;
+- "completion_ids" and "logprobs": the sampled tokens (the reasoning's among them), kept with the message, and
+  "prompt_tokens": how many tokens the model server counted in the prompt; the program's client reads both counts
+  in the answer's usage, as a model server reports them (an agent's ATIF trajectory records them: export.py);
 or one tool call {"name", "arguments"}. Such environments say so in their description (ASSISTANT_MESSAGES), and a
 rollout gives them the policy's whole turn.
 """
@@ -23,6 +25,7 @@ from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_calls
 # the description key of environments whose actions are assistant messages: a policy's whole turn may go to them
 ASSISTANT_MESSAGES = "assistant_messages"
 TOKEN_KEYS = ("completion_ids", "logprobs")  # what a policy that samples tokens may add to its message
+PROMPT_TOKENS = "prompt_tokens"  # and the count of its prompt's tokens
 REASONING = "reasoning_content"  # a message's reasoning (vLLM's name before 0.16, and the one every dialect reads)
 REASONING_NAMES = (REASONING, "reasoning")  # what a message may call it ("reasoning": vLLM's name from 0.16)
 SIGNATURE = "reasoning_signature"  # an Anthropic thinking block's signature, given back to its clients as it came
@@ -61,7 +64,15 @@ def assistant_message(action: Any, tool_names: set[str], turn: int) -> dict[str,
         value = action.get(key)
         if isinstance(value, list):
             message[key] = value
+    if isinstance(action.get(PROMPT_TOKENS), int) and not isinstance(action[PROMPT_TOKENS], bool):
+        message[PROMPT_TOKENS] = action[PROMPT_TOKENS]
     return message
+
+
+def token_counts(message: dict[str, Any]) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) of an answer, for its usage: what the policy's model server counted, 0
+    where the policy sampled no tokens."""
+    return message.get(PROMPT_TOKENS, 0), len(message.get("completion_ids") or ())
 
 
 def conversation_message(message: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING, SIGNATURE
+from openenv_gym.episode.assistant import REASONING, SIGNATURE, token_counts
 from openenv_gym.protocol.openai_chat import ChatRequest, ChatRequestError, conversation
 
 MESSAGES_PATH = "/v1/messages"
@@ -160,7 +160,8 @@ def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _usage(message: dict[str, Any]) -> dict[str, int]:
-    return {"input_tokens": 0, "output_tokens": len(message.get("completion_ids") or ()),
+    prompt, completion = token_counts(message)
+    return {"input_tokens": prompt, "output_tokens": completion,
             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 

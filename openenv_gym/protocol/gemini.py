@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING
+from openenv_gym.episode.assistant import REASONING, token_counts
 from openenv_gym.protocol.openai_chat import ChatRequest, ChatRequestError, conversation
 
 ROUTE = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>generateContent|"
@@ -155,9 +155,10 @@ def content_response(message: dict[str, Any], model: str, response_id: str) -> d
             {"token": f"token_id:{token}", "tokenId": token, "logProbability": value}
             for token, value in zip(ids, message["logprobs"], strict=False)]}
         candidate["avgLogprobs"] = sum(message["logprobs"]) / len(message["logprobs"])
-    output = len(message.get("completion_ids") or ())
+    prompt, output = token_counts(message)
     return {"candidates": [candidate], "modelVersion": model, "responseId": response_id,
-            "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": output, "totalTokenCount": output}}
+            "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": output,
+                              "totalTokenCount": prompt + output}}
 
 
 def content_events(message: dict[str, Any], model: str, response_id: str) -> bytes:

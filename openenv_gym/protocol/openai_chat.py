@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING, chat_tool_calls
+from openenv_gym.episode.assistant import REASONING, chat_tool_calls, token_counts
 from openenv_gym.protocol.tool_specs import as_tools
 
 CHAT_PATH = "/v1/chat/completions"
@@ -126,8 +126,8 @@ def _finish_reason(message: dict[str, Any]) -> str:
 
 
 def _usage(message: dict[str, Any]) -> dict[str, int]:
-    completion = len(message.get("completion_ids") or ())
-    return {"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion}
+    prompt, completion = token_counts(message)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def _logprobs(message: dict[str, Any]) -> dict[str, Any] | None:

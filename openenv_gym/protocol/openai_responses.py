@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING
+from openenv_gym.episode.assistant import REASONING, token_counts
 from openenv_gym.protocol.openai_chat import MAX_MESSAGES, ChatRequest, ChatRequestError
 
 RESPONSES_PATH = "/v1/responses"
@@ -183,7 +183,7 @@ def output_items(message: dict[str, Any], response_id: str) -> list[dict[str, An
 def response_object(message: dict[str, Any], model: str, response_id: str, request: ChatRequest,
                     status: str = "completed") -> dict[str, Any]:
     """The `response` object that answers `request` with `message`."""
-    completion = len(message.get("completion_ids") or ())
+    prompt, completion = token_counts(message)
     body = request.body
     return {"id": response_id, "object": "response", "created_at": int(time.time()), "status": status,
             "model": model, "output": output_items(message, response_id) if status == "completed" else [],
@@ -193,9 +193,9 @@ def response_object(message: dict[str, Any], model: str, response_id: str, reque
             "error": None, "incomplete_details": None, "instructions": body.get("instructions"),
             "metadata": body.get("metadata") or {}, "temperature": body.get("temperature"),
             "top_p": body.get("top_p"), "text": {"format": {"type": "text"}}, "truncation": "disabled",
-            "usage": {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0},
+            "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
                       "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": completion}}
+                      "total_tokens": prompt + completion}}
 
 
 def response_events(message: dict[str, Any], model: str, response_id: str, request: ChatRequest) -> bytes:

@@ -11,7 +11,9 @@ A branch's record is trainable (`purpose: "train"`) when its tokens are faithful
 Anything else is exported for evaluation only (`purpose: "eval"`, with the `reason` and the messages), and counted:
 a turn without token ids or a logprob per sampled token; a prompt that does not begin with the turns before it (the
 conversation was rendered again: a message the endpoint rewrote); a branch off the first one (a retry, a sub-agent, a
-compaction: what the model wrote there was asked in another context); an episode that failed.
+compaction: what the model wrote there was asked in another context); an episode that failed; an agent program
+whose own ATIF trajectory counts other tokens than the model server gave, turn by turn, or other model calls
+(episode/atif.py: the counts come in the final info's "atif").
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from openenv_gym.episode.atif import INFO_KEY as ATIF
 from openenv_gym.rollout.records import Episode
 
 TRAIN, EVAL = "train", "eval"
@@ -33,9 +36,11 @@ def training_records(episode: Episode) -> list[dict[str, Any]]:
         node = episode.turns[k] if k < len(episode.turns) else {}
         branches.setdefault(int(node.get("branch", 0)), []).append(k)
     records = []
+    disagreement = _reconciled(episode)
     for branch, turns in branches.items():
         record = _identity(episode) | {"branch": branch, "turns": turns}
         tokens, reason = _tokens(episode, turns)
+        reason = reason or disagreement
         if reason is None and branch != 0:
             kind = episode.turns[turns[0]].get("kind", "branch")
             reason = f"a branch off the first one ({kind}): what the model wrote there was asked in another context"
@@ -80,6 +85,34 @@ def _tokens(episode: Episode, turns: list[int]) -> tuple[dict[str, Any], str | N
         mask += [1] * len(turn.completion_ids)
     return {"prompt_token_ids": prompt, "completion_token_ids": completion, "logprobs": logprobs,
             "loss_mask": mask}, None
+
+
+def _reconciled(episode: Episode) -> str | None:
+    """Where the agent's own trajectory disagrees with the model server's tokens, turn by turn (None: it agrees, or
+    the program wrote none)."""
+    atif = episode.info.get(ATIF)
+    if not isinstance(atif, dict):
+        return None
+    if "error" in atif:
+        return f"the agent's ATIF trajectory cannot be reconciled: {atif['error']}"
+    counted = sum(call["calls"] for call in atif["calls"])
+    if counted != len(episode.tokens):
+        return (f"the agent's ATIF trajectory disagrees on the model calls: it counts {counted}, the episode has "
+                f"{len(episode.tokens)} turns")
+    turn = 0
+    for call in atif["calls"]:
+        turns = episode.tokens[turn:turn + call["calls"]]
+        for count, ids in (("prompt_tokens", "prompt_ids"), ("completion_tokens", "completion_ids")):
+            given = [getattr(t, ids) for t in turns]
+            if count in call and None not in given and call[count] != sum(map(len, given)):
+                return (f"the agent's ATIF trajectory disagrees at turn {turn}: {_step_of(call)} counts {call[count]} "
+                        f"{count.replace('_', ' ')}, the model server gave {sum(map(len, given))}")
+        turn += call["calls"]
+    return None
+
+
+def _step_of(call: dict[str, Any]) -> str:
+    return f"its step {call['step']}" + (f" of {call['trajectory']}" if "trajectory" in call else "")
 
 
 class ExportSummary:

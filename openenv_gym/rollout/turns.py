@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from openenv_gym.episode.assistant import REASONING, TOKEN_KEYS
+from openenv_gym.episode.assistant import PROMPT_TOKENS, REASONING, TOKEN_KEYS
 from openenv_gym.episode.results import Action
 from openenv_gym.protocol.tool_specs import openai_tool
 
@@ -77,8 +77,9 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
 
 
 def _tokens(reply: Reply) -> dict[str, Any]:
-    """The turn's sampled tokens, for an env that keeps them with its messages."""
-    return {key: value for key in TOKEN_KEYS if (value := getattr(reply, key)) is not None}
+    """The turn's sampled tokens and its prompt's count, for an env that keeps them with its messages."""
+    tokens = {key: value for key in TOKEN_KEYS if (value := getattr(reply, key)) is not None}
+    return tokens | ({PROMPT_TOKENS: len(reply.prompt_ids)} if reply.prompt_ids is not None else {})
 
 
 def observation_message(observation: str, reply: Reply) -> dict[str, Any]:

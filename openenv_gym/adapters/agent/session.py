@@ -6,7 +6,9 @@ request, in any of the endpoint's APIs: that request is the observation (the las
 tools and dialect in info). Each step answers the waiting request with the action (text,
 or an assistant message with tool calls) and waits for the next one, or for the program's end, which ends the
 episode (terminated) with its reward: the manifest's reward function of the trace, else what the program
-printed last, as JSON (a number, or an object with "reward" and metrics). A program that crashes ends its
+printed last, as JSON (a number, or an object with "reward" and metrics). The ATIF trajectory a program may leave
+at $OPENENV_TRAJECTORY (agent/trajectory.json in its working directory) gives its model calls' token counts in that
+info (episode/atif.py), for the training export to reconcile. A program that crashes ends its
 episode with the error in info; one that stays silent longer than its turn timeout is killed and its episode
 truncated. Each episode's program runs in a sandbox of its own (workplace.py: its own files, processes and uid,
 no network but its model endpoint unless the manifest's `network` says otherwise): nothing it does reaches
@@ -20,6 +22,7 @@ import importlib
 import inspect
 import json
 import os
+import posixpath
 import signal
 import sys
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.python import import_entry
 from openenv_gym.adapters.workplace import Workplace
+from openenv_gym.episode import atif
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
@@ -106,7 +110,8 @@ class AgentFactory:
         manifest, limits = self.manifest, self.manifest.limits
         environ = inherited_environ()
         environ.update(client_environ(lease), OPENENV_TASK=json.dumps(visible(task)), OPENENV_PROMPT=prompt_of(task),
-                       OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)))
+                       OPENENV_PROMPT_JSON=json.dumps(prompt_of(task)),
+                       OPENENV_TRAJECTORY=posixpath.join(place.workdir, atif.TRAJECTORY))
         commands = npm_commands()
         if commands is not None:  # (its npm packages' commands: a CLI agent's)
             environ["PATH"] = f"{commands}:{environ.get('PATH', os.defpath)}"
@@ -227,12 +232,27 @@ class AgentSession(Environment):
                              "message": f"the program {_ending(ended.exit_code)}{bound}{_said(ended)}"}
         if self.lease is not None and self.lease.errors:
             info["endpoint_errors"] = list(self.lease.errors)
+        calls = await self._model_calls()
+        if calls is not None:
+            info[atif.INFO_KEY] = calls
         value, metrics = await self._reward(result, info)
         if metrics:
             info["metrics"] = metrics
         reward = reward_of(value, info)
         obs = f"The episode is over (exit code {ended.exit_code}); reward {reward:g}."
         return StepResult(obs, reward, terminated=not timed_out, truncated=timed_out, info=info)
+
+    async def _model_calls(self) -> dict[str, Any] | None:
+        """The model calls of the ATIF trajectory the program left, if it left one (episode/atif.py)."""
+        if self.place is None:
+            return None
+        try:
+            text = await self.place.read(atif.TRAJECTORY, atif.MAX_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return {"error": f"{atif.TRAJECTORY} could not be read: {exc.strerror or exc}"}
+        return atif.model_calls(text)
 
     async def _reward(self, result: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """(the reward, the metrics): the reward function's, else the program's last JSON line's."""
