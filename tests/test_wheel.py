@@ -25,13 +25,15 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-def test_the_wheel_holds_the_shipped_environments_the_web_page_and_the_licence(wheel):
+def test_the_wheel_holds_the_shipped_environments_the_web_page_the_verifiers_taskset_and_the_licence(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {path.relative_to(ROOT / "servers").as_posix() for path in (ROOT / "servers").rglob("*")
                if path.is_file() and "__pycache__" not in path.parts}
     assert shipped and {f"openenv_gym/_servers/{name}" for name in shipped} <= names
     web = {path.name for path in (ROOT / "openenv_gym" / "web").iterdir() if path.suffix in (".html", ".js", ".css")}
     assert web and {f"openenv_gym/web/{name}" for name in web} <= names
+    taskset = {path.name for path in (ROOT / "openenv_gym_verifiers").glob("*.py")}  # (prime-rl imports it by name)
+    assert "__init__.py" in taskset and {f"openenv_gym_verifiers/{name}" for name in taskset} <= names
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
 
 

@@ -103,6 +103,14 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     sampler.add_argument("--sampler-state", metavar="FILE",
                          help="with --sampler: keep its state in FILE (written every few seconds while it learns and "
                               "when the server stops) and start from it when FILE exists")
+    front = serve.add_argument_group("Verifiers' env server protocol (verifiers 0.4: prime-rl, Verifiers' EnvClient)")
+    front.add_argument("--verifiers-port", type=int, metavar="PORT",
+                       help="serve it on this port too (tcp), each run an episode of ENV played against the run's "
+                            "inference server; the taskset is openenv_gym_verifiers (docs/trainers.md)")
+    front.add_argument("--verifiers-workers", type=positive_int, metavar="N",
+                       help="with --verifiers-port: its processes at most, added as runs grow (default: --workers)")
+    front.add_argument("--max-concurrent", type=positive_int, metavar="N",
+                       help="with --verifiers-port: runs at once per process (default: no bound)")
     add_ray_options(serve)
     serve.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -117,6 +125,8 @@ def _run_serve(args: argparse.Namespace) -> None:
         serve(**args.settings)
         return
     if args.ray:
+        if args.verifiers_port is not None:
+            sys.exit("openenv-gym serve: --verifiers-port goes without --ray for now: serve it on each node instead")
         if args.sampler is not None:
             sys.exit("openenv-gym serve: --sampler goes without --ray (each Ray server would hold one of its own); "
                      "openenv_gym.ray.rollouts(sampler=...) shares one sampler among Ray workers")
@@ -124,6 +134,8 @@ def _run_serve(args: argparse.Namespace) -> None:
         return
     if args.num_servers != 1 or args.ray_address is not None:
         sys.exit("openenv-gym serve: --num-servers and --ray-address go with --ray")
+    if args.verifiers_port is None and (args.verifiers_workers or args.max_concurrent):
+        sys.exit("openenv-gym serve: --verifiers-workers and --max-concurrent go with --verifiers-port")
     with _sampler_host(args) as sampler_socket:
         _serve(args, serve, sampler_socket)
 
@@ -136,7 +148,8 @@ def _serve(args: argparse.Namespace, serve: Any, sampler_socket: str | None) -> 
           reveal_tasks=args.reveal_tasks,
           web=not args.no_web, env_args=args.env_args, log_level=args.log_level, ready_fd=args.ready_fd,
           exit_with_stdin=args.exit_with_stdin, sandbox=not args.no_sandbox, engine=args.engine,
-          sampler_socket=sampler_socket)
+          sampler_socket=sampler_socket, verifiers_port=args.verifiers_port, verifiers_workers=args.verifiers_workers,
+          max_concurrent=args.max_concurrent)
 
 
 @contextlib.contextmanager

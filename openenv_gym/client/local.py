@@ -56,6 +56,7 @@ class LocalServer:
         self._output = threading.Thread(target=_forward, args=(self.process.stdout, self._tail),
                                         name="server-output", daemon=True)
         self._output.start()
+        self.status: dict[str, Any] = {}  # its ready line: the URL, its workers, the Verifiers front end's address
         self.url = self._wait_for_url(ready)
 
     def _wait_for_url(self, ready: int) -> str:
@@ -67,6 +68,7 @@ class LocalServer:
                     break
                 status = read_status(line)
                 if "ready" in status:
+                    self.status = status
                     return status["ready"]
                 timeout = None if "building" in status else START_TIMEOUT  # pip has timeouts of its own
         self.stop()

@@ -27,6 +27,7 @@ from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_p
 from openenv_gym.protocol.ready import read_status, status_line
 from openenv_gym.sandbox import mode, refusal, unavailable, userns
 from openenv_gym.server.config import Limits, ServeConfig
+from openenv_gym.server.verifiers_front import VerifiersFrontEnd, front_end_manifest
 
 
 def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.port, workers: int | None = None,
@@ -39,7 +40,8 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
           web: bool = ServeConfig.web, env_args: dict[str, Any] | None = None, log_level: str = "WARNING",
           on_ready: Callable[[str], None] | None = None, ready_fd: int | None = None,
           exit_with_stdin: bool = False, sandbox: bool = ServeConfig.sandbox, engine: str | None = None,
-          sampler_socket: str | None = None) -> None:
+          sampler_socket: str | None = None, verifiers_port: int | None = None, verifiers_workers: int | None = None,
+          max_concurrent: int | None = None) -> None:
     """Serve `env` (a name, a gym id, or a folder with an openenv.toml) until SIGTERM or SIGINT.
 
     workers: processes sharing the port (default: one per core). on_ready(url): called once serving (default:
@@ -51,6 +53,9 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
     container engine whose images Harbor tasks play in ("docker", "podman"; default the one they were imported with).
     sampler_socket: the socket of a task sampler (openenv_gym.sampling.host.SamplerHost) that the server shares with
     rollout workers at the WebSocket /sampler.
+    verifiers_port: serve Verifiers' env server protocol (verifiers 0.4: what prime-rl's orchestrator and Verifiers'
+    EnvClient speak) on this port too, each run an episode of `env` (server/verifiers_front.py), in
+    `verifiers_workers` processes at most (default: as many as `workers`), each running `max_concurrent` at most.
     """
     settings = {key: value for key, value in locals().items() if key != "on_ready"}  # the arguments, as JSON
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(processName)s %(name)s: %(message)s")
@@ -84,21 +89,55 @@ def serve(env: str, *, host: str = ServeConfig.host, port: int = ServeConfig.por
                          sandbox=sandbox, engine=engine, sampler_socket=sampler_socket)
     from openenv_gym.server.supervisor import run_workers  # the worker machinery loads only where it runs
 
-    run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd),
-                private_fds=() if ready_fd is None else (ready_fd,))
+    front = _Front(_front_end_python(ready_fd), verifiers_port, verifiers_workers or config.workers, max_concurrent) \
+        if verifiers_port is not None else None  # (its venv built before the workers start, not while they wait)
+    try:
+        run_workers(config, lambda bound: _report(config, bound, on_ready, ready_fd, front),
+                    private_fds=() if ready_fd is None else (ready_fd,))
+    finally:
+        if front is not None and front.running is not None:
+            front.running.stop()
 
 
-def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | None, ready_fd: int | None) -> None:
+def _front_end_python(ready_fd: int | None) -> str:
+    """The python of the Verifiers front end's venv, built on first use (whoever waits for the server is told)."""
+    manifest = front_end_manifest()
+    if ready_fd is not None and not venv_ready(manifest):
+        os.write(ready_fd, status_line(building=str(venv_path(manifest))))
+    return str(ensure_venv(manifest))
+
+
+class _Front:
+    """The Verifiers front end to start once the server is up."""
+
+    def __init__(self, python: str, port: int, workers: int, max_concurrent: int | None) -> None:
+        self.python, self.port, self.workers, self.max_concurrent = python, port, workers, max_concurrent
+        self.running: VerifiersFrontEnd | None = None
+
+    def start(self, config: ServeConfig, port: int) -> str:
+        """Its address, once it is bound; its runs reach this server on loopback where it listens on every address."""
+        wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
+        host = wildcard.get(config.host, config.host)
+        url = f"ws://{f'[{host}]' if ':' in host else host}:{port}"
+        self.running = VerifiersFrontEnd.start(self.python, url, config.host, self.port, self.workers,
+                                               self.max_concurrent)
+        return self.running.address
+
+
+def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | None, ready_fd: int | None,
+            front: _Front | None) -> None:
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"ws://{host}:{port}"
+    verifiers = {"verifiers": front.start(config, port)} if front is not None else {}
     if ready_fd is not None:
-        os.write(ready_fd, status_line(ready=url, workers=config.workers, pid=os.getpid()))
+        os.write(ready_fd, status_line(ready=url, workers=config.workers, pid=os.getpid(), **verifiers))
         os.close(ready_fd)
     elif on_ready is not None:
         on_ready(url)
     else:
+        also = f"; Verifiers' env server protocol on {verifiers['verifiers']}" if verifiers else ""
         print(f"openenv-gym: serving {config.env} on {url} (workers={config.workers}, "
-              f"max_sessions={config.limits.max_sessions})", flush=True)
+              f"max_sessions={config.limits.max_sessions}){also}", flush=True)
 
 
 def _containers_instead(manifest: Any) -> str | None:

@@ -1,0 +1,68 @@
+"""Verifiers' own env-server client (verifiers 0.4's `EnvClient`, what prime-rl's orchestrator calls) driving a
+server: the tests' and benchmarks' view of a Verifiers front end. Run with a python that has verifiers 0.4, from the
+repository root:
+
+    python -m benchmarks.verifiers_client tcp://127.0.0.1:5000 --model-url http://127.0.0.1:9000/v1 --model m \
+        --tasks '[{"seed": 1}, {"options": {"split": "train", "index": 0}}]'          # the runs, as one JSON line
+    ... --cancel-after 0.5      # cancel every run after 0.5 s (EnvClient sends the server its cancel)
+
+Each run is `EnvClient.run(EvalClientConfig(base_url), model, SamplingConfig(), task_data)`, all at once; its line
+holds, per run, the episode as the client validated it (its ok, errors, and per trace: the reward, the rewards by
+name, metrics, stop condition, messages and number of model calls), or the error the server replied with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from verifiers.v1.configs.client import EvalClientConfig
+from verifiers.v1.dialects.chat import message_to_wire
+from verifiers.v1.serve.client import EnvClient
+from verifiers.v1.types import SamplingConfig
+
+
+def episode_summary(episode: Any) -> dict[str, Any]:
+    return {"ok": episode.ok, "errors": [f"{e.type}: {e.message}" for e in episode.errors],
+            "traces": [{"reward": trace.reward, "rewards": {n: r.score for n, r in trace.rewards.items() if r},
+                        "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition, "ok": trace.ok,
+                        "messages": [message_to_wire(m) for m in trace.messages], "calls": len(trace.calls),
+                        "errors": [f"{e.type}: {e.message}" for e in trace.errors]}
+                       for trace in episode.traces]}
+
+
+async def runs(address: str, model_url: str, model: str, tasks: list[dict[str, Any]],
+               cancel_after: float | None = None) -> list[dict[str, Any]]:
+    client = EnvClient(address)
+    try:
+        await client.wait_for_server_startup(timeout=60)
+        calls = [asyncio.ensure_future(client.run(EvalClientConfig(base_url=model_url), model, SamplingConfig(),
+                                                  task)) for task in tasks]
+        if cancel_after is not None:
+            await asyncio.sleep(cancel_after)
+            for call in calls:
+                call.cancel()
+        answers = await asyncio.gather(*calls, return_exceptions=True)
+        healthy = await client.health()
+    finally:
+        await client.close()
+    return [{"cancelled": True} if isinstance(answer, asyncio.CancelledError) else
+            {"error": str(answer)} if isinstance(answer, BaseException) else episode_summary(answer)
+            for answer in answers] + [{"healthy_after": healthy}]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("address")
+    parser.add_argument("--model-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--tasks", type=json.loads, required=True, help="a JSON list of task_data")
+    parser.add_argument("--cancel-after", type=float, default=None)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(runs(args.address, args.model_url, args.model, args.tasks, args.cancel_after))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The model call of a turn, in process: the request the env composed (env.py), sent to the rollout's interception
+endpoint, which applies the run's model and sampling, calls the inference server and records the turn in the
+trace, as it does for a harness program's requests. Verifiers allows a harness to run so, in process, as long as its
+model calls go through the endpoint (`Harness.launch`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import verifiers.v1 as vf
+from verifiers.v1.dialects.chat import message_to_wire
+from verifiers.v1.runtimes import ProgramResult
+
+TIMEOUT = httpx.Timeout(None, connect=30.0)  # a model's answer takes what it takes; the episode's timeout bounds it
+
+# the request of each trace's next turn (by trace id), as env.py composed it: {"messages", "tools"}
+requests: dict[str, dict[str, Any]] = {}
+_http: httpx.AsyncClient | None = None
+
+
+class PolicyCallConfig(vf.HarnessConfig):
+    pass
+
+
+class PolicyCall(vf.Harness[PolicyCallConfig]):
+    APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_RESUME = True
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def setup(self, runtime: Any) -> None:
+        pass
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str, mcp_urls: dict[str, str],
+                     data: Any, tool_interception_url: str | None = None) -> ProgramResult:
+        request = requests.pop(trace.id, None)
+        if request is None:  # (a turn env.py did not compose: the conversation so far, as Verifiers accretes it)
+            system, prompt = self.resolve_prompt(data)
+            messages = [{"role": "system", "content": system}] if system else []
+            messages += [message_to_wire(m) for m in prompt] if isinstance(prompt, list) else \
+                [{"role": "user", "content": prompt or ""}]
+            request = {"messages": messages, "tools": []}
+        body = {"model": ctx.model, "messages": request["messages"]} | (
+            {"tools": request["tools"]} if request["tools"] else {})
+        try:
+            answer = await _client().post(f"{endpoint.rstrip('/')}/chat/completions", json=body,
+                                          headers={"Authorization": f"Bearer {secret}"})
+        except httpx.HTTPError as exc:
+            return ProgramResult(1, "", f"the model call failed: {exc!r}")
+        if answer.status_code != 200:
+            return ProgramResult(1, "", f"the model call failed ({answer.status_code}): {answer.text[:2000]}")
+        return ProgramResult(0, "", "")
+
+
+def _client() -> httpx.AsyncClient:
+    global _http
+    if _http is None:
+        _http = httpx.AsyncClient(timeout=TIMEOUT, limits=httpx.Limits(max_connections=None,
+                                                                       max_keepalive_connections=256))
+    return _http

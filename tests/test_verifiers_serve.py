@@ -1,0 +1,135 @@
+"""Every environment served to Verifiers' own env-server client: `serve ENV --verifiers-port P` runs Verifiers' own
+server (verifiers 0.4's serve_env, a pool of two) on openenv_gym_verifiers' taskset, each run an episode of ENV.
+
+Real parts only: our server, Verifiers' server and its EnvClient (what prime-rl's orchestrator calls) in the front
+end's venv (benchmarks/verifiers_client.py), a scripted model server on loopback; the oracle for what a run plays
+is rollouts() of the same env, seeds and model, over our own protocol.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import ROOT, descendants, scrape, wait_until
+from openai_server import ScriptedServer
+
+from openenv_gym import OpenAIPolicy, rollouts
+from openenv_gym.client.local import LocalServer
+from openenv_gym.manifests.venvs import ensure_venv
+from openenv_gym.server.verifiers_front import front_end_manifest
+
+SEEDS = range(1, 7)
+
+
+@pytest.fixture(scope="module")
+def front():
+    """(ws url, the Verifiers front end's address, its venv's python) of a server of `guess`."""
+    python = str(ensure_venv(front_end_manifest()))
+    server = LocalServer("guess", 2, 1000, "--verifiers-port", "0", "--verifiers-workers", "2")
+    yield server.url, server.status["verifiers"], python
+    server.stop()
+
+
+def verifiers_runs(front, model_url: str, model: str, tasks: list, cancel_after: float | None = None) -> list:
+    """Each run as Verifiers' EnvClient got it, and last {"healthy_after": ...}."""
+    _, address, python = front
+    extra = [] if cancel_after is None else ["--cancel-after", str(cancel_after)]
+    done = subprocess.run([python, "-m", "benchmarks.verifiers_client", address, "--model-url", model_url,
+                           "--model", model, "--tasks", json.dumps(tasks), *extra], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def said(messages: list) -> list:
+    """What a conversation says, however each side writes a message: role, text, tool calls (name, arguments)."""
+    return [(m["role"], m.get("content") or "", [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                                                 for c in m.get("tool_calls") or ()]) for m in messages]
+
+
+def test_each_run_plays_the_episode_rollouts_plays_with_the_same_seed_and_model(front):
+    """The model saw the conversation rollouts() gives it, turn for turn (the tools offered, each answer a tool
+    message), and the trace's reward is the episode's return."""
+    url = front[0]
+    with ScriptedServer() as model:
+        runs = verifiers_runs(front, model.url, "guesser", [{"seed": seed} for seed in SEEDS])
+
+        async def ours():
+            return [e async for e in rollouts("openenv/guess", OpenAIPolicy(model.url, "guesser"), num_envs=3,
+                                              episodes=len(SEEDS), seed=SEEDS[0], base_url=url)]
+        episodes = {e.seed: e for e in asyncio.run(ours())}
+    assert runs.pop() == {"healthy_after": True}
+    for seed, run in zip(SEEDS, runs, strict=True):
+        episode = episodes[seed]
+        [trace] = run["traces"]
+        assert run["ok"] and trace["ok"] and not run["errors"], run
+        assert trace["reward"] == pytest.approx(episode.total_reward) and trace["rewards"] == {
+            "reward": pytest.approx(episode.total_reward)}
+        assert said(trace["messages"]) == said(episode.messages[:-1])  # (not the last answer: no model saw it)
+        assert trace["calls"] == len(episode.rewards) > 1 and trace["stop_condition"] == "user_closed"
+
+
+def test_bad_task_data_and_env_errors_are_answered_and_the_server_goes_on(front):
+    """task_data that is no task of the taskset: the reply's success is false with the reason (EnvClient raises
+    it); options the env refuses: the episode is not ok, the env's error in it; then runs play again."""
+    with ScriptedServer() as model:
+        bad, refused, fine, health = verifiers_runs(front, model.url, "guesser", [
+            {"options": "not an object"}, {"options": {"split": "train", "index": 3}}, {"seed": 1}])
+    assert "OpenEnvGymData" in bad["error"] and "options" in bad["error"] and "valid dictionary" in bad["error"]
+    assert not refused["ok"] and not refused["traces"]
+    [error] = refused["errors"]
+    assert "guess does not understand the reset options 'index', 'split'" in error
+    assert fine["ok"] and fine["traces"][0]["reward"] > 0 and health == {"healthy_after": True}
+
+
+def test_a_cancelled_run_frees_its_session_at_once(front):
+    """The client gives up on runs whose model is slow: Verifiers' cancel reaches the run, whose session closes
+    while the model is still thinking (each turn takes 4 s: the episodes would need many)."""
+    url = front[0]
+    open_during = []
+    with ScriptedServer() as model:
+        watch = threading.Thread(target=lambda: open_during.append(
+            wait_until(lambda: scrape(url)[("openenv_gym_sessions", ())] == 3.0, timeout=20)))
+        watch.start()
+        cancelled = verifiers_runs(front, model.url, "slow-4000", [{"seed": s} for s in (1, 2, 3)], cancel_after=2.0)
+        watch.join()
+        assert wait_until(lambda: scrape(url)[("openenv_gym_sessions", ())] == 0.0, timeout=1.5)
+    assert open_during == [True] and cancelled == [{"cancelled": True}] * 3 + [{"healthy_after": True}]
+
+
+def test_the_front_end_does_not_outlive_its_server():
+    server = LocalServer("echo", 1, 10, "--verifiers-port", "0")
+    family = descendants(server.process.pid)
+    front_ends = [pid for pid in family if "openenv_gym_verifiers.serve" in _command(pid)]
+    assert len(front_ends) == 1
+    os.kill(server.process.pid, signal.SIGKILL)  # (no teardown: only its lifeline ends the front end)
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") and "zombie" not in _state(pid)
+                                      for pid in family), timeout=20)
+    server.process.wait()
+
+
+def test_its_options_go_with_verifiers_port():
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--max-concurrent", "4"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "--verifiers-workers and --max-concurrent go with --verifiers-port" in done.stderr
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            return next(line for line in file if line.startswith("State:")).lower()
+    except (OSError, StopIteration):
+        return "gone"
