@@ -5,6 +5,7 @@ repository root:
     python -m benchmarks.verifiers_client tcp://127.0.0.1:5000 --model-url http://127.0.0.1:9000/v1 --model m \
         --tasks '[{"seed": 1}, {"options": {"split": "train", "index": 0}}]'          # the runs, as one JSON line
     ... --cancel-after 0.5      # cancel every run after 0.5 s (EnvClient sends the server its cancel)
+    ... --taskset PROJECT TASKSET_ID --indices 0 3     # task_data of a v1 taskset's tasks, dumped as prime-rl does
 
 Each run is `EnvClient.run(EvalClientConfig(base_url), model, SamplingConfig(), task_data)`, all at once; its line
 holds, per run, the episode as the client validated it (its ok, errors, and per trace: the reward, the rewards by
@@ -58,10 +59,26 @@ def main() -> None:
     parser.add_argument("address")
     parser.add_argument("--model-url", required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--tasks", type=json.loads, required=True, help="a JSON list of task_data")
+    parser.add_argument("--tasks", type=json.loads, help="a JSON list of task_data")
+    parser.add_argument("--taskset", nargs=2, metavar=("PROJECT", "TASKSET_ID"),
+                        help="instead: the tasks of this v1 taskset (--indices), loaded here as prime-rl loads them")
+    parser.add_argument("--indices", type=int, nargs="*", default=[0])
     parser.add_argument("--cancel-after", type=float, default=None)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(runs(args.address, args.model_url, args.model, args.tasks, args.cancel_after))))
+    tasks = args.tasks if args.taskset is None else taskset_data(*args.taskset, args.indices)
+    print(json.dumps(asyncio.run(runs(args.address, args.model_url, args.model, tasks, args.cancel_after))))
+
+
+def taskset_data(project: str, taskset_id: str, indices: list[int]) -> list[dict[str, Any]]:
+    """What prime-rl's orchestrator sends as task_data: the taskset loaded on its side (vf.load_taskset), each
+    task's data dumped."""
+    import sys
+
+    import verifiers.v1 as vf
+
+    sys.path.insert(0, project)
+    tasks = list(vf.load_taskset(vf.resolve_env_config({"taskset": {"id": taskset_id}}).taskset))
+    return [tasks[index].data.model_dump(mode="json") for index in indices]
 
 
 if __name__ == "__main__":

@@ -40,6 +40,11 @@ def verifiers_env(project: str, taskset_id: str, best_of: int | None = None, con
     """The env as Verifiers loads it, every agent on the null harness (unless it names one) and the local
     subprocess runtime; with `best_of`, Verifiers' best-of-n env over the taskset (n attempts, one at a time); with
     `config`, the env's config, nested as Verifiers' own command line nests it."""
+    return load_environment(verifiers_config(project, taskset_id, best_of, config))
+
+
+def verifiers_config(project: str, taskset_id: str, best_of: int | None = None, config: dict | None = None) -> Any:
+    """The env config of verifiers_env(): the project importable here and in the programs it starts."""
     sys.path.insert(0, project)  # as if installed: here, and in the tool servers it starts (python -m ...)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [project, os.environ.get("PYTHONPATH")]))
     given = dict(config or {})
@@ -48,7 +53,7 @@ def verifiers_env(project: str, taskset_id: str, best_of: int | None = None, con
     pinned = {name: agent.model_copy(update={"runtime": vf.SubprocessConfig(),
                                              "harness": agent.harness or {"id": "null"}}).model_dump()
               for name, agent in config if isinstance(agent, vf.AgentConfig)}
-    return load_environment(resolve_env_config({**config.model_dump(), **pinned}))
+    return resolve_env_config({**config.model_dump(), **pinned})
 
 
 async def episode(env: Any, task: Any, model: Callable[[Any], Awaitable[dict]], endpoint: ModelEndpointServer) -> Any:

@@ -22,6 +22,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig
 from openenv_gym.client.native.connection import Connection
 from openenv_gym.client.native.handshake import connect
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
+from openenv_gym.episode.tasks import TASK_SPEC
 from openenv_gym.rollout.openai import reply_of
 from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episode_tools, observation_message
 from openenv_gym_verifiers.harness import requests
@@ -43,7 +44,7 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
         own_messages = bool(description.get(ASSISTANT_MESSAGES))
         session = connection.session()
         try:
-            obs, info = await session.reset(seed=task.data.seed, options=task.data.options)
+            obs, info = await session.reset(seed=task.data.seed, options=_options(task.data, description))
             system = [{"role": "system", "content": task.data.system_prompt}] if task.data.system_prompt else []
             conversation = [*system, {"role": "user", "content": obs}]
             tools = episode_tools(info, description)
@@ -75,6 +76,14 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
             _score(trace, total, final)
         finally:
             await session.close()
+
+
+def _options(data: Any, description: dict[str, Any]) -> dict[str, Any]:
+    """The reset options of a task: its data's own fields; for an env of a Verifiers v1 taskset, its whole data, the
+    dump of that taskset's TaskData (the env validates it into its own type)."""
+    if description.get("source") == "verifiers" and description.get("api") == "v1":
+        return {TASK_SPEC: data.model_dump(mode="json", exclude={"seed"}, exclude_none=True)}
+    return data.reset_options()
 
 
 def _sent_back(answer: dict[str, Any], reply: Reply) -> dict[str, Any]:

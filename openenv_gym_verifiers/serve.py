@@ -21,7 +21,7 @@ from verifiers.v1.serve.pool import env_config_data, serve_env
 TASKSET = "openenv_gym_verifiers"
 
 
-class _Announce:
+class Announce:
     """Where serve_env reports the address it bound (it takes any object with `put`)."""
 
     def put(self, address: str) -> None:
@@ -42,12 +42,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1, help="Verifiers' server processes, at most (elastic)")
     parser.add_argument("--max-concurrent", type=int, default=None, help="runs at once per process")
     args = parser.parse_args(argv)
-    threading.Thread(target=_stop_when_stdin_closes, daemon=True).start()
-    serve_env(max_workers=args.workers, address=args.address, address_queue=_Announce(),
+    threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
+    serve_env(max_workers=args.workers, address=args.address, address_queue=Announce(),
               config_data=env_config_data(config(args.url)), max_concurrent=args.max_concurrent)
 
 
-def _stop_when_stdin_closes() -> None:
+def stop_when_stdin_closes() -> None:
     while sys.stdin.buffer.read(4096):
         pass
     os.kill(os.getpid(), signal.SIGTERM)  # (serve_env's teardown: its workers stop with it)

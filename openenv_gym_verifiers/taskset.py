@@ -1,4 +1,10 @@
-"""The taskset: the catalog of an openenv-gym server, one task per reset options."""
+"""The taskset: the catalog of an openenv-gym server, a task's data its reset options.
+
+A task's data is the TaskData of Verifiers (name, prompt None: the env opens the exchange) whose own fields are the
+reset options of its episode, in our vocabulary: {"split": "train", "index": 3}, {"task": 5}, or any the env reads;
+`seed` is the reset's seed. What prime-rl sends as `task_data` is such a dump. An env served from a Verifiers v1
+taskset is given the whole dump instead, its own TaskData (env.py), which it validates into its own type.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import verifiers.v1 as vf
+from pydantic import ConfigDict
 
 from openenv_gym.sampling import catalog
 
 
 class OpenEnvGymData(vf.TaskData):
-    options: dict[str, Any] = {}
-    """The reset options of the task's episode: {"split": ..., "index": ...}, or any the env reads."""
+    model_config = ConfigDict(frozen=True, extra="allow")  # (its own fields: the reset options)
     seed: int | None = None
     """The reset's seed (an env without a catalog may choose its task by it)."""
+
+    def reset_options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
 class OpenEnvGymConfig(vf.TasksetConfig):
@@ -35,4 +44,4 @@ class OpenEnvGymTaskset(vf.Taskset[OpenEnvGymTask, OpenEnvGymConfig]):
         config = self.config
         for options in config.tasks if config.tasks is not None else catalog(config.url, config.split):
             name = f"{options['split']}#{options['index']}" if {"split", "index"} <= options.keys() else None
-            yield OpenEnvGymTask(OpenEnvGymData(name=name, prompt=None, options=options), config.task)
+            yield OpenEnvGymTask(OpenEnvGymData(name=name, prompt=None, **options), config.task)

@@ -14,6 +14,7 @@ vLLM from 0.16 does: `reasoning`), its tokens among the completion's; "bytes" to
 (each message rendered, its bytes the ids: a prompt is the conversation so far, so the next one begins with it and
 the reply), with a logprob of its own per token, and keeps what it returned (`answers`); "bytes-rewrite" also
 thinks first, in tokens the template leaves out of the history, so a prompt no longer begins with the turns before.
+A request that asks to stream gets the answer as server-sent events (without its tokens).
 """
 
 from __future__ import annotations
@@ -135,8 +136,31 @@ class Handler(BaseHTTPRequestHandler):
         choice = {"index": 0, "message": message, "finish_reason": "stop", "token_ids": completion_ids,
                   "logprobs": {"content": [{"token": str(t), "logprob": value, "top_logprobs": []}
                                            for t, value in zip(completion_ids, logprobs, strict=True)]}}
+        if request.get("stream"):
+            return self._stream(model, message, len(prompt_ids), len(completion_ids),
+                                (request.get("stream_options") or {}).get("include_usage") is True)
         self._answer(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice],
                            "prompt_token_ids": prompt_ids})
+
+    def _stream(self, model: str, message: dict[str, Any], prompt: int, completion: int, usage: bool) -> None:
+        """The answer as server-sent events, as OpenAI streams it: the whole message in one delta, the finish, the
+        usage where asked, [DONE]."""
+        head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+        delta = {key: value for key, value in message.items() if key != "tool_calls"}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        chunks = [head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                  head | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+        if usage:
+            chunks.append(head | {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                                            "total_tokens": prompt + completion}})
+        data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks).encode() + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 class ScriptedServer(ThreadingHTTPServer):

@@ -2,8 +2,9 @@
 server (verifiers 0.4's serve_env, a pool of two) on openenv_gym_verifiers' taskset, each run an episode of ENV.
 
 Real parts only: our server, Verifiers' server and its EnvClient (what prime-rl's orchestrator calls) in the front
-end's venv (benchmarks/verifiers_client.py), a scripted model server on loopback; the oracle for what a run plays
-is rollouts() of the same env, seeds and model, over our own protocol.
+end's venv (benchmarks/verifiers_client.py), a scripted model server on loopback. The oracle for what a run plays:
+rollouts() of the same env, seeds and model, over our own protocol; for a Verifiers v1 env, Verifiers' own env
+server on it (benchmarks/verifiers_env_server.py).
 """
 
 import asyncio
@@ -20,10 +21,14 @@ from openai_server import ScriptedServer
 
 from openenv_gym import OpenAIPolicy, rollouts
 from openenv_gym.client.local import LocalServer
+from openenv_gym.importers import import_environment
+from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.server.verifiers_front import front_end_manifest
 
 SEEDS = range(1, 7)
+HIGHER_LOWER = ROOT / "tests" / "verifiers_v1_envs" / "higher_lower"
+pytestmark = pytest.mark.env_venvs(HIGHER_LOWER)
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +40,16 @@ def front():
     server.stop()
 
 
-def verifiers_runs(front, model_url: str, model: str, tasks: list, cancel_after: float | None = None) -> list:
-    """Each run as Verifiers' EnvClient got it, and last {"healthy_after": ...}."""
+def verifiers_runs(front, model_url: str, model: str, tasks: list | None = None, cancel_after: float | None = None,
+                   taskset: tuple | None = None) -> list:
+    """Each run as Verifiers' EnvClient got it, and last {"healthy_after": ...}; the runs' task_data given, or with
+    `taskset` (project, indices) those of a v1 taskset's tasks."""
     _, address, python = front
     extra = [] if cancel_after is None else ["--cancel-after", str(cancel_after)]
+    extra += ["--tasks", json.dumps(tasks)] if taskset is None else \
+        ["--taskset", str(taskset[0]), taskset[0].name, "--indices", *map(str, taskset[1])]
     done = subprocess.run([python, "-m", "benchmarks.verifiers_client", address, "--model-url", model_url,
-                           "--model", model, "--tasks", json.dumps(tasks), *extra], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                           "--model", model, *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -76,11 +84,11 @@ def test_each_run_plays_the_episode_rollouts_plays_with_the_same_seed_and_model(
 
 def test_bad_task_data_and_env_errors_are_answered_and_the_server_goes_on(front):
     """task_data that is no task of the taskset: the reply's success is false with the reason (EnvClient raises
-    it); options the env refuses: the episode is not ok, the env's error in it; then runs play again."""
+    it); reset options the env refuses: the episode is not ok, the env's error in it; then runs play again."""
     with ScriptedServer() as model:
         bad, refused, fine, health = verifiers_runs(front, model.url, "guesser", [
-            {"options": "not an object"}, {"options": {"split": "train", "index": 3}}, {"seed": 1}])
-    assert "OpenEnvGymData" in bad["error"] and "options" in bad["error"] and "valid dictionary" in bad["error"]
+            {"seed": "soon"}, {"split": "train", "index": 3}, {"seed": 1}])
+    assert "OpenEnvGymData" in bad["error"] and "seed" in bad["error"] and "valid integer" in bad["error"]
     assert not refused["ok"] and not refused["traces"]
     [error] = refused["errors"]
     assert "guess does not understand the reset options 'index', 'split'" in error
@@ -100,6 +108,31 @@ def test_a_cancelled_run_frees_its_session_at_once(front):
         watch.join()
         assert wait_until(lambda: scrape(url)[("openenv_gym_sessions", ())] == 0.0, timeout=1.5)
     assert open_during == [True] and cancelled == [{"cancelled": True}] * 3 + [{"healthy_after": True}]
+
+
+def test_a_v1_env_plays_as_under_verifiers_own_env_server(tmp_path):
+    """A Verifiers v1 env (higher_lower: its Env plays the user) behind Verifiers' own env server and behind our
+    front end, driven by the same EnvClient with task_data dumped from its taskset as prime-rl dumps it, and the
+    same scripted model (streamed, as the null harness asks): the same messages, rewards, metrics and stop."""
+    folder = import_environment(HIGHER_LOWER, HIGHER_LOWER.name, tmp_path, check=False)[0].folder
+    python = str(ensure_venv(load_manifest(folder)))
+    server = LocalServer(str(folder), 1, 100, "--verifiers-port", "0")
+    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(HIGHER_LOWER), "higher_lower"],
+                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        address = theirs.stdout.readline().split()[1]
+        with ScriptedServer() as model:
+            runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(HIGHER_LOWER, [0, 3]))
+                    for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
+    finally:
+        theirs.stdin.close()
+        theirs.wait(30)
+        server.stop()
+    assert runs["ours"] == runs["theirs"]
+    lost, found, health = runs["ours"]
+    assert [run["traces"][0]["rewards"] for run in (lost, found)] == [{"found": 0.0}, {"found": 1.0}]
+    assert lost["traces"][0]["metrics"] == {"guesses": 6.0} and lost["traces"][0]["calls"] == 6
+    assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
 
 
 def test_the_front_end_does_not_outlive_its_server():

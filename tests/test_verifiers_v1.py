@@ -164,15 +164,20 @@ def test_tasks_are_chosen_by_index_name_or_seed_and_answers_stay_hidden(served):
     assert obs == "The word is: maple" and info["task"] == 5 and "answer" not in info["task_data"]
     [(_, info), _] = ours(url, 1, ["river"], expose_answer=True)
     assert info["task_data"]["answer"] == "river"
+    # a task given whole (what Verifiers' env server is sent: its TaskData's dump) plays as the catalog's own
+    [(obs, info), catalogs] = ours(url, 2, ["stone"], expose_answer=True)
+    [(given_obs, _), given] = play_episode(url, ["stone"], options={"task_spec": info["task_data"]})
+    assert given_obs == obs and given[1:4] == catalogs[1:4] == (1.5, True, False)
 
     async def seeded():
         async with openenv_gym.connect(url) as conn:
             session = conn.session()
             firsts = [(await session.reset(seed=7))[0] for _ in range(2)]
             for options, message in (({"task": 99}, "out of range"), ({"task": "pear"}, "no task of split 'train' has"),
-                                     ({"task_spec": {"prompt": "x"}}, "not understand the reset option 'task_spec'"),
+                                     ({"task_spec": {"prompt": "x"}}, "option task_spec is no task of word_echo: .*"
+                                                                      "WordEchoData\nanswer\n  Field required"),
                                      ({"level": 2}, "it understands: env_seconds, episode_id, expose_answer, "
-                                                    "expose_task, group, index, max_steps, split, task$"),
+                                                    "expose_task, group, index, max_steps, split, task, task_spec$"),
                                      ({"seed": 7}, "reset's own argument")):
                 with pytest.raises(BadRequestError, match=message):
                     await session.reset(options=options)

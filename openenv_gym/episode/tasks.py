@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from openenv_gym.errors import BadRequestError
 
 TASK_OPTIONS = ("task", "split", "index")
+TASK_SPEC = "task_spec"  # the option that gives the task itself (its spec, its data), in kinds that can play one
 NAME_KEYS = ("id", "name")  # what a task may be named by, besides its index
 NAME_SCAN_WINDOW = 512  # tasks read at a time while looking for a name
 
@@ -39,10 +40,10 @@ async def resolve_split(source: TaskSource, name: str, split: Any) -> str:
 async def choose_task(source: TaskSource, name: str, seed: int | None, options: dict) -> dict[str, Any]:
     """{"task_spec": ...} or {"split", "index"} for a reset: from the options, or a seeded choice from
     the first split (or the split named in the options)."""
-    if "task_spec" in options:
-        if not isinstance(options["task_spec"], dict):
-            raise BadRequestError("option task_spec must be an object")
-        return {"task_spec": options["task_spec"]}
+    if TASK_SPEC in options:
+        if not isinstance(options[TASK_SPEC], dict):
+            raise BadRequestError(f"option {TASK_SPEC} must be an object")
+        return {TASK_SPEC: options[TASK_SPEC]}
     split = await resolve_split(source, name, options.get("split"))
     if "task" in options:
         if "index" in options:

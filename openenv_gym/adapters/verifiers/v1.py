@@ -6,17 +6,18 @@ its agents and their harness programs, finalize, scoring), with the model contex
 address on the worker's model endpoint. Each request the harness program sends there is a step's observation
 (the last message's text; the messages and tools in info), and the step's action answers it. When the episode
 ends, the step is terminal, its reward the first trace's weighted reward as Verifiers computes it, with the
-rewards by name, the metrics, the stop condition and any errors in info.
+rewards by name (and their weights), the metrics, the stop condition and any errors in info.
 
 GRPO groups: the G episodes of one task are siblings, as the attempts of Verifiers' best-of-n env are; the
 server's `score_group` judges them with that env's `finalize` (each member's `best`, and `pass_at_n` on all),
 its reward the trace's own.
 
-Tasks: one split, "train", of the taskset's tasks in order, read as resets ask for them (v1_tasks.py); a reset
-plays `task` (an index, an id or a name), `split` + `index`, or a seeded choice. The config: env_args that the Env's
-config declares are the Env's, the rest the taskset's (v1_config.py). What Verifiers would run remotely runs here:
-every agent's runtime is the local subprocess one, and an agent that names no harness gets the taskset's own, else
-the manifest's (`null` unless the import said otherwise).
+Tasks: one split, "train", of the taskset's tasks in order, read as resets ask for them (v1_tasks.py); a reset plays
+`task` (an index, an id or a name), `split` + `index`, or a seeded choice; or `task_spec`, a task given whole, the
+dump of the taskset's TaskData that Verifiers' env server is sent (validated into its own types). The config:
+env_args that the Env's config declares are the Env's, the rest the taskset's (v1_config.py). What Verifiers would
+run remotely runs here: every agent's runtime is the local subprocess one, and an agent that names no harness gets
+the taskset's own, else the manifest's (`null` unless the import said otherwise).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
-from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
-from openenv_gym.errors import EnvError, SandboxUnavailableError
+from openenv_gym.episode.tasks import TASK_SPEC, choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import ManifestError, VerifiersManifest, sandbox_network
 from openenv_gym.protocol.openai_chat import ChatRequest, tool_names
 from openenv_gym.sandbox import SandboxPolicy, refusal
@@ -75,7 +76,7 @@ class V1Factory:
         return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
                 "source": "verifiers", "api": "v1", "class": type(self.env.taskset).__name__,
                 "env_args": self.manifest.env_args, "endless": self.task_reader.endless,
-                "reset_options": vocabulary(CATALOG_OPTIONS), ASSISTANT_MESSAGES: True}
+                "reset_options": vocabulary(CATALOG_OPTIONS, (TASK_SPEC,)), ASSISTANT_MESSAGES: True}
 
     async def splits(self) -> list[dict[str, str]]:
         return [{"name": SPLIT, "type": "train"}]
@@ -88,6 +89,18 @@ class V1Factory:
 
     async def tasks(self, split: str, window: range, reveal: bool) -> list[dict]:
         return [self.task_info(task, reveal) for task in await self.task_reader.window(window)]
+
+    def task_of(self, data: dict[str, Any]) -> Any:
+        """A task given whole (the task_spec option: a dump of the taskset's TaskData, as Verifiers' env server is
+        sent it), validated into the taskset's own types."""
+        from pydantic import ValidationError
+
+        task_class = type(self.env.taskset).task_type()
+        try:
+            parsed = task_class.data_type().model_validate(data)
+        except ValidationError as exc:
+            raise BadRequestError(f"option {TASK_SPEC} is no task of {self.name}: {exc}") from None
+        return task_class(parsed, self.env.config.taskset.task)
 
     async def find_task(self, split: str, name: str) -> int | None:
         return await self.task_reader.find(name)
@@ -144,7 +157,8 @@ class V1Session(Environment):
         options = options or {}
         factory = self.factory
         chosen = await choose_task(factory, factory.name, seed, options)
-        task = self.task = await factory.task_reader.get(chosen["index"])
+        task = self.task = factory.task_of(chosen[TASK_SPEC]) if TASK_SPEC in chosen else \
+            await factory.task_reader.get(chosen["index"])
         await self.close()
         await factory.serve()
         self.replies = 0
@@ -153,7 +167,9 @@ class V1Session(Environment):
         if turn.done:
             raise EnvError(f"the episode ended before asking the model anything: {_errors(turn.output) or 'no error'}"
                            f"{self._endpoint_errors()}")
-        info = {**chosen, "task": chosen["index"], **self._request_info(turn.request)}
+        info = {**{key: value for key, value in chosen.items() if key != TASK_SPEC}, **self._request_info(turn.request)}
+        if "index" in chosen:
+            info["task"] = chosen["index"]
         info.update({"task_data": factory.task_info(task, reveals_hidden(options))})
         return ResetResult(turn.request.last_text, info)
 
@@ -195,6 +211,7 @@ class V1Session(Environment):
             first = traces[0]
             value = first.reward
             info.update(rewards={name: reward.score for name, reward in first.rewards.items()},
+                        reward_weights={name: reward.weight for name, reward in first.rewards.items()},
                         metrics=jsonable(first.metrics), stop_condition=first.stop_condition)
             if len(traces) > 1:
                 info["trace_rewards"] = [trace.reward for trace in traces]
