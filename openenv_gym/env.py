@@ -11,6 +11,7 @@ exception. All I/O goes through the transport (client/transport.py).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -25,7 +26,7 @@ from openenv_gym.episode.results import Action
 from openenv_gym.episode.state import failure_outcome
 from openenv_gym.errors import InvalidActionError
 from openenv_gym.spaces import spaces_for
-from openenv_gym.targets import Target
+from openenv_gym.targets import Target, with_make_args
 
 SEED_BOUND = 2**31
 
@@ -37,7 +38,8 @@ class RemoteEnv(gym.Env[str, Action]):
                  options: dict[str, Any] | None = None, render_mode: str | None = None,
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
-                 sandbox: bool = True, target: Target | None = None) -> None:
+                 sandbox: bool = True, target: Target | None = None, make_args: Sequence[str] = (),
+                 **env_kwargs: Any) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server.
@@ -55,9 +57,12 @@ class RemoteEnv(gym.Env[str, Action]):
             machines that cannot make sandboxes (no bubblewrap, not root). Only without base_url (ValueError
             otherwise): a running server sandboxes or not as it was started.
         target: all of the above at once (targets.resolve's), instead of them.
+        env_kwargs: what the environment takes as env_args, by name (openenv/verifiers-remote: address=, taskset=);
+            `make_args`, set by registration, names them.
         """
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'ansi' or None")
+        env_args = with_make_args(env_args, make_args, env_kwargs)
         self.target = target or Target.of(env, base_url, transport=transport, token=token, options=options,
                                           env_args=env_args, request_timeout=request_timeout,
                                           reset_retry_window=reset_retry_window, sandbox=sandbox)

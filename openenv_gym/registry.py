@@ -15,12 +15,13 @@ VECTOR_ENTRY_POINT = "openenv_gym.vector:RemoteVectorEnv"
 def register_manifest(manifest: BaseManifest) -> None:
     if manifest.gym_id in gym.registry:
         return
+    make_args = getattr(manifest, "make_args", ())  # (gym.make's keyword arguments that are its env_args)
     gym.register(
         manifest.gym_id,
         entry_point=ENTRY_POINT,
         vector_entry_point=VECTOR_ENTRY_POINT,
         nondeterministic=not manifest.deterministic,
-        kwargs={"env": str(manifest.folder)},
+        kwargs={"env": str(manifest.folder)} | ({"make_args": tuple(make_args)} if make_args else {}),
     )
 
 

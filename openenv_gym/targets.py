@@ -12,6 +12,7 @@ trainer integrations all go through it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,15 +112,30 @@ class Target:
         return client
 
 
+def with_make_args(env_args: dict[str, Any] | None, make_args: Sequence[str],
+                   given: dict[str, Any]) -> dict[str, Any] | None:
+    """env_args with gym.make's keyword arguments that the environment takes as env_args (its manifest's
+    `make_args`: openenv/verifiers-remote's address=, taskset=); TypeError for any other."""
+    unknown = sorted(set(given) - set(make_args))
+    if unknown:
+        also = f"; it also takes {', '.join(make_args)} (its env_args)" if make_args else ""
+        raise TypeError(f"unexpected arguments: {', '.join(unknown)}{also}")
+    return {**(env_args or {}), **given} if given else env_args
+
+
 def resolve(env_id: str, *, workers: int | None = None, **make_kwargs: Any) -> Target:
     """The Target of `gym.make(env_id, **make_kwargs)`. Without base_url, the local server of the env is started
     (with `workers` processes, default one per core), as gym.make_vec does."""
     spec = gym.spec(env_id)  # an unknown id fails here, with Gymnasium's suggestions
+    kwargs = dict(spec.kwargs)
+    make_args = kwargs.pop("make_args", ())
+    given = {key: make_kwargs.pop(key) for key in list(make_kwargs) if key in make_args}
     unknown = sorted(set(make_kwargs) - set(TARGET_KWARGS))
     if unknown:
         raise TypeError(f"unexpected arguments for {env_id}: {', '.join(unknown)}; "
-                        f"known: {', '.join(TARGET_KWARGS)}")
-    kwargs = dict(spec.kwargs) | {key: value for key, value in make_kwargs.items() if value is not None}
+                        f"known: {', '.join((*TARGET_KWARGS, *make_args))}")
+    kwargs |= {key: value for key, value in make_kwargs.items() if value is not None}
+    kwargs["env_args"] = with_make_args(kwargs.get("env_args"), make_args, given)
     if kwargs.get("base_url") is None and kwargs.get("env") is None:
         raise ValueError(f"{env_id} drives a running server: pass base_url=")
     return Target.of(workers=workers or os.cpu_count() or 1, env_id=env_id, **kwargs)

@@ -31,7 +31,7 @@ from openenv_gym.episode.groups import GROUP_OPTION
 from openenv_gym.episode.state import MAX_STEPS_OPTION, cost_unit, env_seconds, seconds_asked
 from openenv_gym.groups import Ended, Groups
 from openenv_gym.spaces import spaces_for
-from openenv_gym.targets import Target
+from openenv_gym.targets import Target, with_make_args
 
 
 def batch_infos(infos: Sequence[dict[str, Any]], envs: Sequence[int], num_envs: int) -> dict[str, Any]:
@@ -119,7 +119,7 @@ class RemoteVectorEnv(VectorEnv):
                  request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, transport: str = "native",
                  env_args: dict[str, Any] | None = None, reset_retry_window: float = DEFAULT_RESET_RETRY_WINDOW,
                  group_size: int | None = None, sampler: Any = None, sandbox: bool = True,
-                 target: Target | None = None) -> None:
+                 target: Target | None = None, make_args: Sequence[str] = (), **env_kwargs: Any) -> None:
         """
         env: the environment (name or folder) for the embedded default; set by registration. With
             transport="ors", the environment's name on the ORS server(s).
@@ -146,7 +146,9 @@ class RemoteVectorEnv(VectorEnv):
             without base_url.
         target: env, base_url, token, options, transport, env_args, request_timeout, reset_retry_window and
             sandbox at once (targets.resolve's), instead of them.
+        env_kwargs: what the environment takes as env_args, by name (see RemoteEnv).
         """
+        env_args = with_make_args(env_args, make_args, env_kwargs)
         group_size, timing = _sampled(sampler, group_size)
         if group_size is not None and (group_size < 1 or num_envs % group_size):
             raise ValueError(f"group_size must be at least 1 and divide num_envs ({num_envs}), got {group_size}")

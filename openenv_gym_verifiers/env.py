@@ -79,9 +79,9 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
 
 
 def _options(data: Any, description: dict[str, Any]) -> dict[str, Any]:
-    """The reset options of a task: its data's own fields; for an env of a Verifiers v1 taskset, its whole data, the
-    dump of that taskset's TaskData (the env validates it into its own type)."""
-    if description.get("source") == "verifiers" and description.get("api") == "v1":
+    """The reset options of a task: its data's own fields; for an env of a Verifiers v1 taskset (here, or on a v1 env
+    server), its whole data, the dump of that taskset's TaskData (the env validates it into its own type)."""
+    if description.get("source") == "verifiers" and TASK_SPEC in description.get("reset_options", ()):
         return {TASK_SPEC: data.model_dump(mode="json", exclude={"seed"}, exclude_none=True)}
     return data.reset_options()
 

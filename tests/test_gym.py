@@ -13,8 +13,9 @@ from openenv_gym.manifests.discovery import shipped_manifests
 from openenv_gym.spaces import ToolCallSpace, UnicodeText
 
 # (the CLI agents' episodes start a Node program each, a second and their venv's npm packages: they are played in
-# tests/test_cli_agents.py, not in the sweeps of every shipped environment here)
-SHIPPED_IDS = [m.gym_id for m in shipped_manifests() if not m.npm]
+# tests/test_cli_agents.py, not in the sweeps of every shipped environment here; nor is openenv/verifiers-remote, which
+# plays a Verifiers env server someone runs, named in its make_args: tests/test_verifiers_serve.py)
+SHIPPED_IDS = [m.gym_id for m in shipped_manifests() if not m.npm and not getattr(m, "make_args", ())]
 
 
 def test_import_registers_every_shipped_env():

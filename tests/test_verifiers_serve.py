@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 
+import gymnasium as gym
 import pytest
 from conftest import ROOT, descendants, scrape, wait_until
 from openai_server import ScriptedServer
 
 from openenv_gym import OpenAIPolicy, rollouts
 from openenv_gym.client.local import LocalServer
+from openenv_gym.errors import EnvError
 from openenv_gym.importers import import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
@@ -110,29 +112,58 @@ def test_a_cancelled_run_frees_its_session_at_once(front):
     assert open_during == [True] and cancelled == [{"cancelled": True}] * 3 + [{"healthy_after": True}]
 
 
-def test_a_v1_env_plays_as_under_verifiers_own_env_server(tmp_path):
+@pytest.fixture(scope="module")
+def higher_lower(tmp_path_factory):
+    """(its import's folder, its venv's python, the address of Verifiers' own env server on it)."""
+    folder = import_environment(HIGHER_LOWER, HIGHER_LOWER.name, tmp_path_factory.mktemp("v1"), check=False)[0].folder
+    python = str(ensure_venv(load_manifest(folder)))
+    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(HIGHER_LOWER), "higher_lower"],
+                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    yield folder, python, theirs.stdout.readline().split()[1]
+    theirs.stdin.close()
+    theirs.wait(30)
+
+
+def test_a_v1_env_plays_as_under_verifiers_own_env_server(higher_lower):
     """A Verifiers v1 env (higher_lower: its Env plays the user) behind Verifiers' own env server and behind our
     front end, driven by the same EnvClient with task_data dumped from its taskset as prime-rl dumps it, and the
     same scripted model (streamed, as the null harness asks): the same messages, rewards, metrics and stop."""
-    folder = import_environment(HIGHER_LOWER, HIGHER_LOWER.name, tmp_path, check=False)[0].folder
-    python = str(ensure_venv(load_manifest(folder)))
-    server = LocalServer(str(folder), 1, 100, "--verifiers-port", "0")
-    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(HIGHER_LOWER), "higher_lower"],
-                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        address = theirs.stdout.readline().split()[1]
-        with ScriptedServer() as model:
-            runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(HIGHER_LOWER, [0, 3]))
-                    for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
-    finally:
-        theirs.stdin.close()
-        theirs.wait(30)
-        server.stop()
+    folder, python, address = higher_lower
+    with LocalServer(str(folder), 1, 100, "--verifiers-port", "0") as server, ScriptedServer() as model:
+        runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(HIGHER_LOWER, [0, 3]))
+                for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
     assert runs["ours"] == runs["theirs"]
     lost, found, health = runs["ours"]
     assert [run["traces"][0]["rewards"] for run in (lost, found)] == [{"found": 0.0}, {"found": 1.0}]
     assert lost["traces"][0]["metrics"] == {"guesses": 6.0} and lost["traces"][0]["calls"] == 6
     assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
+
+
+def test_a_v1_env_server_is_a_gym_environment_each_model_call_a_step(higher_lower):
+    """openenv/verifiers-remote over Verifiers' own env server: its rollouts' model calls are the steps, the
+    catalog is the taskset named, and the vector client and rollouts() play it as any env."""
+    _, _, address = higher_lower
+    remote = {"address": address, "taskset": {"id": "higher_lower"}, "taskset_path": str(HIGHER_LOWER)}
+    env = gym.make("openenv/verifiers-remote", **remote)
+    obs, info = env.reset(options={"task": 3})
+    assert "first guess" in obs.lower() and info["messages"][0]["role"] == "system"
+    _, reward, terminated, _, info = env.step("Is it 50?")
+    assert (reward, terminated, info["rewards"], info["metrics"]) == (1.0, True, {"found": 1.0}, {"guesses": 1.0})
+    obs, _ = env.reset(options={"task": 0})
+    _, reward, terminated, _, _ = env.step("50")
+    assert (reward, terminated) == (0.0, False) and "lower" in env.unwrapped._last_obs.lower()
+    env.close()
+    with ScriptedServer() as model:
+        async def played():
+            return [e async for e in rollouts("openenv/verifiers-remote", OpenAIPolicy(model.url, "m"), num_envs=2,
+                                              tasks=[{"task": 0}, {"task": 3}], env_args=remote)]
+        episodes = sorted(asyncio.run(played()), key=lambda e: e.options["task"])
+    assert [(e.total_reward, e.info["metrics"]["guesses"], e.error) for e in episodes] == [(0.0, 6.0, None),
+                                                                                          (1.0, 1.0, None)]
+    nowhere = gym.make("openenv/verifiers-remote", **{**remote, "address": "tcp://127.0.0.1:9"})
+    with pytest.raises(EnvError, match=r"no Verifiers env server answers at tcp://127\.0\.0\.1:9 "):
+        nowhere.reset()
+    nowhere.close()
 
 
 def test_the_front_end_does_not_outlive_its_server():

@@ -154,16 +154,20 @@ class OrsManifest(ImportedManifest):
 
 
 class VerifiersManifest(ImportedManifest):
-    """A Verifiers environment: classic (entry: module:load_environment) or v1 (entry: package:TasksetClass)."""
+    """A Verifiers environment: classic (entry: module:load_environment) or v1 (entry: package:TasksetClass); or a
+    v1 env server someone runs ("remote": env_args name its address and taskset)."""
 
     id_prefix: ClassVar[str] = "verifiers-"
     kind: Literal["verifiers"]
-    api: Literal["classic", "v1"] = "classic"
+    api: Literal["classic", "v1", "remote"] = "classic"
     env_args: dict[str, Any] = {}  # arguments of load_environment(), or v1: the taskset config's fields
     # v1: the harness of agents that name none, where the taskset ships none (Verifiers' own default is bash)
     harness: str = "null"
     max_tasks: PositiveInt = 1_000  # v1: the tasks offered by a taskset that never ends (a seed chooses among them)
     network: Network | NetworkAllow = "model"  # v1: its runtimes' sandboxes' (what their programs reach: see agent)
+    # gym.make's keyword arguments that are its env_args: gym.make(id, address=...) is gym.make(id, env_args=
+    # {"address": ...}) (openenv/verifiers-remote's)
+    make_args: list[str] = []
 
     @property
     def runs_programs(self) -> bool:

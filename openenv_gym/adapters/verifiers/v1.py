@@ -57,13 +57,25 @@ SHOWN_FIELDS = ("idx", "id", "name", "description", "prompt", "system_prompt")  
 
 
 class V1Factory:
-    def __init__(self, env: Any, tasks: LazyTasks, manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
-                 vf: Any, base_fields: set[str]) -> None:
-        self.env, self.task_reader, self.manifest, self.endpoint, self.vf = env, tasks, manifest, endpoint, vf
+    """A v1 taskset's tasks, and sessions that step the model requests of their episodes; where an episode runs is
+    the subclass's: here (LocalV1Factory), or on a v1 env server (remote.py)."""
+
+    def __init__(self, taskset: Any, tasks: LazyTasks, manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
+                 vf: Any, env_args: dict[str, Any]) -> None:
+        self.taskset, self.task_reader, self.manifest, self.endpoint, self.vf = taskset, tasks, manifest, endpoint, vf
         self.name = manifest.name
-        self.base_fields = base_fields  # TaskData's own fields: a subclass's (the answer) show only when asked
-        self.serving: Any = None
-        self.starting = asyncio.Lock()
+        self.env_args = env_args  # the manifest's, with those it is served with over them
+        self.base_fields = set(vf.TaskData.model_fields)  # TaskData's own: a subclass's (the answer) show if asked
+
+    async def run_episode(self, task: Any, base_url: str) -> Any:
+        """The episode of `task`, its model at `base_url` (a session's address on the worker's model endpoint)."""
+        raise NotImplementedError
+
+    async def serve(self) -> None:
+        """Up what the episodes share, once for the worker's episodes."""
+
+    async def aclose(self) -> None:
+        pass
 
     def __call__(self) -> V1Session:
         if self.endpoint is None:
@@ -72,10 +84,10 @@ class V1Factory:
         return V1Session(self, self.endpoint)
 
     def describe(self) -> dict[str, Any]:
-        doc = self.manifest.description or (type(self.env.taskset).__doc__ or "").strip().split("\n")[0]
+        doc = self.manifest.description or (type(self.taskset).__doc__ or "").strip().split("\n")[0]
         return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
-                "source": "verifiers", "api": "v1", "class": type(self.env.taskset).__name__,
-                "env_args": self.manifest.env_args, "endless": self.task_reader.endless,
+                "source": "verifiers", "api": self.manifest.api, "class": type(self.taskset).__name__,
+                "env_args": self.env_args, "endless": self.task_reader.endless,
                 "reset_options": vocabulary(CATALOG_OPTIONS, (TASK_SPEC,)), ASSISTANT_MESSAGES: True}
 
     async def splits(self) -> list[dict[str, str]]:
@@ -95,12 +107,12 @@ class V1Factory:
         sent it), validated into the taskset's own types."""
         from pydantic import ValidationError
 
-        task_class = type(self.env.taskset).task_type()
+        task_class = type(self.taskset).task_type()
         try:
             parsed = task_class.data_type().model_validate(data)
         except ValidationError as exc:
             raise BadRequestError(f"option {TASK_SPEC} is no task of {self.name}: {exc}") from None
-        return task_class(parsed, self.env.config.taskset.task)
+        return task_class(parsed, self.taskset.config.task)
 
     async def find_task(self, split: str, name: str) -> int | None:
         return await self.task_reader.find(name)
@@ -113,6 +125,22 @@ class V1Factory:
         data = jsonable(task.data)
         return {key: value for key, value in data.items()
                 if key in SHOWN_FIELDS or (reveal and key not in self.base_fields)}
+
+
+class LocalV1Factory(V1Factory):
+    """The env itself, loaded here: its episodes run as Verifiers' own runner runs them."""
+
+    def __init__(self, env: Any, tasks: LazyTasks, manifest: VerifiersManifest, endpoint: ModelEndpoint | None,
+                 vf: Any, env_args: dict[str, Any]) -> None:
+        super().__init__(env.taskset, tasks, manifest, endpoint, vf, env_args)
+        self.env = env
+        self.serving: Any = None
+        self.starting = asyncio.Lock()
+
+    async def run_episode(self, task: Any, base_url: str) -> Any:
+        context = self.vf.ModelContext(model=MODEL, client=self.vf.EvalClientConfig(base_url=base_url,
+                                                                                    api_key_var=KEY_VARIABLE))
+        return await self.env.run_episode(task, context)
 
     async def score_group(self, episodes: list[FinishedEpisode]) -> list[dict[str, Any]]:
         """The members' first traces judged together as best-of-n's finalize judges its attempts."""
@@ -174,12 +202,9 @@ class V1Session(Environment):
         return ResetResult(turn.request.last_text, info)
 
     async def _run(self, ask: Any, task: Any) -> Any:
-        vf = self.factory.vf
         self.lease = lease = await self.endpoint.open(ask, MODEL)
         try:
-            context = vf.ModelContext(model=MODEL, client=vf.EvalClientConfig(base_url=lease.base_url,
-                                                                              api_key_var=KEY_VARIABLE))
-            return await self.factory.env.run_episode(task, context)
+            return await self.factory.run_episode(task, lease.base_url)
         finally:
             lease.close()
 
@@ -275,7 +300,8 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     if not (isinstance(taskset_class, type) and issubclass(taskset_class, vf.Taskset)):
         raise ManifestError(f"{manifest.folder}: {manifest.entry} is not a verifiers v1 Taskset class")
     taskset_id = manifest.entry.split(":")[0].split(".")[0]  # its package, as Verifiers' loader imports it
-    env = load_environment(env_config(vf, taskset_id, {**manifest.env_args, **env_args}, manifest.harness))
+    env_args = {**manifest.env_args, **env_args}
+    env = load_environment(env_config(vf, taskset_id, env_args, manifest.harness))
     tasks = LazyTasks(env.taskset, manifest.max_tasks)
     tasks.read_to(1)  # the first task only: a taskset may be endless, and its tasks costly to make
     if not tasks.read:
@@ -287,5 +313,4 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
                            readable=(str(manifest.folder), str(scripts),
                                      *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))))
     install_runtime(task_class.toolsets.__func__ is not vf.Task.toolsets.__func__, policy, sandboxed)
-    base_fields = set(vf.TaskData.model_fields)
-    return V1Factory(env, tasks, manifest, endpoint, vf, base_fields)
+    return LocalV1Factory(env, tasks, manifest, endpoint, vf, env_args)
