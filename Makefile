@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
 lint: $(VENV)/.installed
-	$(PY) -m ruff check openenv_gym servers tests benchmarks examples scripts deploy
+	$(PY) -m ruff check openenv_gym openenv_gym_verifiers servers tests benchmarks examples scripts deploy
 
 # System packages some tests need: the browser tests run Debian's Chromium (Playwright's own browser download is out
 # of reach here); the DNS test resolves a name to several addresses through nss_wrapper and a hosts file of its own;

@@ -43,5 +43,5 @@ class OpenEnvGymTaskset(vf.Taskset[OpenEnvGymTask, OpenEnvGymConfig]):
     def load(self) -> Iterator[OpenEnvGymTask]:
         config = self.config
         for options in config.tasks if config.tasks is not None else catalog(config.url, config.split):
-            name = f"{options['split']}#{options['index']}" if {"split", "index"} <= options.keys() else None
+            name = ",".join(f"{key}={value}" for key, value in options.items())[:200]  # (split=train,index=3)
             yield OpenEnvGymTask(OpenEnvGymData(name=name, prompt=None, **options), config.task)

@@ -43,3 +43,23 @@ def test_a_harbor_task_played_with_bash():
     out = run("harbor_bash.py")
     assert "the sum (42): reward 1.0, terminated True" in out
     assert "a wrong answer (43): reward 0.0, terminated True" in out
+
+
+def test_prime_rls_orchestrator_calls_play_groups_on_our_server():
+    """Run with a python that has verifiers 0.4 (the front end's venv): the config lines printed for the server it
+    started, and one group per task, each run an episode of guess (the scripted model finds the number)."""
+    from openenv_gym.manifests.venvs import ensure_venv
+    from openenv_gym.server.verifiers_front import front_end_manifest
+
+    with ScriptedServer() as server:
+        done = subprocess.run([str(ensure_venv(front_end_manifest())), str(EXAMPLES / "prime_rl_orchestrator.py"),
+                               "--model-url", server.url, "--model", "scripted", "--seeds", "1", "2",
+                               "--group-size", "3"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r'id = "openenv_gym_verifiers"\nurl = "ws://127\.0\.0\.1:\d+"\ntasks = \[\{seed = 1\}, '
+                     r'\{seed = 2\}\]\n\[orchestrator\.train\.source\.serve\]\naddress = "tcp://127\.0\.0\.1:\d+"',
+                     done.stdout)
+    groups = re.findall(r"^task seed=(\d): rewards \[(.*?)\], mean (\S+), model calls \[(.*?)\], ok (\w+)",
+                        done.stdout, re.MULTILINE)
+    assert [(seed, ok) for seed, _, _, _, ok in groups] == [("1", "True"), ("2", "True")]
+    assert all(float(mean) > 0.5 and len(rewards.split(", ")) == 3 for _, rewards, mean, _, _ in groups)
