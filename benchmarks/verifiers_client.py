@@ -6,6 +6,7 @@ repository root:
         --tasks '[{"seed": 1}, {"options": {"split": "train", "index": 0}}]'          # the runs, as one JSON line
     ... --cancel-after 0.5      # cancel every run after 0.5 s (EnvClient sends the server its cancel)
     ... --taskset PROJECT TASKSET_ID --indices 0 3     # task_data of a v1 taskset's tasks, dumped as prime-rl does
+    ... --runs 1024 --concurrency 64     # throughput: runs of the tasks in turn, 64 at a time; one JSON line of figures
 
 Each run is `EnvClient.run(EvalClientConfig(base_url), model, SamplingConfig(), task_data)`, all at once; its line
 holds, per run, the episode as the client validated it (its ok, errors, and per trace: the reward, the rewards by
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from typing import Any
 
 from verifiers.v1.configs.client import EvalClientConfig
@@ -54,6 +56,37 @@ async def runs(address: str, model_url: str, model: str, tasks: list[dict[str, A
             for answer in answers] + [{"healthy_after": healthy}]
 
 
+async def throughput(address: str, model_url: str, model: str, tasks: list[dict[str, Any]], runs: int,
+                     concurrency: int) -> dict[str, Any]:
+    """`runs` runs of the tasks in turn, `concurrency` at a time: runs/s, errors (a reply with success false, or an
+    episode not ok) and their first reasons."""
+    client = EnvClient(address)
+    await client.wait_for_server_startup(timeout=120)
+    inference, sampling = EvalClientConfig(base_url=model_url), SamplingConfig()
+    numbers, errors, reasons = iter(range(runs)), 0, []
+
+    async def player() -> None:
+        nonlocal errors
+        for number in numbers:
+            try:
+                episode = await client.run(inference, model, sampling, tasks[number % len(tasks)])
+                failed = [f"{e.type}: {e.message}" for e in episode.errors] if not episode.ok else []
+            except RuntimeError as exc:
+                failed = [str(exc)]
+            if failed:
+                errors += 1
+                reasons.extend(failed[:1] if len(reasons) < 5 else [])
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(player() for _ in range(concurrency)))
+    finally:
+        seconds = time.perf_counter() - started
+        await client.close()
+    return {"runs": runs, "concurrency": concurrency, "seconds": seconds, "runs_per_s": runs / seconds,
+            "errors": errors, "reasons": reasons}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("address")
@@ -64,8 +97,14 @@ def main() -> None:
                         help="instead: the tasks of this v1 taskset (--indices), loaded here as prime-rl loads them")
     parser.add_argument("--indices", type=int, nargs="*", default=[0])
     parser.add_argument("--cancel-after", type=float, default=None)
+    parser.add_argument("--runs", type=int, default=None, help="throughput: this many runs of the tasks in turn")
+    parser.add_argument("--concurrency", type=int, default=64, help="throughput: runs at once")
     args = parser.parse_args()
     tasks = args.tasks if args.taskset is None else taskset_data(*args.taskset, args.indices)
+    if args.runs is not None:
+        print(json.dumps(asyncio.run(throughput(args.address, args.model_url, args.model, tasks, args.runs,
+                                                args.concurrency))))
+        return
     print(json.dumps(asyncio.run(runs(args.address, args.model_url, args.model, tasks, args.cancel_after))))
 
 

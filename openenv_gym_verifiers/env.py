@@ -25,7 +25,7 @@ from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
 from openenv_gym.episode.tasks import TASK_SPEC
 from openenv_gym.rollout.openai import reply_of
 from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episode_tools, observation_message
-from openenv_gym_verifiers.harness import requests
+from openenv_gym_verifiers.harness import close_client, requests
 
 REWARD = "reward"  # the trace's reward: the episode's return, where the env names no rewards of its own
 
@@ -39,6 +39,14 @@ class OpenEnvGymEnvConfig(vf.EnvConfig):
 
 
 class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
+    async def stop(self) -> None:
+        """When the server stops serving: this process's connections closed."""
+        await super().stop()
+        await close_client()
+        while _connections:
+            connection, _ = _connections.popitem()[1]
+            await connection.close()
+
     async def run(self, task: Any, agents: Any) -> None:
         connection, description = await _connected(self.config.taskset.url)
         own_messages = bool(description.get(ASSISTANT_MESSAGES))
@@ -49,14 +57,15 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
             conversation = [*system, {"role": "user", "content": obs}]
             tools = episode_tools(info, description)
             said: list[dict[str, Any]] = [conversation[-1]]
-            total, final, truncated = 0.0, info, False
+            total, final, truncated, opening = 0.0, info, False, True
             async with agents.player.interaction(task) as interaction:
                 trace = interaction.trace
                 while True:
                     requests[trace.id] = {"messages": info["messages"], "tools": episode_tools(info, {})} \
                         if own_messages else {"messages": conversation, "tools": tools}
-                    try:
-                        segment = await interaction.turn(said)
+                    try:  # (a task that has a prompt of its own, a v1 env's, takes its first turn bare)
+                        segment = await interaction.turn(None if opening and task.data.prompt is not None else said)
+                        opening = False
                     finally:
                         requests.pop(trace.id, None)
                     if segment.terminated:

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import aiohttp
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.runtimes import ProgramResult
 
-TIMEOUT = httpx.Timeout(None, connect=30.0)  # a model's answer takes what it takes; the episode's timeout bounds it
+# a model's answer takes what it takes (the episode's timeout bounds it). aiohttp (Verifiers' own interception server
+# is made with it): httpx's pool polls every idle connection at each request, which cost most of a run's time here
+TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30.0)
 
 # the request of each trace's next turn (by trace id), as env.py composed it: {"messages", "tools"}
 requests: dict[str, dict[str, Any]] = {}
-_http: httpx.AsyncClient | None = None
+_http: aiohttp.ClientSession | None = None
 
 
 class PolicyCallConfig(vf.HarnessConfig):
@@ -44,18 +46,25 @@ class PolicyCall(vf.Harness[PolicyCallConfig]):
         body = {"model": ctx.model, "messages": request["messages"]} | (
             {"tools": request["tools"]} if request["tools"] else {})
         try:
-            answer = await _client().post(f"{endpoint.rstrip('/')}/chat/completions", json=body,
-                                          headers={"Authorization": f"Bearer {secret}"})
-        except httpx.HTTPError as exc:
+            async with _client().post(f"{endpoint.rstrip('/')}/chat/completions", json=body,
+                                      headers={"Authorization": f"Bearer {secret}"}) as answer:
+                said = await answer.text()
+        except aiohttp.ClientError as exc:
             return ProgramResult(1, "", f"the model call failed: {exc!r}")
-        if answer.status_code != 200:
-            return ProgramResult(1, "", f"the model call failed ({answer.status_code}): {answer.text[:2000]}")
+        if answer.status != 200:
+            return ProgramResult(1, "", f"the model call failed ({answer.status}): {said[:2000]}")
         return ProgramResult(0, "", "")
 
 
-def _client() -> httpx.AsyncClient:
+async def close_client() -> None:
+    global _http
+    http, _http = _http, None
+    if http is not None:
+        await http.close()
+
+
+def _client() -> aiohttp.ClientSession:
     global _http
     if _http is None:
-        _http = httpx.AsyncClient(timeout=TIMEOUT, limits=httpx.Limits(max_connections=None,
-                                                                       max_keepalive_connections=256))
+        _http = aiohttp.ClientSession(timeout=TIMEOUT, connector=aiohttp.TCPConnector(limit=0))
     return _http

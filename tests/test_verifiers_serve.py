@@ -8,6 +8,7 @@ server on it (benchmarks/verifiers_env_server.py).
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,8 @@ from openenv_gym.server.verifiers_front import front_end_manifest
 
 SEEDS = range(1, 7)
 HIGHER_LOWER = ROOT / "tests" / "verifiers_v1_envs" / "higher_lower"
-pytestmark = pytest.mark.env_venvs(HIGHER_LOWER)
+WORD_ECHO = ROOT / "tests" / "verifiers_v1_envs" / "word_echo"
+pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO)
 
 
 @pytest.fixture(scope="module")
@@ -112,27 +114,47 @@ def test_a_cancelled_run_frees_its_session_at_once(front):
     assert open_during == [True] and cancelled == [{"cancelled": True}] * 3 + [{"healthy_after": True}]
 
 
+@contextlib.contextmanager
+def verifiers_own(source, scratch):
+    """(its import's folder, its venv's python, Verifiers' own env server on it: its address), then stopped."""
+    folder = import_environment(source, source.name, scratch, check=False)[0].folder
+    python = str(ensure_venv(load_manifest(folder)))
+    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(source), source.name],
+                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield folder, python, theirs.stdout.readline().split()[1]
+    finally:
+        theirs.stdin.close()
+        theirs.wait(30)
+
+
 @pytest.fixture(scope="module")
 def higher_lower(tmp_path_factory):
-    """(its import's folder, its venv's python, the address of Verifiers' own env server on it)."""
-    folder = import_environment(HIGHER_LOWER, HIGHER_LOWER.name, tmp_path_factory.mktemp("v1"), check=False)[0].folder
-    python = str(ensure_venv(load_manifest(folder)))
-    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(HIGHER_LOWER), "higher_lower"],
-                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    yield folder, python, theirs.stdout.readline().split()[1]
-    theirs.stdin.close()
-    theirs.wait(30)
+    with verifiers_own(HIGHER_LOWER, tmp_path_factory.mktemp("v1")) as served:
+        yield served
 
 
-def test_a_v1_env_plays_as_under_verifiers_own_env_server(higher_lower):
-    """A Verifiers v1 env (higher_lower: its Env plays the user) behind Verifiers' own env server and behind our
-    front end, driven by the same EnvClient with task_data dumped from its taskset as prime-rl dumps it, and the
-    same scripted model (streamed, as the null harness asks): the same messages, rewards, metrics and stop."""
-    folder, python, address = higher_lower
+@pytest.fixture(scope="module", params=[HIGHER_LOWER, WORD_ECHO], ids=lambda source: source.name)
+def v1_env(request, tmp_path_factory):
+    """A v1 env that plays the user (higher_lower), and one whose task has a prompt of its own (word_echo)."""
+    with verifiers_own(request.param, tmp_path_factory.mktemp("v1")) as served:
+        yield request.param, *served
+
+
+def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
+    """A Verifiers v1 env behind Verifiers' own env server and behind our front end, driven by the same EnvClient
+    with task_data dumped from its taskset as prime-rl dumps it, and the same scripted model (streamed, as the null
+    harness asks): the same messages, rewards, metrics and stop."""
+    source, folder, python, address = v1_env
     with LocalServer(str(folder), 1, 100, "--verifiers-port", "0") as server, ScriptedServer() as model:
-        runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(HIGHER_LOWER, [0, 3]))
+        runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(source, [0, 3]))
                 for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
     assert runs["ours"] == runs["theirs"]
+    assert all(run["ok"] and run["traces"][0]["calls"] for run in runs["ours"][:-1])
+    if source == WORD_ECHO:  # (its task's prompt opens the exchange: one turn, scored on it)
+        assert [run["traces"][0]["messages"][-2]["content"] for run in runs["ours"][:-1]] == [
+            "The word is: apple", "The word is: cloud"]
+        return
     lost, found, health = runs["ours"]
     assert [run["traces"][0]["rewards"] for run in (lost, found)] == [{"found": 0.0}, {"found": 1.0}]
     assert lost["traces"][0]["metrics"] == {"guesses": 6.0} and lost["traces"][0]["calls"] == 6
