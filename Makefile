@@ -71,7 +71,7 @@ $(SECCOMP_DEFAULT):
 # The suite runs on every core, each test file's tests together in one process (their module fixtures once).
 test: lint $(CHROMIUM) $(NSS_WRAPPER) $(BWRAP) $(NEWUIDMAP) $(GO) $(DOCKERD) $(PODMAN) $(MMDEBSTRAP) \
 	$(SECCOMP_DEFAULT)
-	$(PY) -m compileall -q openenv_gym servers benchmarks tests examples >/dev/null
+	$(PY) -m compileall -q openenv_gym openenv_gym_verifiers servers benchmarks tests examples >/dev/null
 	$(PY) -m pytest -n auto --dist loadfile
 
 # The README's screenshots (docs/images/), taken by the browser tests.
@@ -113,6 +113,7 @@ bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
 	$(PY) -m benchmarks.soak
 	$(PY) -m benchmarks.newcomer
 	$(PY) -m benchmarks.samplers
+	$(PY) -m benchmarks.verifiers_serve
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

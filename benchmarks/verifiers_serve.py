@@ -2,7 +2,7 @@
 Verifiers' own env server, and its cost over our native protocol. One JSON line, written to
 benchmarks/results/verifiers_serve.json too:
 
-    python -m benchmarks.verifiers_serve [--concurrency 64 1024] [--runs 1024] [--overhead-runs 512]
+    python -m benchmarks.verifiers_serve [--concurrency 64 1024] [--runs 1024] [--overhead-runs 512] [--out F]
 
 1. The same v1 env (tests/verifiers_v1_envs/word_echo) behind Verifiers' own `serve_env` with one worker (as
    prime-rl's env-server runs it: benchmarks/verifiers_env_server.py) and behind `openenv-gym serve ENV
@@ -96,7 +96,7 @@ def overhead(runs: int, concurrency: int) -> dict:
     tasks = [{"seed": seed} for seed in range(runs)]
     with ScriptedServer() as model, LocalServer("guess", 1, 100_000, "--verifiers-port", "0",
                                                 "--verifiers-workers", "1") as server:
-        client_figures(python, server.status["verifiers"], model.url, 64, concurrency, tasks=tasks)  # warm
+        client_figures(python, server.status["verifiers"], model.url, min(64, runs), concurrency, tasks=tasks)  # warm
         front = client_figures(python, server.status["verifiers"], model.url, runs, concurrency, tasks=tasks)
 
         async def native() -> float:
@@ -118,10 +118,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1024)
     parser.add_argument("--max-concurrent", type=int, default=64, help="runs at once per worker, both sides")
     parser.add_argument("--overhead-runs", type=int, default=512)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     figures = {"compare": compare(args.concurrency, args.runs, args.max_concurrent),
-               "overhead": overhead(args.overhead_runs, 64)}
-    RESULTS.write_text(json.dumps(figures, indent=1))
+               "overhead": overhead(args.overhead_runs, min(64, args.overhead_runs))}
+    args.out.write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures))
 
 

@@ -317,3 +317,16 @@ def test_samplers_benchmark_runs(tmp_path):
     assert figures["signal"]["uniform"]["vs_uniform"] == 1.0 and figures["gated"]["batches"] == 20
     assert set(figures["overhead_us_per_task_at_100000"]) == {"uniform", "curriculum", "pools"}
     assert figures["over_the_wire"]["sample_64_ms"]["server"] > 0 and "added" in figures["over_the_wire"]["update_ms"]
+
+
+@BENCH
+def test_verifiers_serve_benchmark_runs(tmp_path):
+    """At a tiny size: both sides' runs/s with no errors, and the front end's cost per run."""
+    out = tmp_path / "verifiers_serve.json"
+    result = run_module("benchmarks.verifiers_serve", "--concurrency", "4", "--runs", "8", "--max-concurrent", "4",
+                        "--overhead-runs", "16", "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    compare = figures["compare"]
+    assert compare["ours_4"]["errors"] == compare["verifiers_4"]["errors"] == 0 and compare["ratio_4"] > 0
+    assert figures["overhead"]["errors"] == 0 and figures["overhead"]["ms_per_run"]["native"] > 0
