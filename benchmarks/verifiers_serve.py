@@ -29,7 +29,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORD_ECHO = ROOT / "tests" / "verifiers_v1_envs" / "word_echo"
 RESULTS = Path(__file__).resolve().parent / "results" / "verifiers_serve.json"
-sys.path.insert(0, str(ROOT / "tests"))  # the scripted model server the tests use
+MODEL_SERVER = ("import sys, time; sys.path.insert(0, 'tests'); from openai_server import ScriptedServer\n"
+                "with ScriptedServer() as server:\n    print(server.url, flush=True)\n    sys.stdin.read()")
+
+
+@contextlib.contextmanager
+def scripted_model() -> Iterator[str]:
+    """The tests' scripted model server (tests/openai_server.py), in a process of its own: a client in this
+    process must not share its interpreter with it. Its URL."""
+    server = subprocess.Popen([sys.executable, "-c", MODEL_SERVER], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.stdin.close()
+        server.wait(30)
 
 
 def client_figures(python: str, address: str, model_url: str, runs: int, concurrency: int,
@@ -57,8 +71,6 @@ def verifiers_own(python: str, max_concurrent: int) -> Iterator[str]:
 
 
 def compare(concurrencies: list[int], runs: int, max_concurrent: int) -> dict:
-    from openai_server import ScriptedServer
-
     from openenv_gym.client.local import LocalServer
     from openenv_gym.importers import import_environment
     from openenv_gym.manifests import load_manifest
@@ -68,15 +80,15 @@ def compare(concurrencies: list[int], runs: int, max_concurrent: int) -> dict:
         scratch = Path(stack.enter_context(__import__("tempfile").TemporaryDirectory()))
         folder = import_environment(WORD_ECHO, WORD_ECHO.name, scratch, check=False)[0].folder
         python = str(ensure_venv(load_manifest(folder)))
-        model = stack.enter_context(ScriptedServer())
+        model_url = stack.enter_context(scripted_model())
         ours = stack.enter_context(LocalServer(str(folder), 1, 100_000, "--verifiers-port", "0",
                                                "--verifiers-workers", "1", "--max-concurrent", str(max_concurrent)))
         theirs = stack.enter_context(verifiers_own(python, max_concurrent))
         figures = {}
         for concurrency in concurrencies:
             for side, address in (("verifiers", theirs), ("ours", ours.status["verifiers"])):
-                client_figures(python, address, model.url, min(16, runs), 8, taskset=WORD_ECHO)  # warm
-                figures[f"{side}_{concurrency}"] = client_figures(python, address, model.url, runs, concurrency,
+                client_figures(python, address, model_url, min(16, runs), 8, taskset=WORD_ECHO)  # warm
+                figures[f"{side}_{concurrency}"] = client_figures(python, address, model_url, runs, concurrency,
                                                                  taskset=WORD_ECHO)
             figures[f"ratio_{concurrency}"] = (figures[f"ours_{concurrency}"]["runs_per_s"]
                                                / figures[f"verifiers_{concurrency}"]["runs_per_s"])
@@ -85,8 +97,6 @@ def compare(concurrencies: list[int], runs: int, max_concurrent: int) -> dict:
 
 def overhead(runs: int, concurrency: int) -> dict:
     """Seconds per run through the front end and with rollouts(), the same guess episodes (seeds) at once."""
-    from openai_server import ScriptedServer
-
     from openenv_gym import OpenAIPolicy, rollouts
     from openenv_gym.client.local import LocalServer
     from openenv_gym.manifests.venvs import ensure_venv
@@ -94,14 +104,14 @@ def overhead(runs: int, concurrency: int) -> dict:
 
     python = str(ensure_venv(front_end_manifest()))
     tasks = [{"seed": seed} for seed in range(runs)]
-    with ScriptedServer() as model, LocalServer("guess", 1, 100_000, "--verifiers-port", "0",
-                                                "--verifiers-workers", "1") as server:
-        client_figures(python, server.status["verifiers"], model.url, min(64, runs), concurrency, tasks=tasks)  # warm
-        front = client_figures(python, server.status["verifiers"], model.url, runs, concurrency, tasks=tasks)
+    with scripted_model() as model_url, LocalServer("guess", 1, 100_000, "--verifiers-port", "0",
+                                                    "--verifiers-workers", "1") as server:
+        client_figures(python, server.status["verifiers"], model_url, min(64, runs), concurrency, tasks=tasks)  # warm
+        front = client_figures(python, server.status["verifiers"], model_url, runs, concurrency, tasks=tasks)
 
         async def native() -> float:
             started = time.perf_counter()
-            async for _ in rollouts("openenv/guess", OpenAIPolicy(model.url, "m", max_concurrency=concurrency),
+            async for _ in rollouts("openenv/guess", OpenAIPolicy(model_url, "m", max_concurrency=concurrency),
                                     num_envs=concurrency, episodes=runs, seed=0, base_url=server.url):
                 pass
             return time.perf_counter() - started
