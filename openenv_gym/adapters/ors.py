@@ -22,7 +22,7 @@ from openenv_gym.adapters.environment import Environment
 from openenv_gym.adapters.long_text import read_action
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.tasks import choose_task, resolve_split, reveals_hidden, splits_with_counts
+from openenv_gym.episode.tasks import TASK_SPEC, choose_task, resolve_split, reveals_hidden, splits_with_counts
 from openenv_gym.manifests.schema import ManifestError, OrsManifest
 from openenv_gym.protocol.ors import (
     RESET_OPTIONS,
@@ -99,8 +99,8 @@ class OrsFactory:
     async def pick_task(self, seed: int | None, options: dict) -> tuple[dict, dict[str, Any]]:
         """The task of a reset and where it came from ({} or {"split", "index"})."""
         chosen = await choose_task(self, self.name, seed, options)
-        if "task_spec" in chosen:
-            return chosen["task_spec"], {}
+        if TASK_SPEC in chosen:
+            return chosen[TASK_SPEC], {}
         return await self.env_class.get_task(chosen["split"], chosen["index"]), chosen
 
 
@@ -128,7 +128,7 @@ class OrsSession(Environment):
         if self.listing is not self.factory.listing:
             info["tools"] = self.listing.tools
         if reveals_hidden(options):
-            info["task_spec"] = task
+            info[TASK_SPEC] = task
         return ResetResult(obs, info)
 
     async def step(self, action: Any) -> StepResult:

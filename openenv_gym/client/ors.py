@@ -26,7 +26,7 @@ from openenv_gym.client.transport import DEFAULT_REQUEST_TIMEOUT, StepTuple, Tra
 from openenv_gym.episode.options import check_options
 from openenv_gym.episode.results import Action, invalid_action
 from openenv_gym.episode.state import Episode, episode_id_of, step_limit
-from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.episode.tasks import TASK_SPEC, choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.errors import BadRequestError, EnvError, ServerUnreachableError
 from openenv_gym.protocol.ors import (
     DEFAULT_MAX_STEPS,
@@ -248,13 +248,13 @@ class OrsSession(TransportSession):
         self.episode.begin(limit, episode_id_of(options))
         keep_alive.register(transport.url, sid)
         obs, images = render_blocks((await transport.request("GET", f"/{transport.env}/prompt", sid)).json())
-        info: dict[str, Any] = {k: v for k, v in chosen.items() if k != "task_spec"}
+        info: dict[str, Any] = {k: v for k, v in chosen.items() if k != TASK_SPEC}
         if images:
             info["images"] = images
         self.listing = await transport.session_listing(sid)
         info["tools"] = self.listing.tools
         if reveals_hidden(options):
-            info["task_spec"] = chosen.get("task_spec") or (await transport.tasks(
+            info[TASK_SPEC] = chosen.get(TASK_SPEC) or (await transport.tasks(
                 chosen["split"], chosen["index"], chosen["index"] + 1))[0]
         return obs, info
 

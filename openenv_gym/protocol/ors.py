@@ -15,6 +15,7 @@ import orjson
 
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import StepResult, invalid_action, reward_of
+from openenv_gym.episode.tasks import TASK_SPEC
 from openenv_gym.episode.toolcalls import ToolCall, find_tool_call
 from openenv_gym.errors import BadRequestError
 from openenv_gym.protocol.tool_specs import as_tool
@@ -22,7 +23,7 @@ from openenv_gym.protocol.tool_specs import as_tool
 SPLIT_TYPES = ("train", "validation", "test")
 DEFAULT_MAX_STEPS = 100  # ORS environments declare no step limit; an episode is truncated after this many
 # what an ORS episode's reset reads: the task (from the catalog, or a task spec of its own) and its secrets
-RESET_OPTIONS = vocabulary(CATALOG_OPTIONS, ("task_spec", "secrets"))
+RESET_OPTIONS = vocabulary(CATALOG_OPTIONS, (TASK_SPEC, "secrets"))
 
 
 def render_blocks(blocks: Any) -> tuple[str, list[dict]]:

@@ -39,7 +39,7 @@ from openenv_gym.episode import atif
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
-from openenv_gym.episode.tasks import choose_task, reveals_hidden, splits_with_counts
+from openenv_gym.episode.tasks import TASK_SPEC, choose_task, reveals_hidden, splits_with_counts
 from openenv_gym.episode.turn_graph import TurnGraph
 from openenv_gym.errors import BadRequestError, EnvError, SandboxUnavailableError
 from openenv_gym.manifests.schema import AgentManifest, ManifestError, sandbox_policy
@@ -87,7 +87,7 @@ class AgentFactory:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.manifest.description or "an agent program stepped one model "
                 "request at a time", "action": "text", "tools": [], "max_steps": None, "source": "agent",
-                "reset_options": vocabulary(CATALOG_OPTIONS, ("task_spec",)), ASSISTANT_MESSAGES: True}
+                "reset_options": vocabulary(CATALOG_OPTIONS, (TASK_SPEC,)), ASSISTANT_MESSAGES: True}
 
     async def workplace(self) -> Workplace:
         """Where an episode's program runs: its sandbox (or, served --no-sandbox, a temporary folder)."""
@@ -153,11 +153,11 @@ class AgentSession(Environment):
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         options = options or {}
-        if "task_spec" not in options and not self.factory.catalog_files.tasks:
+        if TASK_SPEC not in options and not self.factory.catalog_files.tasks:
             raise BadRequestError(f"{self.factory.name} has no tasks file: give the task in the reset, "
                                   "options={'task_spec': {'prompt': ...}}")
         chosen = await choose_task(self.factory, self.factory.name, seed, options)
-        task = chosen.get("task_spec") or self.factory.catalog_files.task(chosen["split"], chosen["index"])
+        task = chosen.get(TASK_SPEC) or self.factory.catalog_files.task(chosen["split"], chosen["index"])
         await self.close()
         self.place = await self.factory.workplace()
         self.trace, self.graph = {"task": task, "turns": []}, TurnGraph()
@@ -167,7 +167,7 @@ class AgentSession(Environment):
             ended: Ended = turn.output
             raise EnvError(f"the program ended (exit code {ended.exit_code}) before asking the model anything"
                            f"{_said(ended)}{self._endpoint_errors()}")
-        info = {**{k: v for k, v in chosen.items() if k != "task_spec"}, **self._request_info(turn.request)}
+        info = {**{k: v for k, v in chosen.items() if k != TASK_SPEC}, **self._request_info(turn.request)}
         if reveals_hidden(options):
             info["task"] = task
         return ResetResult(turn.request.last_text, info)

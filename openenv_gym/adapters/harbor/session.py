@@ -31,7 +31,7 @@ from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.episode.assistant import assistant_message
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action
-from openenv_gym.episode.tasks import choose_task, splits_with_counts
+from openenv_gym.episode.tasks import TASK_SPEC, choose_task, splits_with_counts
 from openenv_gym.episode.toolcalls import find_tool_call
 from openenv_gym.errors import BadRequestError, EnvError
 from openenv_gym.manifests.harbor import variables_missing
@@ -145,7 +145,7 @@ class HarborSession(Environment):
             raise EnvError(f"{self.manifest.name}: Harbor tasks run in a sandbox each (their /app, /logs and /tests "
                            "are the sandbox's own): serve it without --no-sandbox")
         chosen = await choose_task(self.factory, self.manifest.name, seed, options)
-        if "task_spec" in chosen:
+        if TASK_SPEC in chosen:
             raise BadRequestError("a Harbor environment plays its own tasks: name one with task, or split and index")
         self.task = self.factory.by_split[chosen["split"]][chosen["index"]]
         await self._end_trial()
