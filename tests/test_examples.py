@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 from openai_server import ScriptedServer
 
@@ -17,6 +18,7 @@ def run(script: str, *args: str, timeout: float = 600) -> str:
     return done.stdout
 
 
+@pytest.mark.bench  # (15 s; README.md's block imports and plays the same package in make test): make bench runs it
 def test_import_a_published_environment_and_play_it(tmp_path):
     """marble-v1, a Verifiers v1 taskset from the package index, imported and played: the level's own layout
     scores, an empty one does not."""

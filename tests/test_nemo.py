@@ -543,6 +543,7 @@ def test_a_server_paired_with_an_agent_that_simulates_tools_verifies_the_one_rep
     assert [item["type"] for item in info["response"]["output"]] == ["function_call"]
 
 
+@pytest.mark.bench  # a venv of its own to build (45 s on a fresh machine), a rare path: make bench runs it
 def test_a_package_vendored_in_the_servers_folder_is_installed_from_there(installed, tmp_path, start_server):
     """browsecomp_advanced_harness's `-e ./pocketshell[pcre]`: a requirement that is a path inside the server's
     folder is taken along with it, and its venv installs it from the import's copy (with its extra), as NeMo's
