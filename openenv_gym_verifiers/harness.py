@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 import verifiers.v1 as vf
-from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.runtimes import ProgramResult
 
 # a model's answer takes what it takes (the episode's timeout bounds it). aiohttp (Verifiers' own interception server
@@ -37,12 +36,9 @@ class PolicyCall(vf.Harness[PolicyCallConfig]):
     async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str, mcp_urls: dict[str, str],
                      data: Any, tool_interception_url: str | None = None) -> ProgramResult:
         request = requests.pop(trace.id, None)
-        if request is None:  # (a turn env.py did not compose: the conversation so far, as Verifiers accretes it)
-            system, prompt = self.resolve_prompt(data)
-            messages = [{"role": "system", "content": system}] if system else []
-            messages += [message_to_wire(m) for m in prompt] if isinstance(prompt, list) else \
-                [{"role": "user", "content": prompt or ""}]
-            request = {"messages": messages, "tools": []}
+        if request is None:
+            return ProgramResult(1, "", "this harness makes the model calls of openenv_gym_verifiers' env (env.py), "
+                                        "which composes each request; pair another env with another harness")
         body = {"model": ctx.model, "messages": request["messages"]} | (
             {"tools": request["tools"]} if request["tools"] else {})
         try:

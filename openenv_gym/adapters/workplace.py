@@ -50,9 +50,9 @@ class Workplace:
             return environ
         return {**environ, "HOME": HOME, "TMPDIR": "/tmp"}
 
-    async def read(self, path: str, max_bytes: int) -> bytes:
-        """The first `max_bytes` of a file its programs left (`path` relative to the working directory), resolved in
-        the sandbox (sandbox/paths.py: a link they made leads to no file of the host's). Raises OSError."""
+    async def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The first `max_bytes` (None: all) of a file its programs left (`path` relative to the working directory),
+        resolved in the sandbox (sandbox/paths.py: a link they made leads to no file of the host's). Raises OSError."""
         if self.sandbox is None:
             with open(self.host_workdir / path, "rb") as file:
                 return file.read(max_bytes)

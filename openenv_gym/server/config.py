@@ -40,3 +40,13 @@ class ServeConfig:
     engine: str | None = None  # the container engine whose images Harbor tasks play in (None: the import's)
     # the Unix socket of the task sampler the server shares with rollout workers (sampling/host.py; None: none)
     sampler_socket: str | None = None
+
+
+def reachable_host(host: str) -> str:
+    """The address a process of this machine reaches a server listening on `host` at (loopback for a wildcard)."""
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def netloc(host: str, port: int) -> str:
+    """host:port, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

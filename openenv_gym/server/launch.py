@@ -26,7 +26,7 @@ from openenv_gym.manifests import find_manifest
 from openenv_gym.manifests.venvs import ensure_venv, in_venv, needs_venv, venv_path, venv_ready
 from openenv_gym.protocol.ready import read_status, status_line
 from openenv_gym.sandbox import mode, refusal, unavailable, userns
-from openenv_gym.server.config import Limits, ServeConfig
+from openenv_gym.server.config import Limits, ServeConfig, netloc, reachable_host
 from openenv_gym.server.verifiers_front import VerifiersFrontEnd, front_end_manifest
 
 
@@ -116,9 +116,7 @@ class _Front:
 
     def start(self, config: ServeConfig, port: int) -> str:
         """Its address, once it is bound; its runs reach this server on loopback where it listens on every address."""
-        wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
-        host = wildcard.get(config.host, config.host)
-        url = f"ws://{f'[{host}]' if ':' in host else host}:{port}"
+        url = f"ws://{netloc(reachable_host(config.host), port)}"
         self.running = VerifiersFrontEnd.start(self.python, url, config.host, self.port, self.workers,
                                                self.max_concurrent)
         return self.running.address
@@ -126,8 +124,7 @@ class _Front:
 
 def _report(config: ServeConfig, port: int, on_ready: Callable[[str], None] | None, ready_fd: int | None,
             front: _Front | None) -> None:
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    url = f"ws://{host}:{port}"
+    url = f"ws://{netloc(config.host, port)}"
     verifiers = {"verifiers": front.start(config, port)} if front is not None else {}
     if ready_fd is not None:
         os.write(ready_fd, status_line(ready=url, workers=config.workers, pid=os.getpid(), **verifiers))

@@ -19,7 +19,7 @@ from multiprocessing.connection import wait
 from openenv_gym.errors import ServerStartError
 from openenv_gym.runtime.lifetime import die_with_parent
 from openenv_gym.runtime.loops import run
-from openenv_gym.server.config import ServeConfig
+from openenv_gym.server.config import ServeConfig, reachable_host
 from openenv_gym.server.metrics import ServerMetrics, shared_rows
 from openenv_gym.server.sessions import SessionCounter
 from openenv_gym.server.worker import Worker, listen_socket
@@ -58,8 +58,7 @@ def _first_listener(host: str, port: int) -> socket.socket:
     server of the same user onto a port in use, each then answering half the connections: a port something answers
     on is refused first."""
     if port:
-        probe = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
-        with contextlib.suppress(OSError), socket.create_connection((probe, port), timeout=1.0):
+        with contextlib.suppress(OSError), socket.create_connection((reachable_host(host), port), timeout=1.0):
             raise ServerStartError(f"port {port} on {host} is in use (another server?); choose another with --port, "
                                    "or --port 0 for a free one")
     try:

@@ -20,6 +20,7 @@ from openenv_gym.errors import ServerStartError
 from openenv_gym.manifests.discovery import PACKAGE_DIR
 from openenv_gym.manifests.schema import PythonManifest
 from openenv_gym.manifests.verifiers_v1 import VERIFIERS_V1
+from openenv_gym.server.config import netloc
 
 START_TIMEOUT = 120.0  # seconds its first ready line may take (Verifiers imports a lot)
 STOP_TIMEOUT = 10.0
@@ -40,9 +41,8 @@ class VerifiersFrontEnd:
     def start(cls, python: str, url: str, host: str, port: int, workers: int,
               max_concurrent: int | None) -> VerifiersFrontEnd:
         """Started and bound; ServerStartError (with what it said) if it is not within START_TIMEOUT."""
-        bind = f"[{host}]" if ":" in host else host
-        command = [python, "-m", "openenv_gym_verifiers.serve", "--address", f"tcp://{bind}:{port}", "--url", url,
-                   "--workers", str(workers)]
+        command = [python, "-m", "openenv_gym_verifiers.serve", "--address", f"tcp://{netloc(host, port)}",
+                   "--url", url, "--workers", str(workers)]
         if max_concurrent is not None:
             command += ["--max-concurrent", str(max_concurrent)]
         # stdin: its lifeline (it stops when this process's end closes, however this process ends); stdout: its ready

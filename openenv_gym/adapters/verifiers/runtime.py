@@ -25,7 +25,7 @@ from openenv_gym.adapters.verifiers.warm_programs import WarmScripts, preload
 from openenv_gym.adapters.workplace import Workplace
 from openenv_gym.programs import Program, ProgramSpec, confine, inherited_environ, run_to_end
 from openenv_gym.sandbox import WORKDIR, SandboxPolicy
-from openenv_gym.sandbox.paths import read_inside, write_inside
+from openenv_gym.sandbox.paths import write_inside
 from openenv_gym.sandbox.ports import close_port, into_sandbox, out_of_sandbox
 
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -117,7 +117,7 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
         if place is None or place.sandbox is None:
             return await own["_read"](self, path, max_bytes)
         try:
-            return await asyncio.to_thread(read_inside, place.sandbox.pid, os.path.join(WORKDIR, path), max_bytes)
+            return await place.read(path, max_bytes)
         except OSError as exc:
             raise SandboxError(f"read {path!r}: {exc}") from exc
 
