@@ -5,6 +5,11 @@
 Drives an openreward Server at URL with the SDK's own AsyncOpenReward client: `sessions` concurrent
 players, each playing `rounds` episodes back to back (session, tool calls until finished, close).
 Prints one JSON line.
+
+    python openreward_peer.py URL ENV --plays '[[{"split": "train", "index": 1}, [{"name": "answer", ...}]], ...]'
+
+The oracle of an episode's reward instead: each play's task (the session's arguments) and tool calls, made in turn
+with the same client until the episode is finished; prints the list of their rewards' sums.
 """
 
 import argparse
@@ -15,12 +20,30 @@ import os
 from benchmarks.episodes import Tally
 
 
-async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
+def environment(url: str, env_name: str):
     os.environ["OPENREWARD_API_URL"] = os.environ["OPENREWARD_SESSION_URL"] = url  # one host, no platform
     from openreward import AsyncOpenReward
 
-    client = AsyncOpenReward()
-    env = client.environments.get(env_name, base_url=url)
+    return AsyncOpenReward().environments.get(env_name, base_url=url)
+
+
+async def rewards(url: str, env_name: str, plays: list) -> list[float]:
+    """Each play's reward: its tool calls' rewards summed, up to the one that finished the episode."""
+    env, totals = environment(url, env_name), []
+    for task, calls in plays:
+        total = 0.0
+        async with env.session(**task) as session:
+            for call in calls:
+                result = await session.call_tool(call["name"], call["arguments"])
+                total += result.reward or 0.0
+                if result.finished:
+                    break
+        totals.append(total)
+    return totals
+
+
+async def main(url: str, env_name: str, sessions: int, rounds: int) -> dict:
+    env = environment(url, env_name)
 
     async def play(index: int) -> None:
         for _ in range(rounds):
@@ -43,5 +66,9 @@ if __name__ == "__main__":
     parser.add_argument("env")
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--plays", type=json.loads, default=None, help="instead: these episodes' rewards")
     args = parser.parse_args()
+    if args.plays is not None:
+        print(json.dumps(asyncio.run(rewards(args.url, args.env, args.plays))), flush=True)
+        raise SystemExit
     print(json.dumps(asyncio.run(main(args.url, args.env, args.sessions, args.rounds))), flush=True)

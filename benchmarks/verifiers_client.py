@@ -4,6 +4,7 @@ repository root:
 
     python -m benchmarks.verifiers_client tcp://127.0.0.1:5000 --model-url http://127.0.0.1:9000/v1 --model m \
         --tasks '[{"seed": 1}, {"options": {"split": "train", "index": 0}}]'          # the runs, as one JSON line
+    ... --model right wrong     # a model per run, in turn: the first run's, the second's, ...
     ... --cancel-after 0.5      # cancel every run after 0.5 s (EnvClient sends the server its cancel)
     ... --taskset PROJECT TASKSET_ID --indices 0 3     # task_data of a v1 taskset's tasks, dumped as prime-rl does
     ... --runs 1024 --concurrency 64     # throughput: runs of the tasks in turn, 64 at a time; one JSON line of figures
@@ -36,13 +37,14 @@ def episode_summary(episode: Any) -> dict[str, Any]:
                        for trace in episode.traces]}
 
 
-async def runs(address: str, model_url: str, model: str, tasks: list[dict[str, Any]],
+async def runs(address: str, model_url: str, models: list[str], tasks: list[dict[str, Any]],
                cancel_after: float | None = None) -> list[dict[str, Any]]:
+    """Each task's run, all at once, each with the next of `models` in turn."""
     client = EnvClient(address)
     try:
         await client.wait_for_server_startup(timeout=60)
-        calls = [asyncio.ensure_future(client.run(EvalClientConfig(base_url=model_url), model, SamplingConfig(),
-                                                  task)) for task in tasks]
+        calls = [asyncio.ensure_future(client.run(EvalClientConfig(base_url=model_url), models[number % len(models)],
+                                                  SamplingConfig(), task)) for number, task in enumerate(tasks)]
         if cancel_after is not None:
             await asyncio.sleep(cancel_after)
             for call in calls:
@@ -91,7 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("address")
     parser.add_argument("--model-url", required=True)
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", required=True, nargs="+", help="a model per run, in turn")
     parser.add_argument("--tasks", type=json.loads, help="a JSON list of task_data")
     parser.add_argument("--taskset", nargs=2, metavar=("PROJECT", "TASKSET_ID"),
                         help="instead: the tasks of this v1 taskset (--indices), loaded here as prime-rl loads them")
@@ -102,7 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks = args.tasks if args.taskset is None else taskset_data(*args.taskset, args.indices)
     if args.runs is not None:
-        print(json.dumps(asyncio.run(throughput(args.address, args.model_url, args.model, tasks, args.runs,
+        print(json.dumps(asyncio.run(throughput(args.address, args.model_url, args.model[0], tasks, args.runs,
                                                 args.concurrency))))
         return
     print(json.dumps(asyncio.run(runs(args.address, args.model_url, args.model, tasks, args.cancel_after))))

@@ -14,6 +14,9 @@ vLLM from 0.16 does: `reasoning`), its tokens among the completion's; "bytes" to
 (each message rendered, its bytes the ids: a prompt is the conversation so far, so the next one begins with it and
 the reply), with a logprob of its own per token, and keeps what it returned (`answers`); "bytes-rewrite" also
 thinks first, in tokens the template leaves out of the history, so a prompt no longer begins with the turns before.
+"script:NAME" plays the replies the server was given under NAME (`ScriptedServer(scripts={NAME: [...]})`), the
+reply of a request the one after as many as the conversation holds already (a tool call {"name", "arguments"}, else
+text): the same replies to every run, as an oracle is given them.
 A request that asks to stream gets the answer as server-sent events (without its tokens).
 """
 
@@ -113,14 +116,14 @@ class Handler(BaseHTTPRequestHandler):
         if model.startswith("slow-"):
             time.sleep(int(model.split("-")[1]) / 1000)
         number = next_guess(request["messages"])
-        arguments = json.dumps({"number": number})
-        if request.get("tools"):
-            message = {"role": "assistant", "content": "", "tool_calls": [
-                {"id": f"call_{self.server.requests}", "type": "function",
-                 "function": {"name": "guess", "arguments": arguments}}]}
-        else:
-            message = {"role": "assistant", "content": f'<tool_call>{{"name": "guess", "arguments": {arguments}}}'
-                                                       f"</tool_call>"}
+        reply: str | dict[str, Any] = {"name": "guess", "arguments": {"number": number}}
+        if model.startswith("script:"):
+            script = self.server.scripts[model.removeprefix("script:")]
+            turn = sum(message["role"] == "assistant" for message in request["messages"])
+            if turn >= len(script):
+                return self._answer(400, {"error": {"message": f"{model} has no reply {turn}"}})
+            reply = script[turn]
+        message = self._message(reply, bool(request.get("tools")))
         completion_ids = [7, number, 8]
         if model.startswith("thinker"):
             message["reasoning" if model == "thinker-0.16" else "reasoning_content"] = thought(request["messages"])
@@ -141,6 +144,18 @@ class Handler(BaseHTTPRequestHandler):
                                 (request.get("stream_options") or {}).get("include_usage") is True)
         self._answer(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice],
                            "prompt_token_ids": prompt_ids})
+
+    def _message(self, reply: str | dict[str, Any], tools: bool) -> dict[str, Any]:
+        """The assistant message of a reply: text, or a tool call (written in the text where no tools were given)."""
+        if isinstance(reply, str):
+            return {"role": "assistant", "content": reply}
+        arguments = json.dumps(reply["arguments"])
+        if tools:
+            return {"role": "assistant", "content": "", "tool_calls": [
+                {"id": f"call_{self.server.requests}", "type": "function",
+                 "function": {"name": reply["name"], "arguments": arguments}}]}
+        return {"role": "assistant",
+                "content": f'<tool_call>{{"name": "{reply["name"]}", "arguments": {arguments}}}</tool_call>'}
 
     def _stream(self, model: str, message: dict[str, Any], prompt: int, completion: int, usage: bool) -> None:
         """The answer as server-sent events, as OpenAI streams it: the whole message in one delta, the finish, the
@@ -166,8 +181,9 @@ class Handler(BaseHTTPRequestHandler):
 class ScriptedServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, scripts: dict[str, list[str | dict[str, Any]]] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
+        self.scripts = scripts or {}
         self.requests = 0
         self.answers: list[tuple[list[int], list[int], list[float]]] = []  # the "bytes" models': prompt, completion
         self.bodies: list[dict[str, Any]] = []

@@ -14,6 +14,8 @@ import orjson
 import pytest
 import websockets
 from conftest import ROOT, http_url
+from openai_server import ScriptedServer
+from verifiers_front import FRONT_END, rewards_of, verifiers_runs
 
 import openenv_gym
 from benchmarks.openenv_server import openenv_server
@@ -34,15 +36,18 @@ def imported(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def servers(imported):
+def ours(imported):
+    """Our server of the environment, with a Verifiers front end."""
+    with LocalServer(str(imported), 1, 100, *FRONT_END) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def servers(imported, ours):
     """(OpenEnv's server, ours): http URLs of the same environment."""
     python = ensure_venv(load_manifest(imported))
-    ours = LocalServer(str(imported), 1, 100)
-    try:
-        with openenv_server(TALLY_ENV, python, max_sessions=8) as (theirs, _):
-            yield theirs, http_url(ours.url)
-    finally:
-        ours.stop()
+    with openenv_server(TALLY_ENV, python, max_sessions=8) as (theirs, _):
+        yield theirs, http_url(ours.url)
 
 
 async def _conversation(url: str, messages: list) -> list[dict]:
@@ -91,6 +96,26 @@ def test_openenvs_clients_get_the_same_answers_from_our_server(servers):
     assert "negative delta not allowed" in raised["data"]["message"]
     assert got[8]["data"] == {"episode_id": "ep-1", "step_count": 3, "total": 10, "refused": 1}
     assert got[7]["data"]["done"] is True and got[7]["data"]["observation"]["total"] == 10
+
+
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_openenvs_own_server_gives(servers, ours):
+    """Verifiers' EnvClient (as prime-rl drives it) runs episodes through our front end, a scripted model replying
+    with actions written as JSON (the env takes objects, not text); the same actions on OpenEnv's own server: the same
+    return, the sum of its steps' rewards."""
+    plays = {"ten": ['{"delta": 4}', '```json\n{"delta": 6}\n```'], "over": ['{"delta": 3}', '{"delta": 0}',
+                                                                            ' {"delta": 9}']}
+    with ScriptedServer(plays) as model:
+        runs = verifiers_runs(ours.status["verifiers"], model.url, [f"script:{name}" for name in plays],
+                              [{"seed": 1}, {"seed": 2}])
+
+    async def openenvs_return(replies: list[str], seed: int) -> float:
+        actions = [json.loads(reply.strip().removeprefix("```json").removesuffix("```")) for reply in replies]
+        answers = await _conversation(servers[0], [{"type": "reset", "data": {"seed": seed}},
+                                                   *({"type": "step", "data": action} for action in actions)])
+        assert answers[-1]["data"]["done"] and not any(answer["type"] == "error" for answer in answers)
+        return sum(answer["data"]["reward"] for answer in answers[1:])
+    theirs = [asyncio.run(openenvs_return(replies, seed)) for replies, seed in zip(plays.values(), (1, 2), strict=True)]
+    assert rewards_of(runs) == theirs == [10.0, 12.0]
 
 
 def test_schema_is_the_environments_own(servers):

@@ -1,16 +1,23 @@
 """ORS environments imported and served: real `openreward` / `ors-sdk` in the environments' own venvs."""
 
 import asyncio
+import json
 from pathlib import Path
 
 import gymnasium as gym
 import httpx
 import pytest
 from conftest import http_url, run
+from openai_server import ScriptedServer
 from tool_shape import names_of
+from verifiers_front import FRONT_END, rewards_of, verifiers_runs
 
 import openenv_gym
+from benchmarks.episodes import run_peer
+from openenv_gym.client.local import LocalServer
 from openenv_gym.importers import import_environment
+from openenv_gym.manifests import load_manifest
+from openenv_gym.manifests.venvs import ensure_venv
 from openenv_gym.registry import register_all
 
 ORS_ENVS = Path(__file__).parent / "ors_envs"
@@ -221,6 +228,29 @@ def openreward_server(imported):
     python = ensure_venv(load_manifest(imported / "answer"))
     with sdk_server(python, ORS_ENVS / "answer", "answer_env:AnswerEnv") as url:
         yield url
+
+
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_openrewards_own_client_gets(imported,
+                                                                                         openreward_server):
+    """Verifiers' EnvClient (as prime-rl drives it) runs episodes of the answer env through our front end, a scripted
+    model replying; the same tool calls through openreward's own client on openreward's own Server: the same
+    rewards."""
+    plays = {"right": ({"split": "train", "index": 1}, [call("answer", answer="42")]),
+             "wrong": ({"task": "france"}, [call("explain"), call("answer", answer="Lyon")]),  # (by its id)
+             "spaced": ({"split": "test", "index": 0}, [call("answer", answer=" 6 ")])}
+    with LocalServer(str(imported / "answer"), 1, 100, *FRONT_END) as server, \
+            ScriptedServer({name: calls for name, (_, calls) in plays.items()}) as model:
+        runs = verifiers_runs(server.status["verifiers"], model.url, [f"script:{name}" for name in plays],
+                              [task for task, _ in plays.values()])
+    python = ensure_venv(load_manifest(imported / "answer"))
+    as_split = {"task": "france"}, {"split": "train", "index": 2}  # (openreward's session takes a split's index)
+    theirs = run_peer(python, "benchmarks.openreward_peer", openreward_server, "answerenv", "--plays", json.dumps(
+        [(as_split[1] if task == as_split[0] else task, calls) for task, calls in plays.values()]))
+    assert rewards_of(runs) == theirs == [1.0, 0.0, 1.0]
+
+
+def call(name: str, **arguments) -> dict:
+    return {"name": name, "arguments": arguments}
 
 
 def test_remote_openreward_server_through_gym_make(openreward_server):

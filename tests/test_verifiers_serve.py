@@ -20,6 +20,8 @@ import gymnasium as gym
 import pytest
 from conftest import ROOT, descendants, scrape, wait_until
 from openai_server import ScriptedServer
+from verifiers_front import FRONT_END, front_end_python
+from verifiers_front import verifiers_runs as front_runs
 
 from openenv_gym import OpenAIPolicy, rollouts
 from openenv_gym.client.local import LocalServer
@@ -27,7 +29,6 @@ from openenv_gym.errors import EnvError
 from openenv_gym.importers import import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.venvs import ensure_venv
-from openenv_gym.server.verifiers_front import front_end_manifest
 
 SEEDS = range(1, 7)
 HIGHER_LOWER = ROOT / "tests" / "verifiers_v1_envs" / "higher_lower"
@@ -38,24 +39,16 @@ pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO)
 @pytest.fixture(scope="module")
 def front():
     """(ws url, the Verifiers front end's address, its venv's python) of a server of `guess`."""
-    python = str(ensure_venv(front_end_manifest()))
-    server = LocalServer("guess", 2, 1000, "--verifiers-port", "0", "--verifiers-workers", "2")
+    python = front_end_python()
+    server = LocalServer("guess", 2, 1000, *FRONT_END, "--verifiers-workers", "2")
     yield server.url, server.status["verifiers"], python
     server.stop()
 
 
 def verifiers_runs(front, model_url: str, model: str, tasks: list | None = None, cancel_after: float | None = None,
                    taskset: tuple | None = None) -> list:
-    """Each run as Verifiers' EnvClient got it, and last {"healthy_after": ...}; the runs' task_data given, or with
-    `taskset` (project, indices) those of a v1 taskset's tasks."""
     _, address, python = front
-    extra = [] if cancel_after is None else ["--cancel-after", str(cancel_after)]
-    extra += ["--tasks", json.dumps(tasks)] if taskset is None else \
-        ["--taskset", str(taskset[0]), taskset[0].name, "--indices", *map(str, taskset[1])]
-    done = subprocess.run([python, "-m", "benchmarks.verifiers_client", address, "--model-url", model_url,
-                           "--model", model, *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return front_runs(address, model_url, model, tasks, cancel_after, taskset, python)
 
 
 def said(messages: list) -> list:
@@ -146,7 +139,7 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     with task_data dumped from its taskset as prime-rl dumps it, and the same scripted model (streamed, as the null
     harness asks): the same messages, rewards, metrics and stop."""
     source, folder, python, address = v1_env
-    with LocalServer(str(folder), 1, 100, "--verifiers-port", "0") as server, ScriptedServer() as model:
+    with LocalServer(str(folder), 1, 100, *FRONT_END) as server, ScriptedServer() as model:
         runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(source, [0, 3]))
                 for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
     assert runs["ours"] == runs["theirs"]
@@ -188,7 +181,7 @@ def test_a_v1_env_server_is_a_gym_environment_each_model_call_a_step(higher_lowe
 
 
 def test_the_front_end_does_not_outlive_its_server():
-    server = LocalServer("echo", 1, 10, "--verifiers-port", "0")
+    server = LocalServer("echo", 1, 10, *FRONT_END)
     family = descendants(server.process.pid)
     front_ends = [pid for pid in family if "openenv_gym_verifiers.serve" in _command(pid)]
     assert len(front_ends) == 1

@@ -62,9 +62,25 @@ def wire_action(action: Any, tools: list[dict] | None, text_to: str | None) -> d
         return {"type": CALL_TOOL, "tool_name": call["name"], "arguments": call["arguments"]}
     if isinstance(action, dict):
         return action
-    if text_to is None:
-        return "this environment takes an action object (see its action schema in info or /schema), not text"
+    if text_to is None:  # (a model's text reply that writes the object: how a language model gives one)
+        written = _json_object(action)
+        if written is None:
+            return ("this environment takes an action object (see its action schema in info or /schema), not text; "
+                    "text that is a JSON object is taken as one")
+        return written
     return {text_to: action}
+
+
+def _json_object(text: Any) -> dict[str, Any] | None:
+    """The JSON object a text is, fenced in a code block or not; None if it is none."""
+    if not isinstance(text, str):
+        return None
+    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        value = orjson.loads(stripped)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def observation_text(observation: dict[str, Any]) -> str:
