@@ -215,6 +215,21 @@ def _steps(client: Any, row: dict, actions: list[dict], request: Any) -> tuple[f
     return total, ended
 
 
+def replies_response(row: dict, actions: list) -> dict:
+    """The Responses object of an episode's replies (text, or tool calls {"name", "arguments"}), as an agent sends
+    it to /verify: every reply's output items in turn."""
+    from openenv_gym.episode.assistant import assistant_message
+    from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
+
+    output: list[dict] = []
+    for turn, action in enumerate(actions, 1):
+        message = assistant_message(action, set(), turn)
+        if isinstance(message, str):
+            raise ValueError(message)
+        output += output_items(message, f"own_{turn}")
+    return response_object(message, "policy", "resp_replies", responses_request(row[INPUT])) | {"output": output}
+
+
 def own_reward(url: str, manifest: Any, row: dict, actions: list[dict], response: dict | None) -> float:
     return own_episode(url, manifest, row, actions, response)[0]
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import gymnasium as gym
 import httpx
 import pytest
-from awm_worlds import STYLES, awm_server_code, scratch_dataset, world_files, write_dataset
+from awm_worlds import AWM_REWARDS, STYLES, awm_server_code, awm_verdict, scratch_dataset, world_files, write_dataset
 from conftest import ROOT, run
+from openai_server import ScriptedServer
 from tool_shape import names_of
+from verifiers_front import FRONT_END, rewards_of, verifiers_runs
 
 import openenv_gym
 from benchmarks.ors_compare import free_port
@@ -43,13 +45,14 @@ def imported(dataset, tmp_path_factory) -> Path:
     return result.folder
 
 
-def start(folder: Path, scratch: Path, **environment: str) -> LocalServer:
-    """A server of `folder` whose episode files go to `scratch` (where tests can count them)."""
+def start(folder: Path, scratch: Path, *arguments: str, **environment: str) -> LocalServer:
+    """A server of `folder` (with `serve`'s arguments) whose episode files go to `scratch` (where tests can count
+    them)."""
     settings = {"TMPDIR": str(scratch), **environment}
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
     try:
-        server = LocalServer(str(folder), 1, 1000)
+        server = LocalServer(str(folder), 1, 1000, *arguments)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -62,7 +65,7 @@ def start(folder: Path, scratch: Path, **environment: str) -> LocalServer:
 
 @pytest.fixture(scope="module")
 def shop_url(imported, tmp_path_factory):
-    server = start(imported, tmp_path_factory.mktemp("tmp"))
+    server = start(imported, tmp_path_factory.mktemp("tmp"), *FRONT_END)
     yield server
     server.stop()
 
@@ -428,9 +431,10 @@ def _our_answer(obs: str) -> tuple:
     return _answer(int(error[1]), error[2]) if error else _answer(200, obs)
 
 
-def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> list:
-    """The answers to STYLE_CALLS of a world run as AWM's runner runs it: its code with the create_engine line
-    rewritten, a real file run by Python (uvicorn, from its __main__ block) on its own copy of the database."""
+def _served_awms_way(python: Path, code: str, template: Path, scratch: Path, requests: list[tuple]) -> list:
+    """The answers to `requests` (method, path, query, body) of a world run as AWM's runner runs it: its code with the
+    create_engine line rewritten, a real file run by Python (uvicorn, from its __main__ block) on its own copy of the
+    database, scratch/final.db."""
     scratch.mkdir()
     database = scratch / "final.db"
     database.write_bytes(template.read_bytes())
@@ -451,7 +455,7 @@ def _served_awms_way(python: Path, code: str, template: Path, scratch: Path) -> 
                     time.sleep(0.1)
             # a connection each: uvicorn closes one whose handler raised
             answers = [http.request(method, path, params=query, json=body, headers={"Connection": "close"})
-                       for _, (method, path, query, body) in STYLE_CALLS]
+                       for method, path, query, body in requests]
             return [_answer(answer.status_code, answer.text) for answer in answers]
     finally:
         process.terminate()
@@ -482,7 +486,36 @@ def test_worlds_in_every_code_style_load_and_serve_as_awms_runner_serves_them(tm
             env.close()
             _, app = world_files(scenario)
             theirs = _served_awms_way(python, app.read_text(), result.folder / "worlds" / scenario / "template.db",
-                                      tmp_path / f"awm-{scenario}")
+                                      tmp_path / f"awm-{scenario}", [request for _, request in STYLE_CALLS])
             assert ours == theirs, scenario
     finally:
         server.stop()
+
+
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_of_the_world_run_awms_way(shop_url, imported,
+                                                                                          tmp_path):
+    """Verifiers' EnvClient (as prime-rl drives it) runs bookstore_1's task 0 through our front end, a scripted model
+    calling the world's tools; the same calls as the HTTP requests AWM makes of them, to the world run AWM's way, and
+    its verifier run as AWM runs it on the two databases: the same reward."""
+    plays = {"orders": [call("search_books", author="Frank Herbert"), call("place_order", book_id=1, quantity=2),
+                        call("submit", final_answer="ordered")],
+             "browses": [call("get_book", book_id=1), call("submit", final_answer="done")]}
+    requests = {"orders": [("GET", "/books", {"author": "Frank Herbert"}, None),
+                           ("POST", "/orders", None, {"book_id": 1, "quantity": 2})],
+                "browses": [("GET", "/books/1", None, None)]}
+    with ScriptedServer(plays) as model:
+        runs = verifiers_runs(shop_url.status["verifiers"], model.url, [f"script:{name}" for name in plays],
+                              [{"scenario": "bookstore_1", "task_idx": 0}] * len(plays))
+    python = ensure_venv(load_manifest(imported))
+    world, app = world_files("bookstore_1")
+    template = imported / "worlds" / "bookstore_1" / "template.db"
+    theirs = []
+    for name, sent in requests.items():
+        answers = _served_awms_way(python, app.read_text(), template, tmp_path / name, sent)
+        assert all(status == 200 for status, _ in answers), answers
+        initial = tmp_path / name / "initial.db"
+        initial.write_bytes(template.read_bytes())
+        verdict = awm_verdict((world / "verify_0.py").read_text(), initial, tmp_path / name / "final.db",
+                              plays[name][-1]["arguments"]["final_answer"])
+        theirs.append(AWM_REWARDS[verdict])
+    assert rewards_of(runs) == theirs == [1.0, 0.1]

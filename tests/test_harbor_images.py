@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 from conftest import IMAGE, ROOT, write_files
+from openai_server import ScriptedServer
+from verifiers_front import FRONT_END, rewards_of, verifiers_runs
 
 import openenv_gym
 from benchmarks.harbor_runner import HarborRunner
@@ -60,7 +62,8 @@ def served(request, tmp_path_factory):
     said: list[str] = []
     [result] = import_environment(TASK, f"imaged-{request.param}", tmp_path_factory.mktemp("out"), engine=request.param,
                                   say=said.append, check=False)
-    with LocalServer(str(result.folder), 1, 20) as server:
+    front_end = FRONT_END if request.param == "docker" else ()  # (where Harbor's own runner is the oracle)
+    with LocalServer(str(result.folder), 1, 20, *front_end) as server:
         yield request.param, load_manifest(result.folder), server, said
 
 
@@ -312,18 +315,39 @@ def test_a_separate_verifier_runs_in_a_container_of_its_own_too(docker, tmp_path
     assert _eventually(lambda: _containers("docker") == [])
 
 
+@pytest.fixture(scope="module")
+def harbors_trials(docker, tmp_path_factory) -> dict:
+    """Harbor 0.25's `harbor run` of the task in Docker: {agent: its trial} for its oracle and nop agents."""
+    runner = HarborRunner.ready(Path(os.environ["OPENENV_GYM_VENVS"]) / "harbor-runner")
+    jobs = tmp_path_factory.mktemp("jobs")
+    trials = {agent: runner.run(TASK, agent, "docker", jobs) for agent in ("oracle", "nop")}
+    for agent, [trial] in trials.items():
+        assert trial.error is None, (agent, trial)
+    return {agent: trial for agent, [trial] in trials.items()}
+
+
 @pytest.mark.timeout(900)  # (Harbor's runner is made on a new machine first: its venv of Python 3.12, ~1 minute)
 @pytest.mark.parametrize("served", ["docker"], indirect=True)  # (Podman's too in `make bench`: harbor_images.py)
-def test_harbors_own_runner_gives_the_rewards_ours_gives_in_the_same_image(served, tmp_path):
-    """Harbor 0.25's `harbor run` (its oracle and nop agents) in the same engine, on the same task: every metric
-    the same, trial by trial."""
-    engine, _, server, _ = served
-    runner = HarborRunner.ready(Path(os.environ["OPENENV_GYM_VENVS"]) / "harbor-runner")
-    harbors = {agent: runner.run(TASK, agent, engine, tmp_path / "jobs") for agent in ("oracle", "nop")}
+def test_harbors_own_runner_gives_the_rewards_ours_gives_in_the_same_image(served, harbors_trials):
+    """Harbor's own runner (its oracle and nop agents) in the same engine, on the same task: every metric the same,
+    trial by trial."""
+    _, _, server, _ = served
     ours = {"oracle": play(server, {"oracle": True}, SUBMIT)[-1], "nop": play(server, {}, SUBMIT)[-1]}
-    for agent, [trial] in harbors.items():
-        assert trial.error is None, trial
+    for agent, trial in harbors_trials.items():
         assert trial.rewards == ours[agent][4]["metrics"] == {"reward": 1.0 if agent == "oracle" else 0.0}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("served", ["docker"], indirect=True)
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_harbors_own_runner_gives(served, harbors_trials):
+    """Verifiers' EnvClient (as prime-rl drives it) runs the task through our front end, a scripted model replying
+    with the commands of the task's solution (what Harbor's oracle agent runs), or with nothing (its nop agent): each
+    run's reward is the one Harbor's own runner gives its agent."""
+    _, _, server, _ = served
+    plays = {"oracle": [bash((TASK / "solution" / "solve.sh").read_text()), SUBMIT], "nop": [SUBMIT]}
+    with ScriptedServer(plays) as model:
+        runs = verifiers_runs(server.status["verifiers"], model.url, [f"script:{agent}" for agent in plays], [{}, {}])
+    assert rewards_of(runs) == [harbors_trials[agent].rewards["reward"] for agent in plays] == [1.0, 0.0]
 
 
 def test_a_tasks_cpus_and_memory_bound_its_episode(docker, tmp_path):

@@ -18,10 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import in_parallel, play_episode, write_files
+from openai_server import ScriptedServer
 from tool_shape import names_of
+from verifiers_front import FRONT_END, rewards_of, verifiers_runs
 
 import openenv_gym
-from benchmarks.nemo_peer import NemoOwnServer
+from benchmarks.nemo_peer import NemoOwnServer, own_reward, replies_response
 from benchmarks.nemo_replay import replayed_actions, rows, same_outputs, stored_outputs, task_of
 from openenv_gym.client.local import LocalServer
 from openenv_gym.errors import BadRequestError
@@ -50,20 +52,28 @@ def installed(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def nemo(installed, tmp_path_factory):
-    """{name: (ws url, env folder, source folder)}: our two servers and NeMo Gym's examples, each served."""
+def nemo_servers(installed, tmp_path_factory):
+    """({name: (ws url, env folder, source folder)}, {name: its server}): our two servers (with Verifiers front ends)
+    and NeMo Gym's examples, each served."""
     out = tmp_path_factory.mktemp("nemo")
     tally, site = installed
     sources = {"tally": TALLY, "reverse_gym": REVERSE, **{name: site / "resources_servers" / name for name in EXAMPLES}}
     folders = {"tally": tally, **{name: import_environment(source, name, out, check=False)[0].folder
                                   for name, source in sources.items() if name != "tally"}}
-    servers = in_parallel(*(lambda folder=folder: LocalServer(str(folder), 1, 20_000) for folder in folders.values()))
+    fronted = ("tally", "reverse_gym")
+    servers = in_parallel(*(lambda name=name, folder=folder: LocalServer(
+        str(folder), 1, 20_000, *(FRONT_END if name in fronted else ())) for name, folder in folders.items()))
     served = {name: (server.url, folders[name], sources[name]) for name, server in zip(folders, servers, strict=True)}
     single = site / "resources_servers" / "example_single_tool_call"  # re-verified only: not served
     served["example_single_tool_call"] = (None, import_environment(single, "single", out, check=False)[0].folder,
                                           single)
-    yield served
+    yield served, dict(zip(folders, servers, strict=True))
     in_parallel(*(server.stop for server in servers))
+
+
+@pytest.fixture(scope="module")
+def nemo(nemo_servers):
+    return nemo_servers[0]
 
 
 @pytest.mark.parametrize("name", REPLAYED)
@@ -164,6 +174,33 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
         finally:
             own.stop()
     assert sum(overlap > 0 for overlap in overlaps) == 3  # (with the prompt: it cost three of five their reward)
+
+
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_server_gives(nemo_servers):
+    """Verifiers' EnvClient (as prime-rl drives it) runs episodes of a resources server (tally: /verify reads the
+    session's state) and of a Gymnasium-protocol one (reverse_gym: its steps reward) through our front end, a scripted
+    model replying; the same replies played in NeMo Gym's own server process as its agents play them: the same
+    rewards."""
+    served, servers = nemo_servers
+    plays = {"tally": {"reaches": (0, [{"name": "add", "arguments": {"amount": 5}}, "Done."]),
+                       "overshoots": (0, [{"name": "add", "arguments": {"amount": 2}},
+                                          {"name": "add", "arguments": {"amount": 4}}, "Done."])},
+             "reverse_gym": {"solves": (0, [{"name": "hint", "arguments": {}}, "enots"]),
+                             "misses": (1, ["revir?", "river", "nope"])}}  # (three misses: truncated)
+    for name, scripts in plays.items():
+        with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
+            runs = verifiers_runs(servers[name].status["verifiers"], model.url, [f"script:{key}" for key in scripts],
+                                  [{"task": task} for task, _ in scripts.values()])
+        folder = served[name][1]
+        manifest = load_manifest(folder)
+        dataset = rows(folder / manifest.splits["example"])
+        own = NemoOwnServer.of(manifest)
+        try:
+            theirs = [own_reward(own.url, manifest, dataset[task], replies, replies_response(dataset[task], replies))
+                      for task, replies in scripts.values()]
+        finally:
+            own.stop()
+        assert rewards_of(runs) == theirs == [1.0, 0.0], name
 
 
 def test_concurrent_episodes_keep_their_own_cookie_state(nemo):

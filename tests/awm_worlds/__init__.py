@@ -49,6 +49,24 @@ def awm_server_code(code: str, database: Path) -> str:
     return "\n".join(lines)
 
 
+# AWM's verdicts as OpenEnv's port of AWM scores them (AWM itself gives no numbers): complete, else incomplete
+AWM_REWARDS = {"complete": 1.0, "others": 0.1}
+
+
+def awm_verdict(code: str, initial: Path, final: Path, final_answer: str) -> str:
+    """A code-mode verifier's result as AWM's verify.py gets it: the code run by exec in a namespace of sqlite3,
+    json, os and re, its verify_task_completion called with both databases made read-only."""
+    import os
+    import re
+    import sqlite3
+
+    namespace = {"sqlite3": sqlite3, "json": json, "os": os, "re": re}
+    exec(code, namespace)  # (the fixture's own verifier, as AWM runs its dataset's)
+    for database in (initial, final):
+        database.chmod(0o444)
+    return namespace["verify_task_completion"](str(initial), str(final), final_answer)["result"]
+
+
 def write_dataset(folder: Path, scenarios: tuple[str, ...] = SCENARIOS) -> Path:
     """AWM's JSONL files for `scenarios` in `folder`; returns folder."""
     folder.mkdir(parents=True, exist_ok=True)
