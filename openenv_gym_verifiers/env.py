@@ -26,6 +26,7 @@ from openenv_gym.episode.tasks import TASK_SPEC
 from openenv_gym.rollout.openai import reply_of
 from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episode_tools, observation_message
 from openenv_gym_verifiers.harness import close_client, requests
+from openenv_gym_verifiers.speedups import memoize_default_factory_check
 
 REWARD = "reward"  # the trace's reward: the episode's return, where the env names no rewards of its own
 
@@ -39,6 +40,11 @@ class OpenEnvGymEnvConfig(vf.EnvConfig):
 
 
 class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
+    async def start(self) -> None:
+        """When this process starts serving (each of Verifiers' server processes)."""
+        memoize_default_factory_check()
+        await super().start()
+
     async def stop(self) -> None:
         """When the server stops serving: this process's connections closed."""
         await super().stop()

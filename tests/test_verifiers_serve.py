@@ -211,3 +211,24 @@ def _state(pid: int) -> str:
             return next(line for line in file if line.startswith("State:")).lower()
     except (OSError, StopIteration):
         return "gone"
+
+
+def test_the_front_ends_memo_of_pydantics_default_factory_check_gives_pydantics_answers():
+    """The front end keeps pydantic's answer per default factory (speedups.py): the same answers as pydantic's own
+    check, for factories that take the validated data and those that do not, hashable or not."""
+    script = """
+import functools, json
+from pydantic._internal import _fields
+factories = [list, dict, lambda: 1, lambda data: data, functools.partial(dict, a=1), type("Unhashable", (), {
+    "__hash__": None, "__call__": lambda self, data: data})()]
+theirs = [_fields.takes_validated_data_argument(f) for f in factories]
+from openenv_gym_verifiers.speedups import memoize_default_factory_check
+memoize_default_factory_check()
+memoize_default_factory_check()  # (once is enough: a second call keeps the first memo)
+ours = [[_fields.takes_validated_data_argument(f) for f in factories] for _ in range(2)]
+print(json.dumps([theirs, ours, _fields.takes_validated_data_argument.__closure__ is not None]))
+"""
+    done = subprocess.run([front_end_python(), "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs, ours, memoized = json.loads(done.stdout)
+    assert theirs == [False, False, False, True, False, True] and ours == [theirs, theirs] and memoized
