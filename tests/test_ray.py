@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, health, wait_until
 from episode_files import VariedPolicy
+from openai_server import ScriptedServer
+from verifiers_front import rewards_of, verifiers_runs
 
 import openenv_gym
 import openenv_gym.ray as on_ray
@@ -135,12 +137,14 @@ def test_rollouts_as_ray_tasks_play_every_episode_once(cluster):
 
 def test_the_cli_serves_on_ray_until_interrupted(cluster):
     environment = os.environ | {"RAY_ADDRESS": cluster.address}
-    process = subprocess.Popen([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--num-servers", "2"],
+    process = subprocess.Popen([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--num-servers", "2",
+                                "--verifiers-port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     try:
         header = process.stdout.readline()
         assert "serving echo on 2 Ray actors" in header, process.stderr.read() if process.poll() else header
-        urls = [process.stdout.readline().strip() for _ in range(2)]
+        urls, fronts = zip(*(process.stdout.readline().split() for _ in range(2)), strict=True)  # (URL, front end)
+        assert verifiers_runs(fronts[0], "http://127.0.0.1:9/v1", "m", []) == [{"healthy_after": True}]
         env = gym.make("openenv/echo", base_url=urls[1])
         env.reset(seed=0)
         assert env.step("hello")[0] == "hello"
@@ -189,6 +193,18 @@ def test_the_cli_on_ray_passes_the_engine_to_its_servers(cluster):
     assert "--engine is for Harbor tasks and OpenEnv projects imported into images" in said, done.stderr[-2000:]
 
 
+def test_servers_on_ray_serve_verifiers_env_server_protocol_too(cluster):
+    """Each server's Verifiers front end (prime-rl's env servers) on its node: Verifiers' EnvClient plays episodes
+    through each, the model that of the run's request."""
+    with on_ray.serve("guess", num_servers=2, verifiers=True, max_concurrent=8) as servers, \
+            ScriptedServer() as model:
+        addresses = servers.verifiers_addresses()
+        assert len(set(addresses)) == 2 and [where["verifiers"] for where in servers.where()] == addresses
+        for address in addresses:
+            runs = verifiers_runs(address, model.url, "guesser", [{"seed": 1}, {"seed": 2}])
+            assert all(reward > 0 for reward in rewards_of(runs))
+
+
 def test_cli_refuses_ray_flags_that_make_no_sense():
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--port", "9000"],
                           capture_output=True, text=True, timeout=60)
@@ -196,6 +212,9 @@ def test_cli_refuses_ray_flags_that_make_no_sense():
     done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--num-servers", "3"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "go with --ray" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "openenv_gym", "serve", "echo", "--ray", "--verifiers-port", "9000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "with --ray, --verifiers-port is 0" in done.stderr
 
 
 def test_ray_workers_share_one_sampler_and_the_driver_keeps_what_it_learned(cluster):

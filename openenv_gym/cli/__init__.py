@@ -124,9 +124,9 @@ def _run_serve(args: argparse.Namespace) -> None:
     if args.settings is not None:  # serve() runs itself in an environment's venv this way
         serve(**args.settings)
         return
+    if args.verifiers_port is None and (args.verifiers_workers or args.max_concurrent):
+        sys.exit("openenv-gym serve: --verifiers-workers and --max-concurrent go with --verifiers-port")
     if args.ray:
-        if args.verifiers_port is not None:
-            sys.exit("openenv-gym serve: --verifiers-port goes without --ray for now: serve it on each node instead")
         if args.sampler is not None:
             sys.exit("openenv-gym serve: --sampler goes without --ray (each Ray server would hold one of its own); "
                      "openenv_gym.ray.rollouts(sampler=...) shares one sampler among Ray workers")
@@ -134,8 +134,6 @@ def _run_serve(args: argparse.Namespace) -> None:
         return
     if args.num_servers != 1 or args.ray_address is not None:
         sys.exit("openenv-gym serve: --num-servers and --ray-address go with --ray")
-    if args.verifiers_port is None and (args.verifiers_workers or args.max_concurrent):
-        sys.exit("openenv-gym serve: --verifiers-workers and --max-concurrent go with --verifiers-port")
     with _sampler_host(args) as sampler_socket:
         _serve(args, serve, sampler_socket)
 

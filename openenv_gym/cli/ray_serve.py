@@ -2,6 +2,8 @@
 
 Each server listens on its node's address on a free port; the command prints their URLs, and prints them again
 when Ray restarts a server elsewhere. `--workers` is per server (default 1): the CPUs each actor reserves.
+With `--verifiers-port 0`, each server's Verifiers front end listens on a free port of its node too, and each
+line gives its address after the URL.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import signal
 import sys
 import threading
+from typing import Any
 
 from openenv_gym.server.config import ServeConfig
 
@@ -40,6 +43,9 @@ def serve_on_ray(args: argparse.Namespace) -> None:
     if args.host != ServeConfig.host or args.port != ServeConfig.port:
         sys.exit("openenv-gym serve: --host and --port do not go with --ray; each server listens on its node's "
                  "address, on a free port, and the URLs are printed")
+    if args.verifiers_port not in (None, 0) or args.verifiers_workers is not None:
+        sys.exit("openenv-gym serve: with --ray, --verifiers-port is 0 (each server's front end listens on a free port "
+                 "of its node; the addresses are printed) and its processes are the server's --workers")
     if args.num_servers < 1:
         sys.exit(f"openenv-gym serve: --num-servers must be at least 1, got {args.num_servers}")
     try:
@@ -48,19 +54,25 @@ def serve_on_ray(args: argparse.Namespace) -> None:
         sys.exit(f"openenv-gym serve: {exc}")
     servers = on_ray.serve(args.env, num_servers=args.num_servers, workers_per_server=args.workers or 1,
                            max_sessions=args.max_sessions, env_args=args.env_args, token=args.token,
-                           serve_args=forwarded_flags(args), address=args.ray_address)
+                           serve_args=forwarded_flags(args), address=args.ray_address,
+                           verifiers=args.verifiers_port is not None, max_concurrent=args.max_concurrent)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        urls = servers.urls()
+        urls = _addresses(servers)
         print(f"openenv-gym: serving {args.env} on {len(urls)} Ray actors ({servers.workers_per_server} workers "
               f"each; Ctrl-C stops them all):", *urls, sep="\n  ", flush=True)
         while not stop.wait(WATCH_PERIOD):
-            now = servers.urls()
+            now = _addresses(servers)
             if now != urls:
                 print("openenv-gym: the servers are now:", *now, sep="\n  ", flush=True)
                 urls = now
     finally:
         servers.shutdown()
         print("openenv-gym: stopped every server and removed their actors", flush=True)
+
+
+def _addresses(servers: Any) -> list[str]:
+    """A line per live server: its URL, and its Verifiers front end's address where it has one."""
+    return [" ".join(filter(None, (where["url"], where.get("verifiers")))) for where in servers.where()]

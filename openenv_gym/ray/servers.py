@@ -5,6 +5,9 @@ restarts an actor that dies; a restarted actor starts a new server, on a new por
 what `base_url` takes: the vector client asks it for the live URLs when it loses a server (and every 10 s), moves
 the envs of a lost server to live ones at their next reset, and gives the restarted server its share again. The
 handle pickles, so Ray tasks and actors of a sharded trainer can take it too.
+
+With `verifiers=True` each server also speaks Verifiers' env server protocol (prime-rl's), on a free port of its
+node: `verifiers_addresses()`.
 """
 
 from __future__ import annotations
@@ -45,10 +48,14 @@ class EnvServer:
     def url(self) -> str:
         return self.server.url
 
+    def verifiers_address(self) -> str | None:
+        """Where its Verifiers front end listens (None: it has none)."""
+        return self.server.status.get("verifiers")
+
     def where(self) -> dict[str, Any]:
         """Where this server runs: its URL, its process, the actor's process and the Ray node."""
         return {"url": self.server.url, "server_pid": self.server.process.pid, "actor_pid": os.getpid(),
-                "node_id": ray.get_runtime_context().get_node_id()}
+                "node_id": ray.get_runtime_context().get_node_id(), "verifiers": self.verifiers_address()}
 
     def stop(self) -> None:
         self._stopping = True
@@ -72,6 +79,11 @@ class EnvServers:
     def urls(self, timeout: float = URLS_TIMEOUT) -> list[str]:
         """The URLs of the servers that serve, in actor order; waits up to `timeout` s for restarting ones."""
         return self._ask("url", timeout)
+
+    def verifiers_addresses(self, timeout: float = URLS_TIMEOUT) -> list[str]:
+        """The addresses of the live servers' Verifiers front ends (tcp://NODE:PORT: prime-rl's env servers), in
+        actor order; none if they were started without."""
+        return [address for address in self._ask("verifiers_address", timeout) if address is not None]
 
     def where(self, timeout: float = URLS_TIMEOUT) -> list[dict[str, Any]]:
         """For each serving server: url, server_pid, actor_pid and node_id."""
@@ -113,7 +125,8 @@ class EnvServers:
 
 def serve(env: str, *, num_servers: int = 1, workers_per_server: int = 1, max_sessions: int = DEFAULT_MAX_SESSIONS,
           env_args: dict[str, Any] | None = None, token: str | None = None, serve_args: Sequence[str] = (),
-          address: str | None = None, ready_timeout: float = 600.0) -> EnvServers:
+          address: str | None = None, ready_timeout: float = 600.0, verifiers: bool = False,
+          max_concurrent: int | None = None) -> EnvServers:
     """Start `num_servers` servers of `env` as Ray actors and return once each serves.
 
     env: a gym id (openenv/echo), an environment name, or a folder that every node can read.
@@ -123,14 +136,17 @@ def serve(env: str, *, num_servers: int = 1, workers_per_server: int = 1, max_se
     address: the Ray cluster to join if Ray is not initialized yet (default: RAY_ADDRESS, a running local
         cluster, or a new one on this machine).
     ready_timeout: seconds to wait for every server (an env's venv is built once per node on first start).
+    verifiers: each server serves Verifiers' env server protocol too (`serve --verifiers-port`), in as many
+        processes as it has workers, each running `max_concurrent` runs at most (default: no bound).
     """
     if num_servers < 1 or workers_per_server < 1:
         raise ValueError(f"num_servers and workers_per_server must be at least 1, got {num_servers} and "
                          f"{workers_per_server}")
     if not ray.is_initialized():
         ray.init(address=address, logging_level="WARNING")
+    front_end = ["--verifiers-port", "0", *(["--max-concurrent", str(max_concurrent)] if max_concurrent else [])]
     args = [*serve_args, *(["--env-args", json.dumps(env_args)] if env_args else []),
-            *(["--token", token] if token else [])]
+            *(["--token", token] if token else []), *(front_end if verifiers else [])]
     actor_class = ray.remote(EnvServer)
     tag = uuid.uuid4().hex[:8]
     actors = [actor_class.options(name=f"openenv-gym:{env}:{k}:{tag}", num_cpus=workers_per_server, max_restarts=-1,
