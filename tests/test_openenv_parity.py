@@ -9,6 +9,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import gymnasium as gym
 import httpx
 import orjson
 import pytest
@@ -116,6 +117,21 @@ def test_the_verifiers_front_end_ends_each_run_with_the_reward_openenvs_own_serv
         return sum(answer["data"]["reward"] for answer in answers[1:])
     theirs = [asyncio.run(openenvs_return(replies, seed)) for replies, seed in zip(plays.values(), (1, 2), strict=True)]
     assert rewards_of(runs) == theirs == [10.0, 12.0]
+
+
+def test_an_action_object_written_as_json_text_plays_on_either_server(servers):
+    """The env takes objects, and no text: a model's text that is a JSON object is one, through openenv/remote to
+    OpenEnv's server as through ours; other text is an invalid action saying how to write one."""
+    for url in servers:
+        env = gym.make("openenv/remote", base_url=url)
+        env.reset(seed=1)
+        obs, reward, terminated, _, info = env.step('```json\n{"delta": 4}\n```')
+        assert (json.loads(obs)["total"], reward, terminated) == (4, 4.0, False), url
+        obs, reward, _, _, info = env.step("add four")
+        assert info["error"]["code"] == "invalid_action" and "a JSON object is taken as one" in obs, url
+        obs, reward, terminated, _, info = env.step('{"delta": 6}')
+        assert (reward, terminated) == (6.0, True), url
+        env.close()
 
 
 def test_schema_is_the_environments_own(servers):
