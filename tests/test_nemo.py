@@ -182,25 +182,24 @@ def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_ser
     model replying; the same replies played in NeMo Gym's own server process as its agents play them: the same
     rewards."""
     served, servers = nemo_servers
-    plays = {"tally": {"reaches": (0, [{"name": "add", "arguments": {"amount": 5}}, "Done."]),
-                       "overshoots": (0, [{"name": "add", "arguments": {"amount": 2}},
-                                          {"name": "add", "arguments": {"amount": 4}}, "Done."])},
+    add = [{"name": "add", "arguments": {"amount": amount}} for amount in (5, 2, 4)]
+    plays = {"tally": {"reaches": (0, [add[0], "Done."]), "overshoots": (0, [add[1], add[2], "Done."])},
              "reverse_gym": {"solves": (0, [{"name": "hint", "arguments": {}}, "enots"]),
                              "misses": (1, ["revir?", "river", "nope"])}}  # (three misses: truncated)
-    for name, scripts in plays.items():
-        with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
-            runs = verifiers_runs(servers[name].status["verifiers"], model.url, [f"script:{key}" for key in scripts],
-                                  [{"task": task} for task, _ in scripts.values()])
-        folder = served[name][1]
-        manifest = load_manifest(folder)
-        dataset = rows(folder / manifest.splits["example"])
-        own = NemoOwnServer.of(manifest)
-        try:
-            theirs = [own_reward(own.url, manifest, dataset[task], replies, replies_response(dataset[task], replies))
-                      for task, replies in scripts.values()]
-        finally:
-            own.stop()
-        assert rewards_of(runs) == theirs == [1.0, 0.0], name
+    manifests = {name: load_manifest(served[name][1]) for name in plays}
+    owns = dict(zip(plays, in_parallel(*(lambda name=name: NemoOwnServer.of(manifests[name]) for name in plays)),
+                    strict=True))
+    try:
+        for name, scripts in plays.items():
+            with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
+                models, tasks = [f"script:{key}" for key in scripts], [{"task": task} for task, _ in scripts.values()]
+                runs = verifiers_runs(servers[name].status["verifiers"], model.url, models, tasks)
+            dataset = rows(served[name][1] / manifests[name].splits["example"])
+            theirs = [own_reward(owns[name].url, manifests[name], dataset[task], replies,
+                                 replies_response(dataset[task], replies)) for task, replies in scripts.values()]
+            assert rewards_of(runs) == theirs == [1.0, 0.0], name
+    finally:
+        in_parallel(*(own.stop for own in owns.values()))
 
 
 def test_concurrent_episodes_keep_their_own_cookie_state(nemo):
