@@ -11,7 +11,7 @@ benchmarks/results/verifiers_serve.json too:
    concurrency, the same scripted model server (tests/openai_server.py) answers; runs/s and errors of each side.
 2. The front end's cost per run: the same episodes of openenv/guess played through EnvClient and our front end, and
    with rollouts() over our native protocol, the same number at once, the same model server: the difference of
-   their seconds per run.
+   their seconds per run, and of the CPU their clients spend per run (EnvClient and the front end; rollouts()).
 """
 
 from __future__ import annotations
@@ -96,18 +96,31 @@ def compare(concurrencies: list[int], runs: int, max_concurrent: int) -> dict:
 
 
 def overhead(runs: int, concurrency: int) -> dict:
-    """Seconds per run through the front end and with rollouts(), the same guess episodes (seeds) at once."""
+    """Seconds per run through the front end and with rollouts(), the same guess episodes (seeds) at once; and the
+    CPU spent per run on each side's client side: the front end's process and EnvClient's, against the process that
+    runs rollouts() (the server's worker and the model server do the same work for both)."""
+    import resource
+
+    from benchmarks.agent_sessions import cpu_seconds, tree
     from openenv_gym import OpenAIPolicy, rollouts
     from openenv_gym.client.local import LocalServer
     from openenv_gym.manifests.venvs import ensure_venv
     from openenv_gym.server.verifiers_front import front_end_manifest
 
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
     python = str(ensure_venv(front_end_manifest()))
     tasks = [{"seed": seed} for seed in range(runs)]
     with scripted_model() as model_url, LocalServer("guess", 1, 100_000, "--verifiers-port", "0",
                                                     "--verifiers-workers", "1") as server:
+        [front_end] = [pid for pid in tree(server.process.pid)
+                       if b"openenv_gym_verifiers.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         client_figures(python, server.status["verifiers"], model_url, min(64, runs), concurrency, tasks=tasks)  # warm
+        cpu = cpu_seconds(front_end), children_cpu()
         front = client_figures(python, server.status["verifiers"], model_url, runs, concurrency, tasks=tasks)
+        front_cpu = cpu_seconds(front_end) - cpu[0], children_cpu() - cpu[1]  # (the front end's, EnvClient's)
 
         async def native() -> float:
             started = time.perf_counter()
@@ -116,10 +129,15 @@ def overhead(runs: int, concurrency: int) -> dict:
                 pass
             return time.perf_counter() - started
         asyncio.run(native())  # warm
+        cpu = time.process_time()
         seconds = asyncio.run(native())
+        native_cpu = time.process_time() - cpu
     per_run_ms = {"front_end": 1000 * front["seconds"] / runs, "native": 1000 * seconds / runs}
+    cpu_ms = {"front_end": 1000 * front_cpu[0] / runs, "env_client": 1000 * front_cpu[1] / runs,
+              "rollouts": 1000 * native_cpu / runs}
     return {"runs": runs, "concurrency": concurrency, "errors": front["errors"], "ms_per_run": per_run_ms,
-            "added_ms_per_run": per_run_ms["front_end"] - per_run_ms["native"]}
+            "added_ms_per_run": per_run_ms["front_end"] - per_run_ms["native"], "cpu_ms_per_run": cpu_ms,
+            "added_cpu_ms_per_run": cpu_ms["front_end"] + cpu_ms["env_client"] - cpu_ms["rollouts"]}
 
 
 def main() -> None:
