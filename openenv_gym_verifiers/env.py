@@ -22,7 +22,9 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig
 from openenv_gym.client.native.connection import Connection
 from openenv_gym.client.native.handshake import connect
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
+from openenv_gym.episode.results import episode_failure
 from openenv_gym.episode.tasks import TASK_SPEC
+from openenv_gym.errors import EnvError
 from openenv_gym.rollout.openai import reply_of
 from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episode_tools, observation_message
 from openenv_gym_verifiers.harness import close_client, requests
@@ -78,7 +80,8 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                         break
                     answer = message_to_wire(segment.messages[-1])
                     reply = reply_of({"choices": [{"message": answer}]})
-                    obs, reward, terminated, truncated, info = await session.step(action_of(reply, own_messages))
+                    action = _as_written(answer, reply) if own_messages else action_of(reply)
+                    obs, reward, terminated, truncated, info = await session.step(action)
                     total, final = total + reward, info
                     if terminated or truncated:
                         break
@@ -89,6 +92,9 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                 elif isinstance(final.get("stop_condition"), str):
                     trace.stop(final["stop_condition"])
             _score(trace, total, final)
+            failure = episode_failure(final)
+            if failure is not None:  # (the run's error: Verifiers keeps the trace, and the episode is not ok)
+                raise EnvError(f"the episode failed: {failure}")
         finally:
             await session.close()
 
@@ -99,6 +105,12 @@ def _options(data: Any, description: dict[str, Any]) -> dict[str, Any]:
     if description.get("source") == "verifiers" and TASK_SPEC in description.get("reset_options", ()):
         return {TASK_SPEC: data.model_dump(mode="json", exclude={"seed"}, exclude_none=True)}
     return data.reset_options()
+
+
+def _as_written(answer: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """The turn's message, for an env that plays the conversation itself: its tool calls as the model wrote them
+    (their ids, their arguments' text), every one, as Verifiers' own server passes them on."""
+    return action_of(reply, True) | {"tool_calls": list(answer.get("tool_calls") or ())}
 
 
 def _sent_back(answer: dict[str, Any], reply: Reply) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from openenv_gym.manifests.venvs import ensure_venv
 SEEDS = range(1, 7)
 HIGHER_LOWER = ROOT / "tests" / "verifiers_v1_envs" / "higher_lower"
 WORD_ECHO = ROOT / "tests" / "verifiers_v1_envs" / "word_echo"
-pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO)
+CAPITALS = ROOT / "tests" / "verifiers_v1_envs" / "capitals"
+pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO, CAPITALS)
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +128,15 @@ def higher_lower(tmp_path_factory):
         yield served
 
 
-@pytest.fixture(scope="module", params=[HIGHER_LOWER, WORD_ECHO], ids=lambda source: source.name)
+# how each v1 env is played: (its model, the tasks of its taskset); "script:lookup" calls the tool as a model writes it
+V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]), CAPITALS: ("script:lookup", [2])}
+LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}}, "The capital is Nairobi."]
+
+
+@pytest.fixture(scope="module", params=list(V1_PLAYS), ids=lambda source: source.name)
 def v1_env(request, tmp_path_factory):
-    """A v1 env that plays the user (higher_lower), and one whose task has a prompt of its own (word_echo)."""
+    """A v1 env that plays the user (higher_lower), one whose task has a prompt of its own (word_echo), one whose
+    task offers a tool of its own (capitals)."""
     with verifiers_own(request.param, tmp_path_factory.mktemp("v1")) as served:
         yield request.param, *served
 
@@ -137,21 +144,35 @@ def v1_env(request, tmp_path_factory):
 def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     """A Verifiers v1 env behind Verifiers' own env server and behind our front end, driven by the same EnvClient
     with task_data dumped from its taskset as prime-rl dumps it, and the same scripted model (streamed, as the null
-    harness asks): the same messages, rewards, metrics and stop."""
+    harness asks): the same messages (a tool call's id and arguments as the model wrote them), rewards, metrics and
+    stop; a run that raises fails on both, saying why."""
     source, folder, python, address = v1_env
-    with LocalServer(str(folder), 1, 100, *FRONT_END) as server, ScriptedServer() as model:
-        runs = {side: verifiers_runs((None, where, python), model.url, "m", taskset=(source, [0, 3]))
-                for side, where in (("ours", server.status["verifiers"]), ("theirs", address))}
+    model, indices = V1_PLAYS[source]
+    runs, failed = {}, {}
+    with LocalServer(str(folder), 1, 100, *FRONT_END) as server:
+        for side, where in {"ours": server.status["verifiers"], "theirs": address}.items():
+            with ScriptedServer({"lookup": LOOKUP}) as scripted:  # (a model each: its calls' ids count its requests)
+                runs[side] = verifiers_runs((None, where, python), scripted.url, model, taskset=(source, indices))
+                if source == HIGHER_LOWER:
+                    broken = {"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}
+                    [failed[side], _] = verifiers_runs((None, where, python), scripted.url, model, [broken])
     assert runs["ours"] == runs["theirs"]
     assert all(run["ok"] and run["traces"][0]["calls"] for run in runs["ours"][:-1])
-    if source == WORD_ECHO:  # (its task's prompt opens the exchange: one turn, scored on it)
+    if source == CAPITALS:
+        [run, _] = runs["ours"]
+        call = run["traces"][0]["messages"][1]["tool_calls"][0]
+        assert call["function"]["arguments"] == '{"country": "kenya"}' and run["traces"][0]["rewards"] == {
+            "correct": 1.0}
+    elif source == WORD_ECHO:  # (its task's prompt opens the exchange: one turn, scored on it)
         assert [run["traces"][0]["messages"][-2]["content"] for run in runs["ours"][:-1]] == [
             "The word is: apple", "The word is: cloud"]
-        return
-    lost, found, health = runs["ours"]
-    assert [run["traces"][0]["rewards"] for run in (lost, found)] == [{"found": 0.0}, {"found": 1.0}]
-    assert lost["traces"][0]["metrics"] == {"guesses": 6.0} and lost["traces"][0]["calls"] == 6
-    assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
+    else:
+        lost, found, health = runs["ours"]
+        assert [run["traces"][0]["rewards"] for run in (lost, found)] == [{"found": 0.0}, {"found": 1.0}]
+        assert lost["traces"][0]["metrics"] == {"guesses": 6.0} and lost["traces"][0]["calls"] == 6
+        assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
+        for side, run in failed.items():
+            assert not run["ok"] and "the secret 0 is not a number from 1 to 100" in run["errors"][0], side
 
 
 def test_a_v1_env_server_is_a_gym_environment_each_model_call_a_step(higher_lower):

@@ -51,7 +51,7 @@ def assistant_message(action: Any, tool_names: set[str], turn: int) -> dict[str,
         call = normalize_tool_call(raw)
         if call is None:
             return f'tool call {index} is neither {{"name", "arguments"}} nor an OpenAI tool call'
-        calls.append(_tool_call(call, turn, index, raw.get("id")))
+        calls.append(_tool_call(call, turn, index, raw.get("id"), _arguments_text(raw)))
     message: dict[str, Any] = {"content": content, "tool_calls": calls}
     reasoning = reasoning_of(action)
     if reasoning is not None and not isinstance(reasoning, str):
@@ -96,6 +96,15 @@ def reasoning_of(message: dict[str, Any]) -> Any:
     return next((message[name] for name in REASONING_NAMES if message.get(name) is not None), None)
 
 
-def _tool_call(call: dict[str, Any], turn: int, index: int, call_id: Any = None) -> dict[str, str]:
+def _tool_call(call: dict[str, Any], turn: int, index: int, call_id: Any = None, text: str | None = None) \
+        -> dict[str, str]:
+    """A call of the conversation: its id and arguments' text as the model wrote them, where it gave them."""
     return {"id": str(call_id or f"call_{turn}_{index}"), "name": call["name"],
-            "arguments": orjson.dumps(call["arguments"]).decode()}
+            "arguments": text if text is not None else orjson.dumps(call["arguments"]).decode()}
+
+
+def _arguments_text(raw: dict[str, Any]) -> str | None:
+    """The arguments of an OpenAI tool call as written (a JSON text), if that is how the call came."""
+    function = raw.get("function")
+    text = function.get("arguments") if isinstance(function, dict) else raw.get("arguments")
+    return text if isinstance(text, str) and text.strip() else None

@@ -32,6 +32,16 @@ def invalid_action(message: str, *, reward: float = 0.0) -> StepResult:
                       info={"error": {"code": INVALID_ACTION, "message": message}})
 
 
+def episode_failure(info: dict[str, Any]) -> str | None:
+    """Why an episode failed, read from the info of its last step: an error there other than an invalid action (the
+    env's own run raised, its verifier or judge gave no verdict, its program fell silent) means its reward is no
+    score of the replies. "code: message", or None."""
+    error = info.get("error")
+    if not isinstance(error, dict) or error.get("code") == INVALID_ACTION:
+        return None
+    return f"{error.get('code')}: {error.get('message')}"
+
+
 def reward_of(raw: Any, info: dict[str, Any]) -> float:
     """A reward that may be missing: None counts as 0.0, and the raw value is kept in info["reward_raw"]."""
     info["reward_raw"] = raw

@@ -24,6 +24,7 @@ from openenv_gym.client.results import VectorResult
 from openenv_gym.client.vector import AsyncVectorClient
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
 from openenv_gym.episode.groups import GROUP_OPTION
+from openenv_gym.episode.results import episode_failure
 from openenv_gym.episode.state import MAX_STEPS_OPTION
 from openenv_gym.errors import EnvError
 from openenv_gym.rollout.export import EXPORTS, training_records
@@ -294,8 +295,9 @@ class _Driver:
                 if error is None and not (episode.terminated or episode.truncated):
                     self._think(env)
                     continue
-            if error is not None:
-                episode.error = f"env: {error}"
+            failure = episode_failure(info) if error is None else f"{error}"
+            if failure is not None:
+                episode.error = f"env: {failure}"
             self._finish(episode)  # first: a member to play again may be started on this env
             self._start(env)
 

@@ -40,6 +40,8 @@ class HigherLowerEnvConfig(vf.EnvConfig):
 class HigherLowerEnv(vf.Env[HigherLowerEnvConfig]):
     async def run(self, task, agents):
         secret, guesses, found = task.data.secret, 0, False
+        if not 1 <= secret <= 100:  # (a run that raises: the episode fails, its error said)
+            raise ValueError(f"the secret {secret} is not a number from 1 to 100")
         message = "Your first guess?"
         async with agents.player.interaction(vf.Task(vf.TaskData(idx=task.data.idx, prompt=None,
                                                                  system_prompt=RULES))) as player:
