@@ -81,7 +81,7 @@ screenshots: $(VENV)/.installed $(CHROMIUM)
 bench: $(VENV)/.installed $(BWRAP) $(CHROMIUM)
 	$(PY) -m pytest -m bench -q tests/test_benchmarks_smoke.py tests/test_ray.py tests/test_servers.py tests/test_web.py \
 		tests/test_import_checks.py tests/test_openenv.py tests/test_notebooks.py tests/test_validate.py tests/test_verifiers_v1.py \
-		tests/test_sandbox_embedded.py tests/test_nemo.py tests/test_examples.py
+		tests/test_sandbox_embedded.py tests/test_nemo.py tests/test_examples.py tests/test_verifiers_serve.py
 	$(PY) -m pytest benchmarks --benchmark-only -q
 	$(PY) -m benchmarks.latency
 	$(PY) -m benchmarks.capacity

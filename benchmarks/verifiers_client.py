@@ -7,6 +7,7 @@ repository root:
     ... --model right wrong     # a model per run, in turn: the first run's, the second's, ...
     ... --cancel-after 0.5      # cancel every run after 0.5 s (EnvClient sends the server its cancel)
     ... --taskset PROJECT TASKSET_ID --indices 0 3     # task_data of a v1 taskset's tasks, dumped as prime-rl does
+                                                       # (then those of --tasks, if given too)
     ... --runs 1024 --concurrency 64     # throughput: runs of the tasks in turn, 64 at a time; one JSON line of figures
 
 Each run is `EnvClient.run(EvalClientConfig(base_url), model, SamplingConfig(), task_data)`, all at once; its line
@@ -96,13 +97,13 @@ def main() -> None:
     parser.add_argument("--model", required=True, nargs="+", help="a model per run, in turn")
     parser.add_argument("--tasks", type=json.loads, help="a JSON list of task_data")
     parser.add_argument("--taskset", nargs=2, metavar=("PROJECT", "TASKSET_ID"),
-                        help="instead: the tasks of this v1 taskset (--indices), loaded here as prime-rl loads them")
+                        help="the tasks of this v1 taskset (--indices), loaded here as prime-rl loads them, first")
     parser.add_argument("--indices", type=int, nargs="*", default=[0])
     parser.add_argument("--cancel-after", type=float, default=None)
     parser.add_argument("--runs", type=int, default=None, help="throughput: this many runs of the tasks in turn")
     parser.add_argument("--concurrency", type=int, default=64, help="throughput: runs at once")
     args = parser.parse_args()
-    tasks = args.tasks if args.taskset is None else taskset_data(*args.taskset, args.indices)
+    tasks = (taskset_data(*args.taskset, args.indices) if args.taskset else []) + (args.tasks or [])
     if args.runs is not None:
         print(json.dumps(asyncio.run(throughput(args.address, args.model_url, args.model[0], tasks, args.runs,
                                                 args.concurrency))))

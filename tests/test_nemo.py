@@ -76,6 +76,21 @@ def nemo(nemo_servers):
     return nemo_servers[0]
 
 
+@pytest.fixture(scope="module")
+def nemo_own(nemo):
+    """NeMo Gym's own server process of each server asked for, started once for the module (those asked together,
+    at once)."""
+    started: dict[str, NemoOwnServer] = {}
+
+    def own(*names: str) -> list[NemoOwnServer]:
+        missing = [name for name in names if name not in started]
+        made = in_parallel(*(lambda name=name: NemoOwnServer.of(load_manifest(nemo[name][1])) for name in missing))
+        started.update(zip(missing, made, strict=True))
+        return [started[name] for name in names]
+    yield own
+    in_parallel(*(server.stop for server in started.values()))
+
+
 @pytest.mark.parametrize("name", REPLAYED)
 def test_every_stored_example_rollout_replayed_through_our_sessions_gets_its_stored_reward(nemo, name):
     url, folder, source = nemo[name]
@@ -140,7 +155,7 @@ def test_workplace_assistant_played_to_its_ground_truth_is_rewarded_and_a_wrong_
         assert play_episode(url, ["I did nothing."], options={"task": index})[-1][1] == 0.0
 
 
-def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(nemo):
+def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(nemo, nemo_own):
     """Each example episode played through our session ends with the Responses object it built; NeMo Gym's own
     server process, given the same calls over HTTP with its cookies, verifies that object to the same reward."""
     plays = {"example_multi_step": stored_plays, "lc_niah": stored_plays,
@@ -151,32 +166,28 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
                  (index, [{"name": "add", "arguments": {"amount": -1}}, {"name": "add", "arguments": {"amount": 500}},
                           {"name": "add", "arguments": {"amount": row["expected_total"] - row["start"] + miss}},
                           "Done."]) for index, row in enumerate(dataset) for miss in (0, 1)]}
-    owns = in_parallel(*(lambda name=name: NemoOwnServer.of(load_manifest(nemo[name][1])) for name in plays))
     overlaps: list[float] = []
-    for (name, episodes), own in zip(plays.items(), owns, strict=True):
+    for (name, episodes), own in zip(plays.items(), nemo_own(*plays), strict=True):
         url, folder, source = nemo[name]
-        try:
-            dataset = rows(folder / load_manifest(folder).splits["example"])
-            for task, actions in episodes(dataset, source):
-                answers = play_episode(url, actions, options={"task": task})
-                response = answers[-1][4]["response"]
-                with httpx.Client(base_url=own.url) as client:
-                    client.post("/seed_session", json=dataset[task]).raise_for_status()
-                    outputs = [client.post(f"/{item['name']}", json=json.loads(item["arguments"])).text
-                               for item in response["output"] if item["type"] == "function_call"]
-                    theirs = client.post("/verify", json=dataset[task] | {"response": response}).json()
-                # the same tool calls in NeMo's process, in one session: the same answers, errors included
-                assert outputs == stored_outputs(response["output"]), (name, task)
-                assert theirs["reward"] == answers[-1][1], (name, task, theirs)
-                if name == "lc_niah":  # the reasoning reached /verify as NeMo's agent sends it: its overlap
-                    assert theirs["reasoning_overlap"] == answers[-1][4]["metrics"]["reasoning_overlap"]
-                    overlaps.append(theirs["reasoning_overlap"])
-        finally:
-            own.stop()
+        dataset = rows(folder / load_manifest(folder).splits["example"])
+        for task, actions in episodes(dataset, source):
+            answers = play_episode(url, actions, options={"task": task})
+            response = answers[-1][4]["response"]
+            with httpx.Client(base_url=own.url) as client:
+                client.post("/seed_session", json=dataset[task]).raise_for_status()
+                outputs = [client.post(f"/{item['name']}", json=json.loads(item["arguments"])).text
+                           for item in response["output"] if item["type"] == "function_call"]
+                theirs = client.post("/verify", json=dataset[task] | {"response": response}).json()
+            # the same tool calls in NeMo's process, in one session: the same answers, errors included
+            assert outputs == stored_outputs(response["output"]), (name, task)
+            assert theirs["reward"] == answers[-1][1], (name, task, theirs)
+            if name == "lc_niah":  # the reasoning reached /verify as NeMo's agent sends it: its overlap
+                assert theirs["reasoning_overlap"] == answers[-1][4]["metrics"]["reasoning_overlap"]
+                overlaps.append(theirs["reasoning_overlap"])
     assert sum(overlap > 0 for overlap in overlaps) == 3  # (with the prompt: it cost three of five their reward)
 
 
-def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_server_gives(nemo_servers):
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_server_gives(nemo_servers, nemo_own):
     """Verifiers' EnvClient (as prime-rl drives it) runs episodes of a resources server (tally: /verify reads the
     session's state) and of a Gymnasium-protocol one (reverse_gym: its steps reward) through our front end, a scripted
     model replying; the same replies played in NeMo Gym's own server process as its agents play them: the same
@@ -186,20 +197,15 @@ def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_ser
     plays = {"tally": {"reaches": (0, [add[0], "Done."]), "overshoots": (0, [add[1], add[2], "Done."])},
              "reverse_gym": {"solves": (0, [{"name": "hint", "arguments": {}}, "enots"]),
                              "misses": (1, ["revir?", "river", "nope"])}}  # (three misses: truncated)
-    manifests = {name: load_manifest(served[name][1]) for name in plays}
-    owns = dict(zip(plays, in_parallel(*(lambda name=name: NemoOwnServer.of(manifests[name]) for name in plays)),
-                    strict=True))
-    try:
-        for name, scripts in plays.items():
-            with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
-                models, tasks = [f"script:{key}" for key in scripts], [{"task": task} for task, _ in scripts.values()]
-                runs = verifiers_runs(servers[name].status["verifiers"], model.url, models, tasks)
-            dataset = rows(served[name][1] / manifests[name].splits["example"])
-            theirs = [own_reward(owns[name].url, manifests[name], dataset[task], replies,
-                                 replies_response(dataset[task], replies)) for task, replies in scripts.values()]
-            assert rewards_of(runs) == theirs == [1.0, 0.0], name
-    finally:
-        in_parallel(*(own.stop for own in owns.values()))
+    for (name, scripts), own in zip(plays.items(), nemo_own(*plays), strict=True):
+        with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
+            models, tasks = [f"script:{key}" for key in scripts], [{"task": task} for task, _ in scripts.values()]
+            runs = verifiers_runs(servers[name].status["verifiers"], model.url, models, tasks)
+        manifest = load_manifest(served[name][1])
+        dataset = rows(served[name][1] / manifest.splits["example"])
+        theirs = [own_reward(own.url, manifest, dataset[task], replies, replies_response(dataset[task], replies))
+                  for task, replies in scripts.values()]
+        assert rewards_of(runs) == theirs == [1.0, 0.0], name
 
 
 def test_concurrent_episodes_keep_their_own_cookie_state(nemo):

@@ -193,6 +193,7 @@ def test_the_cli_on_ray_passes_the_engine_to_its_servers(cluster):
     assert "--engine is for Harbor tasks and OpenEnv projects imported into images" in said, done.stderr[-2000:]
 
 
+@pytest.mark.bench  # (22 s: make test's CLI test checks a front end on Ray answers; this plays episodes through two)
 def test_servers_on_ray_serve_verifiers_env_server_protocol_too(cluster):
     """Each server's Verifiers front end (prime-rl's env servers) on its node: Verifiers' EnvClient plays episodes
     through each, the model that of the run's request."""

@@ -133,10 +133,14 @@ V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]), CAPITALS: ("s
 LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}}, "The capital is Nairobi."]
 
 
-@pytest.fixture(scope="module", params=list(V1_PLAYS), ids=lambda source: source.name)
+@pytest.fixture(scope="module", ids=lambda source: source.name, params=[
+    HIGHER_LOWER, CAPITALS, pytest.param(WORD_ECHO, marks=pytest.mark.bench)])  # (make test's 20 minutes: 30 s)
 def v1_env(request, tmp_path_factory):
     """A v1 env that plays the user (higher_lower), one whose task has a prompt of its own (word_echo), one whose
     task offers a tool of its own (capitals)."""
+    if request.param == HIGHER_LOWER:  # (the one the module serves already)
+        yield request.param, *request.getfixturevalue("higher_lower")
+        return
     with verifiers_own(request.param, tmp_path_factory.mktemp("v1")) as served:
         yield request.param, *served
 
@@ -148,14 +152,16 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     stop; a run that raises fails on both, saying why."""
     source, folder, python, address = v1_env
     model, indices = V1_PLAYS[source]
+    broken = [{"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}] \
+        if source == HIGHER_LOWER else None  # (then a run that raises)
     runs, failed = {}, {}
     with LocalServer(str(folder), 1, 100, *FRONT_END) as server:
         for side, where in {"ours": server.status["verifiers"], "theirs": address}.items():
             with ScriptedServer({"lookup": LOOKUP}) as scripted:  # (a model each: its calls' ids count its requests)
-                runs[side] = verifiers_runs((None, where, python), scripted.url, model, taskset=(source, indices))
-                if source == HIGHER_LOWER:
-                    broken = {"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}
-                    [failed[side], _] = verifiers_runs((None, where, python), scripted.url, model, [broken])
+                played = verifiers_runs((None, where, python), scripted.url, model, broken, taskset=(source, indices))
+                if broken:
+                    failed[side] = played.pop(-2)
+                runs[side] = played
     assert runs["ours"] == runs["theirs"]
     assert all(run["ok"] and run["traces"][0]["calls"] for run in runs["ours"][:-1])
     if source == CAPITALS:

@@ -24,11 +24,12 @@ def verifiers_runs(address: str, model_url: str, models: str | list[str], tasks:
                    cancel_after: float | None = None, taskset: tuple | None = None,
                    python: str | None = None) -> list[dict[str, Any]]:
     """Each run as Verifiers' EnvClient got it (benchmarks/verifiers_client.py: its ok, errors and traces), and last
-    {"healthy_after": ...}: the runs of the task_data given, each with the next of `models` in turn; or with
-    `taskset` (project, indices) those of a v1 taskset's tasks, with a python that loads it."""
+    {"healthy_after": ...}: with `taskset` (project, indices) the runs of a v1 taskset's tasks (with a python that
+    loads it), then those of the task_data given, each with the next of `models` in turn."""
     extra = [] if cancel_after is None else ["--cancel-after", str(cancel_after)]
-    extra += ["--tasks", json.dumps(tasks)] if taskset is None else \
-        ["--taskset", str(taskset[0]), taskset[0].name, "--indices", *map(str, taskset[1])]
+    extra += [] if tasks is None else ["--tasks", json.dumps(tasks)]
+    extra += [] if taskset is None else ["--taskset", str(taskset[0]), taskset[0].name, "--indices",
+                                         *map(str, taskset[1])]
     models = [models] if isinstance(models, str) else models
     done = subprocess.run([python or front_end_python(), "-m", "benchmarks.verifiers_client", address,
                            "--model-url", model_url, "--model", *models, *extra],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv_gym.client.openenv import OpenEnvTransport, answers_health
+from openenv_gym.errors import EnvError
 from openenv_gym.importers.base import ImportFailedError
 from openenv_gym.manifests.images import build_image, images_cache
 from openenv_gym.manifests.schema import IMAGE_DESCRIPTION
@@ -91,8 +92,20 @@ async def _described(engine: Engine, tag: str, port: int) -> dict[str, Any]:
 
     async def ended() -> bool:
         return await container.exit_code() is not None
+
+    async def reached() -> str | None:
+        """The server's URL on the host; None once its container has ended (whose port is then published no more,
+        which may happen between the two questions)."""
+        if await ended():
+            return None
+        try:
+            return f"http://{await container.address(port)}"
+        except EnvError:
+            if await ended():
+                return None
+            raise
     try:
-        url = None if await ended() else f"http://{await container.address(port)}"
+        url = await reached()
         if url is None or not await answers_health(url, START_TIMEOUT, ended):
             code = await container.exit_code()
             why = f"exited with code {code}" if code is not None else \
