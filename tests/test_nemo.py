@@ -187,25 +187,31 @@ def test_nemo_gyms_own_server_process_verifies_our_episodes_to_the_same_rewards(
     assert sum(overlap > 0 for overlap in overlaps) == 3  # (with the prompt: it cost three of five their reward)
 
 
-def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_server_gives(nemo_servers, nemo_own):
+ADD = [{"name": "add", "arguments": {"amount": amount}} for amount in (5, 2, 4)]
+FRONT_END_PLAYS = {  # a server's replies through the front end: {script: (task, replies)}, the first rewarded
+    "tally": {"reaches": (0, [ADD[0], "Done."]), "overshoots": (0, [ADD[1], ADD[2], "Done."])},
+    "reverse_gym": {"solves": (0, [{"name": "hint", "arguments": {}}, "enots"]),
+                    "misses": (1, ["revir?", "river", "nope"])}}  # (three misses: truncated)
+
+
+@pytest.mark.parametrize("name", ["tally", pytest.param("reverse_gym", marks=pytest.mark.bench)])  # (20 minutes)
+def test_the_verifiers_front_end_ends_each_run_with_the_reward_nemo_gyms_own_server_gives(nemo_servers, nemo_own,
+                                                                                           name):
     """Verifiers' EnvClient (as prime-rl drives it) runs episodes of a resources server (tally: /verify reads the
-    session's state) and of a Gymnasium-protocol one (reverse_gym: its steps reward) through our front end, a scripted
-    model replying; the same replies played in NeMo Gym's own server process as its agents play them: the same
-    rewards."""
+    session's state) or of a Gymnasium-protocol one (reverse_gym: its steps reward) through our front end, a
+    scripted model replying; the same replies played in NeMo Gym's own server process as its agents play them: the
+    same rewards."""
     served, servers = nemo_servers
-    add = [{"name": "add", "arguments": {"amount": amount}} for amount in (5, 2, 4)]
-    plays = {"tally": {"reaches": (0, [add[0], "Done."]), "overshoots": (0, [add[1], add[2], "Done."])},
-             "reverse_gym": {"solves": (0, [{"name": "hint", "arguments": {}}, "enots"]),
-                             "misses": (1, ["revir?", "river", "nope"])}}  # (three misses: truncated)
-    for (name, scripts), own in zip(plays.items(), nemo_own(*plays), strict=True):
-        with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
-            models, tasks = [f"script:{key}" for key in scripts], [{"task": task} for task, _ in scripts.values()]
-            runs = verifiers_runs(servers[name].status["verifiers"], model.url, models, tasks)
-        manifest = load_manifest(served[name][1])
-        dataset = rows(served[name][1] / manifest.splits["example"])
-        theirs = [own_reward(own.url, manifest, dataset[task], replies, replies_response(dataset[task], replies))
-                  for task, replies in scripts.values()]
-        assert rewards_of(runs) == theirs == [1.0, 0.0], name
+    scripts = FRONT_END_PLAYS[name]
+    with ScriptedServer({key: replies for key, (_, replies) in scripts.items()}) as model:
+        models, tasks = [f"script:{key}" for key in scripts], [{"task": task} for task, _ in scripts.values()]
+        runs = verifiers_runs(servers[name].status["verifiers"], model.url, models, tasks)
+    manifest = load_manifest(served[name][1])
+    dataset = rows(served[name][1] / manifest.splits["example"])
+    [own] = nemo_own(name)
+    theirs = [own_reward(own.url, manifest, dataset[task], replies, replies_response(dataset[task], replies))
+              for task, replies in scripts.values()]
+    assert rewards_of(runs) == theirs == [1.0, 0.0]
 
 
 def test_concurrent_episodes_keep_their_own_cookie_state(nemo):
