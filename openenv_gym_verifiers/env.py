@@ -91,10 +91,10 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                     trace.stop("env_truncated")
                 elif isinstance(final.get("stop_condition"), str):
                     trace.stop(final["stop_condition"])
-            _score(trace, total, final)
             failure = episode_failure(final)
-            if failure is not None:  # (the run's error: Verifiers keeps the trace, and the episode is not ok)
+            if failure is not None:  # (the run's error, unscored: Verifiers keeps the trace, the episode not ok)
                 raise EnvError(f"the episode failed: {failure}")
+            _score(trace, total, final)
         finally:
             await session.close()
 
