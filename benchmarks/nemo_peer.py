@@ -197,14 +197,11 @@ def own_episode(url: str, manifest: Any, row: dict, actions: list[dict], respons
 
 def _steps(client: Any, row: dict, actions: list[dict], request: Any) -> tuple[float, bool]:
     """A Gymnasium-protocol episode's steps, one a turn: (their rewards' sum, whether it ended)."""
-    from openenv_gym.episode.assistant import assistant_message
     from openenv_gym.protocol.openai_responses import output_items, response_object
 
     total, ended = 0.0, False
     for turn, action in enumerate(actions, 1):
-        message = assistant_message(action, set(), turn)
-        if isinstance(message, str):
-            raise ValueError(message)
+        message = _message(action, turn)
         step = response_object(message, "policy", f"resp_{turn}", request) | {
             "output": output_items(message, f"own_{turn}")}
         answer = client.post("/step", json=row | {"response": step}).json()
@@ -218,16 +215,21 @@ def _steps(client: Any, row: dict, actions: list[dict], request: Any) -> tuple[f
 def replies_response(row: dict, actions: list) -> dict:
     """The Responses object of an episode's replies (text, or tool calls {"name", "arguments"}), as an agent sends
     it to /verify: every reply's output items in turn."""
-    from openenv_gym.episode.assistant import assistant_message
     from openenv_gym.protocol.openai_responses import output_items, response_object, responses_request
 
-    output: list[dict] = []
-    for turn, action in enumerate(actions, 1):
-        message = assistant_message(action, set(), turn)
-        if isinstance(message, str):
-            raise ValueError(message)
-        output += output_items(message, f"own_{turn}")
-    return response_object(message, "policy", "resp_replies", responses_request(row[INPUT])) | {"output": output}
+    messages = [_message(action, turn) for turn, action in enumerate(actions, 1)]
+    output = [item for turn, message in enumerate(messages, 1) for item in output_items(message, f"own_{turn}")]
+    return response_object(messages[-1], "policy", "resp_replies", responses_request(row[INPUT])) | {"output": output}
+
+
+def _message(action: Any, turn: int) -> dict:
+    """The assistant message a reply is, as our sessions make it; ValueError if it is none."""
+    from openenv_gym.episode.assistant import assistant_message
+
+    message = assistant_message(action, set(), turn)
+    if isinstance(message, str):
+        raise ValueError(message)
+    return message
 
 
 def own_reward(url: str, manifest: Any, row: dict, actions: list[dict], response: dict | None) -> float:
