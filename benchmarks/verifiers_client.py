@@ -31,8 +31,11 @@ from verifiers.v1.types import SamplingConfig
 
 def episode_summary(episode: Any) -> dict[str, Any]:
     return {"ok": episode.ok, "errors": [f"{e.type}: {e.message}" for e in episode.errors],
-            "traces": [{"reward": trace.reward, "rewards": {n: r.score for n, r in trace.rewards.items() if r},
-                        "metrics": dict(trace.metrics), "stop_condition": trace.stop_condition, "ok": trace.ok,
+            "traces": [{"agent": trace.agent.name if trace.agent else None,
+                        "trainable": trace.agent.trainable if trace.agent else None,
+                        "reward": trace.reward, "rewards": {n: r.score for n, r in trace.rewards.items() if r},
+                        "metrics": dict(trace.metrics), "info": dict(trace.info),
+                        "stop_condition": trace.stop_condition, "ok": trace.ok,
                         "messages": [message_to_wire(m) for m in trace.messages], "calls": len(trace.calls),
                         "errors": [f"{e.type}: {e.message}" for e in trace.errors]}
                        for trace in episode.traces]}

@@ -4,7 +4,8 @@ Its observations open the exchange and answer each reply (a tool's answer where 
 user's); each reply is the step's action, as `rollouts()` makes it (rollout/turns.py). An environment that plays a
 model conversation itself (an agent program, a Verifiers or NeMo Gym env: ASSISTANT_MESSAGES) asks with its own
 messages and tools, which go to the model as they are. The episode's return is the trace's reward ("reward"), or its
-rewards by name where the env gives them; its metrics are the trace's.
+rewards by name where the env gives them; its metrics are the trace's. An env of several agents (a v1 env's seats)
+gives a trace per agent run (seats.py).
 
 One connection per process and server carries every run's session (the server's batching and its workers do the
 rest); a run that is cancelled or fails closes its session.
@@ -16,6 +17,7 @@ import asyncio
 from typing import Any
 
 import verifiers.v1 as vf
+import verifiers.v1.errors as vf_errors
 from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.runtimes.subprocess import SubprocessConfig
 
@@ -28,6 +30,7 @@ from openenv_gym.errors import EnvError
 from openenv_gym.rollout.openai import reply_of
 from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episode_tools, observation_message
 from openenv_gym_verifiers.harness import close_client, requests
+from openenv_gym_verifiers.seats import Seats
 from openenv_gym_verifiers.speedups import memoize_default_factory_check
 
 REWARD = "reward"  # the trace's reward: the episode's return, where the env names no rewards of its own
@@ -59,23 +62,26 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
         connection, description = await _connected(self.config.taskset.url)
         own_messages = bool(description.get(ASSISTANT_MESSAGES))
         session = connection.session()
+        seats = Seats(agents.player, task)
         try:
             obs, info = await session.reset(seed=task.data.seed, options=_options(task.data, description))
             system = [{"role": "system", "content": task.data.system_prompt}] if task.data.system_prompt else []
             conversation = [*system, {"role": "user", "content": obs}]
             tools = episode_tools(info, description)
             said: list[dict[str, Any]] = [conversation[-1]]
-            total, final, truncated, opening = 0.0, info, False, True
-            async with agents.player.interaction(task) as interaction:
-                trace = interaction.trace
+            total, final, truncated = 0.0, info, False
+            try:
                 while True:
-                    requests[trace.id] = {"messages": info["messages"], "tools": episode_tools(info, {})} \
+                    seat = await seats.of(info)
+                    trace_id = seat.trace.id
+                    requests[trace_id] = {"messages": info["messages"], "tools": episode_tools(info, {})} \
                         if own_messages else {"messages": conversation, "tools": tools}
                     try:  # (a task that has a prompt of its own, a v1 env's, takes its first turn bare)
-                        segment = await interaction.turn(None if opening and task.data.prompt is not None else said)
-                        opening = False
+                        segment = await seat.interaction.turn(
+                            None if seat.opening and task.data.prompt is not None else said)
+                        seat.opening = False
                     finally:
-                        requests.pop(trace.id, None)
+                        requests.pop(trace_id, None)
                     if segment.terminated:
                         break
                     answer = message_to_wire(segment.messages[-1])
@@ -87,14 +93,16 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                         break
                     said = [observation_message(obs, reply)]
                     conversation += [_sent_back(answer, reply), *said]
-                if truncated:
-                    trace.stop("env_truncated")
-                elif isinstance(final.get("stop_condition"), str):
-                    trace.stop(final["stop_condition"])
+            except BaseException as error:
+                await seats.abort(error)
+                raise
             failure = episode_failure(final)
-            if failure is not None:  # (the run's error, unscored: Verifiers keeps the trace, the episode not ok)
-                raise EnvError(f"the episode failed: {failure}")
-            _score(trace, total, final)
+            # (a run that failed is not scored, as Verifiers leaves it; an env of seats says which ended before)
+            endings = _endings(final, total) if failure is None or "traces" in final else {}
+            for trace, ending in await seats.close(endings, truncated):
+                _score(trace, ending)
+            if failure is not None:
+                raise _failed(final["error"], failure)
         finally:
             await session.close()
 
@@ -119,17 +127,39 @@ def _sent_back(answer: dict[str, Any], reply: Reply) -> dict[str, Any]:
     return answer if len(answer.get("tool_calls") or ()) <= 1 else assistant_message(reply)
 
 
-def _score(trace: Any, total: float, info: dict[str, Any]) -> None:
-    rewards, weights = info.get("rewards"), info.get("reward_weights") or {}
-    if isinstance(rewards, dict) and rewards:
-        for name, score in rewards.items():
-            trace.record_reward(name, float(score), float(weights.get(name, 1.0)))
-    else:
-        trace.record_reward(REWARD, total)
-    metrics = info.get("metrics")
+def _failed(error: dict[str, Any], failure: str) -> Exception:
+    """The run's error: a v1 env's own, as its episode recorded it (Verifiers' boundary passes its errors through,
+    so the run reports what Verifiers' own server would), else the env's reason."""
+    recorded = error.get("verifiers")
+    if isinstance(recorded, list) and len(recorded) == 1 and isinstance(recorded[0], dict):
+        kind = getattr(vf_errors, str(recorded[0].get("type")), None)
+        if isinstance(kind, type) and issubclass(kind, vf_errors.RolloutError):
+            return kind(str(recorded[0].get("message")))
+    return EnvError(f"the episode failed: {failure}")
+
+
+def _endings(final: dict[str, Any], total: float) -> dict[str, dict[str, Any]]:
+    """How each trace of the episode ended, by trace id: as the env's last info says, each of its traces (an env of
+    seats), or the episode's (its rewards by name, else its return as REWARD), its one trace's."""
+    traces = final.get("traces")
+    if isinstance(traces, list):
+        return {str(trace["id"]): trace for trace in traces if isinstance(trace, dict) and "id" in trace}
+    rewards = final.get("rewards")
+    return {"": {"rewards": rewards if isinstance(rewards, dict) and rewards else {REWARD: total},
+                 "reward_weights": final.get("reward_weights") or {}, "metrics": final.get("metrics"),
+                 "stop_condition": final.get("stop_condition")}}
+
+
+def _score(trace: Any, ending: dict[str, Any]) -> None:
+    weights = ending.get("reward_weights") or {}
+    for name, score in (ending.get("rewards") or {}).items():
+        trace.record_reward(name, float(score), float(weights.get(name, 1.0)))
+    metrics = ending.get("metrics")
     if isinstance(metrics, dict):
         trace.record_metrics({name: float(value) for name, value in metrics.items()
                               if isinstance(value, int | float) and not isinstance(value, bool)})
+    if isinstance(ending.get("info"), dict):
+        trace.info.update(ending["info"])
 
 
 async def _connected(url: str) -> tuple[Connection, dict[str, Any]]:

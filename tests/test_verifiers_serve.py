@@ -34,7 +34,8 @@ SEEDS = range(1, 7)
 HIGHER_LOWER = ROOT / "tests" / "verifiers_v1_envs" / "higher_lower"
 WORD_ECHO = ROOT / "tests" / "verifiers_v1_envs" / "word_echo"
 CAPITALS = ROOT / "tests" / "verifiers_v1_envs" / "capitals"
-pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO, CAPITALS)
+TWO_SEATS = ROOT / "tests" / "verifiers_v1_envs" / "two_seats"
+pytestmark = pytest.mark.env_venvs(HIGHER_LOWER, WORD_ECHO, CAPITALS, TWO_SEATS)
 
 
 @pytest.fixture(scope="module")
@@ -109,11 +110,12 @@ def test_a_cancelled_run_frees_its_session_at_once(front):
 
 
 @contextlib.contextmanager
-def verifiers_own(source, scratch):
+def verifiers_own(source, scratch, config: dict | None = None):
     """(its import's folder, its venv's python, Verifiers' own env server on it: its address), then stopped."""
     folder = import_environment(source, source.name, scratch, check=False)[0].folder
     python = str(ensure_venv(load_manifest(folder)))
-    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(source), source.name],
+    theirs = subprocess.Popen([python, "-m", "benchmarks.verifiers_env_server", str(source), source.name,
+                               *(("--config", json.dumps(config)) if config else ())],
                               cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         yield folder, python, theirs.stdout.readline().split()[1]
@@ -179,6 +181,44 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
         assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
         for side, run in failed.items():
             assert not run["ok"] and "the secret 0 is not a number from 1 to 100" in run["errors"][0], side
+
+
+def test_an_episode_of_several_agents_gives_a_trace_per_agent_as_under_verifiers_own_env_server(tmp_path):
+    """A v1 env of two seats (two_seats), its second pinned to a model of its own, both sides given that config:
+    each seat's run is a trace of its own, stamped with its seat, in the episode's order, scored by its task and by
+    the env's finalize, calling its own model; seats run one after the other or held open together; a run that
+    raises after a seat ended keeps that seat's trace, scored, and fails with the env's own error."""
+    pinned = {"second": {"model": "script:no"}}
+    runs = {}
+    with verifiers_own(TWO_SEATS, tmp_path, pinned) as (folder, python, address), \
+            LocalServer(str(folder), 1, 100, *FRONT_END, "--env-args", json.dumps(pinned)) as server:
+        env = gym.make("openenv/remote", base_url=server.url)  # (as a gym env: which seat asks, which model)
+        _, info = env.reset(options={"task": 0})
+        asking = [(info["trace"]["agent"], info.get("model"))]
+        _, _, _, _, info = env.step("yes")
+        asking.append((info["trace"]["agent"], info.get("model")))
+        _, reward, terminated, _, info = env.step("yes")
+        env.close()
+        assert asking == [("first", None), ("second", "script:no")] and terminated and reward == 1.5
+        assert [(t["agent"], t["rewards"]) for t in info["traces"]] == [
+            ("first", {"said_yes": 1.0, "agreed": 1.0}), ("second", {"said_yes": 1.0, "agreed": 1.0})]
+        for side, where in {"ours": server.status["verifiers"], "theirs": address}.items():
+            with ScriptedServer({"yes": ["yes", "yes, agreed"], "no": ["no"]}) as scripted:
+                runs[side] = verifiers_runs((None, where, python), scripted.url, "script:yes",
+                                            taskset=(TWO_SEATS, [0, 1, 2]))
+    assert runs["ours"] == runs["theirs"]
+    one_after, together, broken, health = runs["ours"]
+    assert [(t["agent"], t["messages"][-1]["content"], t["rewards"]) for t in one_after["traces"]] == [
+        ("first", "yes", {"said_yes": 1.0, "agreed": 0.0}), ("second", "no", {"said_yes": 0.0, "agreed": 0.0})]
+    assert one_after["traces"][1]["messages"][0]["content"] == "The first seat said: yes. Do you agree?"
+    assert [(t["agent"], t["calls"], t["metrics"], t["info"]) for t in together["traces"]] == [
+        ("second", 1, {"replies": 1.0}, {"seats": 2}), ("first", 2, {"replies": 2.0}, {"seats": 2})]
+    assert together["traces"][1]["messages"][-2:] == [{"role": "user", "content": "The second seat said: no"},
+                                                     {"role": "assistant", "content": "yes, agreed"}]
+    assert not broken["ok"] and broken["errors"] == [
+        "EnvError: TwoSeatsEnv.run(): ValueError: the first seat's answer leaves the second nothing to do"]
+    assert [(t["agent"], t["rewards"]) for t in broken["traces"]] == [("first", {"said_yes": 1.0})]
+    assert one_after["ok"] and together["ok"] and health == {"healthy_after": True}
 
 
 def test_a_v1_env_server_is_a_gym_environment_each_model_call_a_step(higher_lower):

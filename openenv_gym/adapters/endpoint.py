@@ -7,7 +7,8 @@ assistant message out), and nothing sent anywhere else reaches it. `lease.close(
 ends it: a request still waiting, or sent later, is answered with an error saying the episode is over. What went
 wrong between the program and the endpoint (a malformed request, another model asked for) is in `lease.errors`.
 Given a `listener` (a listening socket in the program's sandbox, sandbox/netns.py), the lease's address is that
-socket's.
+socket's. With `any_model`, a chat completions request that names another model is answered too (a Verifiers seat
+pinned to a model of its own), where it is otherwise refused: the request says which (`ChatRequest.model`).
 """
 
 from __future__ import annotations
@@ -37,4 +38,5 @@ def client_environ(lease: EndpointLease) -> dict[str, str]:
 
 
 class ModelEndpoint(Protocol):
-    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None) -> EndpointLease: ...
+    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None,
+                   any_model: bool = False) -> EndpointLease: ...

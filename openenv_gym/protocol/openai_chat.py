@@ -47,6 +47,7 @@ class ChatRequest:
     include_usage: bool = False
     body: dict[str, Any] = field(default_factory=dict)  # the whole request, as the program sent it
     dialect: str = "chat"  # the API the program speaks: chat, responses, anthropic, gemini (protocol/dialects.py)
+    trace: str = ""  # the trace (one agent's run) the client says the request is of: its X-Session-ID (Verifiers')
 
     def info(self) -> dict[str, Any]:
         """What a session's info shows of the request: one shape, whatever API the program speaks (its tools too:

@@ -42,6 +42,8 @@ ENDED_KEYS_KEPT = 65_536  # ended leases remembered, so that a late request hear
 MAX_ERRORS_KEPT = 20  # endpoint errors kept per lease for its episode's info
 RESPONSES_KEPT = 8  # a lease's last Responses conversations, for a request that goes on from one by its id
 KEY_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
+TRACE_HEADER = b"x-session-id"  # the trace a request is of, as Verifiers' model clients name it (its id)
+MAX_TRACE_CHARS = 200
 
 
 class BodyTooLarge(ValueError):
@@ -56,8 +58,9 @@ class Lease:
     """One program's address on the endpoint (see adapters/endpoint.py)."""
 
     def __init__(self, endpoint: ModelEndpointServer, ask: Ask, model: str, key: str, port: int,
-                 own_server: asyncio.Server | None = None) -> None:
+                 own_server: asyncio.Server | None = None, any_model: bool = False) -> None:
         self.endpoint, self.ask, self.model, self.api_key = endpoint, ask, model, key
+        self.any_model = any_model  # a request may name a model of its own (the policy answers it all the same)
         self.base_url = f"http://127.0.0.1:{port}/{key}/v1"
         self.errors: list[str] = []
         self.conversations: OrderedDict[str, list[dict]] = OrderedDict()  # Responses' previous_response_id
@@ -96,20 +99,20 @@ class ModelEndpointServer:
         self._server: asyncio.Server | None = None
         self._starting = asyncio.Lock()
 
-    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None) -> Lease:
+    async def open(self, ask: Ask, model: str, listener: socket.socket | None = None, any_model: bool = False) -> Lease:
         """A lease on the worker's loopback address; or, given `listener` (a listening socket in a program's
         sandbox, the only address it reaches), on that one."""
         key = secrets.token_urlsafe(16)
         if listener is not None:
             own = await asyncio.start_server(self._serve, sock=listener)
-            lease = self._leases[key] = Lease(self, ask, model, key, listener.getsockname()[1], own)
+            lease = self._leases[key] = Lease(self, ask, model, key, listener.getsockname()[1], own, any_model)
             return lease
         if self._server is None:
             async with self._starting:
                 if self._server is None:
                     self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
                     self.port = self._server.sockets[0].getsockname()[1]
-        lease = self._leases[key] = Lease(self, ask, model, key, self.port)
+        lease = self._leases[key] = Lease(self, ask, model, key, self.port, any_model=any_model)
         return lease
 
     def forget(self, key: str) -> None:
@@ -236,9 +239,9 @@ class ModelEndpointServer:
                           f"serves {SERVED}", "not_found")
         if call.kind != "turn":
             return HTTPStatus.OK, "application/json", orjson.dumps(call.aside(_json_or_none(body), lease.model))
-        return await self._turn(lease, call, body)
+        return await self._turn(lease, call, body, _trace_of(request.headers))
 
-    async def _turn(self, lease: Lease, call: Call, body: bytes) -> tuple[int, str, bytes]:
+    async def _turn(self, lease: Lease, call: Call, body: bytes, trace: str) -> tuple[int, str, bytes]:
         dialect = call.dialect
         try:
             parsed = orjson.loads(body)
@@ -249,7 +252,8 @@ class ModelEndpointServer:
         except ChatRequestError as exc:
             lease.note(f"a malformed {dialect.name} request: {exc}")
             return _error(dialect, exc.status, str(exc), "invalid_request", param=exc.param)
-        if dialect.strict_model and chat.model and chat.model != lease.model:
+        chat.trace = trace
+        if dialect.strict_model and chat.model and chat.model != lease.model and not lease.any_model:
             lease.note(f"a request for model {chat.model!r}, which is not served (the policy is {lease.model!r})")
             return _error(dialect, HTTPStatus.NOT_FOUND, f"the model {chat.model!r} is not served here: ask for "
                           f"{lease.model!r} (given to the program as OPENAI_MODEL)", "model_not_found")
@@ -301,6 +305,11 @@ class ModelEndpointServer:
             return keys, path
         key, _, rest = path[1:].partition("/")
         return [key], "/" + rest
+
+
+def _trace_of(headers: list[tuple[bytes, bytes]]) -> str:
+    return next((value.decode("latin-1").strip()[:MAX_TRACE_CHARS] for name, value in headers
+                 if name.lower() == TRACE_HEADER), "")
 
 
 def _json_or_none(body: bytes) -> object:

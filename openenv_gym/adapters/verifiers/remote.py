@@ -15,6 +15,7 @@ in the folder `taskset_path`), each sent to the server as the dump of its data.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from openenv_gym.adapters.endpoint import ModelEndpoint
@@ -46,7 +47,7 @@ class RemoteFactory(V1Factory):
                            "the address it serves on in env_args['address']")
         self.client = client
 
-    async def run_episode(self, task: Any, base_url: str) -> Any:
+    async def run_episode(self, task: Any, base_url: str, on_trace: Callable[[Any], None]) -> Any:
         from verifiers.v1.types import SamplingConfig
 
         config = self.vf.EvalClientConfig(base_url=base_url, api_key_var=KEY_VARIABLE)

@@ -4,9 +4,10 @@ model request at a time.
 A reset starts the episode as Verifiers' own runner does (`env.run_episode(task, ctx)`: setup, the env's run with
 its agents and their harness programs, finalize, scoring), with the model context pointed at this session's
 address on the worker's model endpoint. Each request the harness program sends there is a step's observation
-(the last message's text; the messages and tools in info), and the step's action answers it. When the episode
-ends, the step is terminal, its reward the first trace's weighted reward as Verifiers computes it, with the
-rewards by name (and their weights), the metrics, the stop condition and any errors in info.
+(the last message's text; the messages and tools in info, and which agent's trace asks: an episode may run
+several), and the step's action answers it. When the episode ends, the step is terminal, its reward the first
+trace's weighted reward as Verifiers computes it, with the rewards by name (and their weights), the metrics, the
+stop condition, each trace's and any errors in info.
 
 GRPO groups: the G episodes of one task are siblings, as the attempts of Verifiers' best-of-n env are; the
 server's `score_group` judges them with that env's `finalize` (each member's `best`, and `pass_at_n` on all),
@@ -27,6 +28,7 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -67,8 +69,9 @@ class V1Factory:
         self.env_args = env_args  # the manifest's, with those it is served with over them
         self.base_fields = set(vf.TaskData.model_fields)  # TaskData's own: a subclass's (the answer) show if asked
 
-    async def run_episode(self, task: Any, base_url: str) -> Any:
-        """The episode of `task`, its model at `base_url` (a session's address on the worker's model endpoint)."""
+    async def run_episode(self, task: Any, base_url: str, on_trace: Callable[[Any], None]) -> Any:
+        """The episode of `task`, its model at `base_url` (a session's address on the worker's model endpoint);
+        `on_trace` sees each of its traces as it starts, where the episode runs here."""
         raise NotImplementedError
 
     async def serve(self) -> None:
@@ -137,10 +140,10 @@ class LocalV1Factory(V1Factory):
         self.serving: Any = None
         self.starting = asyncio.Lock()
 
-    async def run_episode(self, task: Any, base_url: str) -> Any:
+    async def run_episode(self, task: Any, base_url: str, on_trace: Callable[[Any], None]) -> Any:
         context = self.vf.ModelContext(model=MODEL, client=self.vf.EvalClientConfig(base_url=base_url,
                                                                                     api_key_var=KEY_VARIABLE))
-        return await self.env.run_episode(task, context)
+        return await self.env.run_episode(task, context, on_trace=on_trace)
 
     async def score_group(self, episodes: list[FinishedEpisode]) -> list[dict[str, Any]]:
         """The members' first traces judged together as best-of-n's finalize judges its attempts."""
@@ -177,6 +180,7 @@ class V1Session(Environment):
         self.turns: PolicyTurns | None = None
         self.lease: EndpointLease | None = None
         self.tool_names: set[str] = set()
+        self.seats: dict[str, dict[str, Any]] = {}  # each trace's agent (by trace id), as its run started
         self.replies = 0
         self.task: Any = None
         self.finished: tuple[Any, Any] | None = None  # (task, episode) of the episode that ended, for score_group
@@ -189,7 +193,7 @@ class V1Session(Environment):
             await factory.task_reader.get(chosen["index"])
         await self.close()
         await factory.serve()
-        self.replies = 0
+        self.replies, self.seats = 0, {}
         self.turns = PolicyTurns(lambda ask: self._run(ask, task))
         turn = await self.turns.next_turn()
         if turn.done:
@@ -202,15 +206,25 @@ class V1Session(Environment):
         return ResetResult(turn.request.last_text, info)
 
     async def _run(self, ask: Any, task: Any) -> Any:
-        self.lease = lease = await self.endpoint.open(ask, MODEL)
+        self.lease = lease = await self.endpoint.open(ask, MODEL, any_model=True)  # (a seat may pin its model)
         try:
-            return await self.factory.run_episode(task, lease.base_url)
+            return await self.factory.run_episode(task, lease.base_url, self._seated)
         finally:
             lease.close()
 
+    def _seated(self, trace: Any) -> None:
+        self.seats[trace.id] = {"agent": trace.agent.name, "trainable": trace.agent.trainable}
+
     def _request_info(self, request: ChatRequest) -> dict[str, Any]:
+        """The request's info; which trace (agent run) of the episode asks, and the model it names if it is not
+        the policy's (a seat pinned to a model of its own)."""
         self.tool_names = tool_names(request.tools)
-        return request.info()
+        info = request.info()
+        if request.trace:
+            info["trace"] = {"id": request.trace, **self.seats.get(request.trace, {})}
+        if request.model and request.model != MODEL:
+            info["model"] = request.model
+        return info
 
     async def step(self, action: Any) -> StepResult:
         assert self.turns is not None, "the server steps only sessions that were reset"
@@ -233,16 +247,12 @@ class V1Session(Environment):
         info: dict[str, Any] = {"ok": bool(episode.ok)}
         value = None
         if traces:
-            first = traces[0]
-            value = first.reward
-            info.update(rewards={name: reward.score for name, reward in first.rewards.items()},
-                        reward_weights={name: reward.weight for name, reward in first.rewards.items()},
-                        metrics=jsonable(first.metrics), stop_condition=first.stop_condition)
-            if len(traces) > 1:
-                info["trace_rewards"] = [trace.reward for trace in traces]
+            value = traces[0].reward
+            info.update(_outcome(traces[0]), traces=[_outcome(trace) | _identity(trace) for trace in traces])
         errors = _errors(episode)
-        if errors:
-            info["error"] = {"code": "env_error", "message": errors}
+        if errors:  # (and the episode's own, as Verifiers recorded them: a front end raises them again)
+            info["error"] = {"code": "env_error", "message": errors, "verifiers": [
+                {"type": error.type, "message": error.message} for error in episode.errors]}
         if self.lease is not None and self.lease.errors:
             info["endpoint_errors"] = list(self.lease.errors)
         reward = reward_of(value, info)
@@ -262,6 +272,22 @@ class V1Session(Environment):
 
 def _not_the_host_runtime_warning(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("Harness %r is running in the subprocess runtime on the local system")
+
+
+def _outcome(trace: Any) -> dict[str, Any]:
+    """How a trace ended: its rewards by name (and their weights), metrics, stop condition and the facts its env
+    recorded on it (its info)."""
+    rewards = {name: reward for name, reward in trace.rewards.items() if reward is not None}
+    return {"rewards": {name: reward.score for name, reward in rewards.items()},
+            "reward_weights": {name: reward.weight for name, reward in rewards.items()},
+            "metrics": jsonable(trace.metrics), "stop_condition": trace.stop_condition, "info": jsonable(trace.info)}
+
+
+def _identity(trace: Any) -> dict[str, Any]:
+    """Which trace it is: its id (the one its model requests named), its agent, its reward (None: unscored)."""
+    agent = getattr(trace, "agent", None)
+    return {"id": trace.id, "reward": trace.reward, **({"agent": agent.name, "trainable": agent.trainable}
+                                                       if agent is not None else {})}
 
 
 def _errors(episode: Any) -> str:
