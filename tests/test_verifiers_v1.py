@@ -21,7 +21,7 @@ from tool_shape import names_of
 import openenv_gym
 from openenv_gym.adapters.verifiers.v1_config import split_env_args
 from openenv_gym.client.local import LocalServer
-from openenv_gym.errors import BadRequestError
+from openenv_gym.errors import BadRequestError, ServerStartError
 from openenv_gym.importers import ImportFailedError, import_environment
 from openenv_gym.manifests import load_manifest
 from openenv_gym.manifests.schema import ManifestError
@@ -32,7 +32,9 @@ HERE = Path(__file__).parent
 V1_ENVS = HERE / "verifiers_v1_envs"
 WORD_ECHO, HIGHER_LOWER, CAPITALS = V1_ENVS / "word_echo", V1_ENVS / "higher_lower", V1_ENVS / "capitals"
 ENDLESS, LEDGER, SHELL_DIALECTS = V1_ENVS / "endless_sums", V1_ENVS / "ledger", V1_ENVS / "shell_dialects"
-pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS, LEDGER, SHELL_DIALECTS)
+PREPARED, MANAGED = V1_ENVS / "prepared_script", V1_ENVS / "managed_resources"
+pytestmark = pytest.mark.env_venvs(WORD_ECHO, HIGHER_LOWER, CAPITALS, ENDLESS, LEDGER, SHELL_DIALECTS, PREPARED,
+                                   MANAGED)
 # higher_lower served with env_args: one key of its Env's own config, one of its taskset's (as --env.max-guesses 2
 # --env.taskset.secrets [9,60] on Verifiers' command line)
 HIGHER_LOWER_ARGS = {"max_guesses": 2, "secrets": [9, 60]}
@@ -293,6 +295,37 @@ def test_env_args_that_fit_neither_config_are_refused_with_the_keys_of_each(tmp_
                                                 r"max_guesses.*player.*\), any other to the taskset's \(.*secrets"):
         import_environment(HIGHER_LOWER, "higher_lower", tmp_path, env_args={"max_guess": 3})
     assert not (tmp_path / "higher_lower").exists()
+
+
+def test_a_script_the_env_prepares_with_uv_runs_in_its_sandbox_its_dependencies_installed_on_the_host(tmp_path):
+    """prepared_script's Env prepares a uv script when it starts (as Verifiers' NeMoGymEnv prepares its resource
+    server), one that needs a package its venv lacks: uv installs it on the host, in the script cache the sandbox
+    reads, and each episode runs the script in the env's sandboxed runtime. The line it prints is the task (scored
+    as Verifiers' own runner scores it); the file it writes to a host path stays in its sandbox."""
+    escape = tmp_path / "escaped"
+    folder = import_environment(PREPARED, PREPARED.name, tmp_path / "imported")[0].folder
+    with LocalServer(str(folder), 1, 10, "--env-args", json.dumps({"escape_to": str(escape)})) as server:
+        [(obs, info)] = play_episode(server.url, [], options={"task": 0})
+        line = obs.removeprefix("Repeat exactly: ")
+        answers = ours(server.url, 0, [line])
+    assert line.startswith("termcolor ") and line.endswith(" says hello") and obs.startswith("Repeat exactly: ")
+    assert not escape.exists()
+    theirs = verifiers_own(str(ensure_venv(load_manifest(folder))), PREPARED, 0, [line])
+    assert scored(answers[-1]) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition",
+                                                               "ok")} and theirs["reward"] == 1.0
+
+
+def test_a_nemo_gym_taskset_whose_env_would_start_its_server_out_of_reach_is_refused_saying_what_to_do(tmp_path):
+    """managed_resources (nemo_gym_weather's shape): NeMoGymEnv would start the resource server in a sandbox and call
+    its port on the host, where the sandbox's network hides it: serving it says so and how to go on (served
+    --no-sandbox, as the import's check loads it, it would reach it); given the URL of a resource server
+    (resources_url), it serves."""
+    folder = import_environment(MANAGED, MANAGED.name, tmp_path)[0].folder
+    with pytest.raises(ServerStartError, match=r"resource server itself .*resources_url.*network = \"public\""):
+        LocalServer(str(folder), 1, 10).stop()
+    given = {"taskset": {"task": {"resources_url": "http://127.0.0.1:9"}}}
+    with LocalServer(str(folder), 1, 10, "--env-args", json.dumps(given)) as server:
+        assert server.status["ready"]
 
 
 def test_a_taskset_wide_tool_server_serves_every_episode_and_stops_with_the_server(tmp_path, monkeypatch):

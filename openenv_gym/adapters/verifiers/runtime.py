@@ -16,8 +16,11 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import signal
+import subprocess
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,8 +76,18 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
 
     async def prepare_uv_script(self: Any, script: str | bytes, env: dict[str, str] | None = None, *,
                                 activate: bool = True) -> list[str]:
+        """A script run warm where this venv has its dependencies; else prepared as Verifiers prepares it (uv), and
+        for a sandboxed runtime on the host: its dependencies are the env's own, as its venv's are, installed by the
+        server into the script cache the sandbox reads (its uv cache there too), and the script runs inside."""
         argv = await scripts.prepare(self, script.decode() if isinstance(script, bytes) else script)
-        return argv if argv is not None else await own["prepare_uv_script"](self, script, env, activate=activate)
+        if argv is not None:
+            return argv
+        place = place_of(self)
+        if place is None or place.sandbox is None:
+            return await own["prepare_uv_script"](self, script, env, activate=activate)
+        cache = {"UV_CACHE_DIR": os.path.join(self.scripts_dir, "uv")}
+        return await own["prepare_uv_script"](OnTheHost(self, own), script, {**(env or {}), **cache},
+                                              activate=activate)
 
     async def start(self: Any) -> None:
         if not sandboxed:
@@ -118,6 +131,8 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
             return await own["_read"](self, path, max_bytes)
         try:
             return await place.read(path, max_bytes)
+        except FileNotFoundError:  # (as Verifiers' own read: a caller waiting for a file to appear expects it)
+            raise
         except OSError as exc:
             raise SandboxError(f"read {path!r}: {exc}") from exc
 
@@ -182,6 +197,39 @@ def install(tool_servers: bool, policy: SandboxPolicy, sandboxed: bool) -> None:
     for name, method in replacements.items():
         setattr(SubprocessRuntime, name, method)
     SubprocessRuntime._openenv_gym = True
+
+
+def script_pythons() -> list[str]:
+    """Where the Pythons of uv scripts are (the one UV_PYTHON names, uv's own installs): the sandbox reads them, so
+    that a script prepared on the host (prepare_uv_script, above) runs inside."""
+    found = []
+    named = os.environ.get("UV_PYTHON")
+    if named and os.path.isabs(named):
+        found.append(str(Path(named).resolve().parent.parent))
+    uv = shutil.which("uv")
+    if uv is not None:
+        done = subprocess.run([uv, "python", "dir"], capture_output=True, text=True, timeout=30)
+        if done.returncode == 0 and done.stdout.strip():
+            found.append(done.stdout.strip())
+    return found
+
+
+class OnTheHost:
+    """A sandboxed runtime whose file writes and shell steps are Verifiers' own, on the host, in its script cache
+    (the rest is the runtime's)."""
+
+    def __init__(self, runtime: Any, own: dict[str, Any]) -> None:
+        self._runtime, self._own = runtime, own
+        self.workdir = Path(runtime.scripts_dir)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+    async def write(self, path: str, data: bytes) -> None:
+        await self._own["write"](self, path, data)
+
+    async def run(self, argv: list[str], env: dict[str, str]) -> Any:
+        return await self._own["run"](self, argv, env)
 
 
 class Background:

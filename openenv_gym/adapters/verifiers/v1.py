@@ -40,6 +40,7 @@ from openenv_gym.adapters.policy_turns import PolicyTurns, Turn
 from openenv_gym.adapters.vendored import load_vendored
 from openenv_gym.adapters.verifiers.classic_rollout import jsonable
 from openenv_gym.adapters.verifiers.runtime import install as install_runtime
+from openenv_gym.adapters.verifiers.runtime import script_pythons
 from openenv_gym.adapters.verifiers.v1_config import env_config
 from openenv_gym.adapters.verifiers.v1_tasks import LazyTasks
 from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
@@ -306,6 +307,22 @@ def importable_by_its_programs(manifest: VerifiersManifest) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
 
 
+def resource_server_reachable(env: Any, manifest: VerifiersManifest) -> None:
+    """Verifiers' NeMo Gym env starts its taskset's resource server in a runtime of its own and reaches it by its port
+    on this host, not through the runtime (`expose`): a sandbox with a network of its own keeps that port from it."""
+    try:
+        from verifiers.v1.tasksets.nemo_gym.taskset import NeMoGymEnv
+    except ImportError:
+        return
+    if isinstance(env, NeMoGymEnv) and env.taskset.config.task.resources_url is None and manifest.network != "public":
+        raise ManifestError(f"{manifest.name} is a NeMo Gym taskset whose env starts the resource server itself and "
+                            "reaches it by its port on this host, which its sandbox's own network hides: give the "
+                            "URL of a resource server you run, env_args {\"taskset\": {\"task\": {\"resources_url\": "
+                            "\"http://HOST:PORT\"}}} (or import the server itself: docs/formats/nemo.md), or let its "
+                            "programs share this host's network: network = \"public\" in "
+                            f"{manifest.folder}/openenv.toml")
+
+
 def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
                         endpoint: ModelEndpoint | None, sandboxed: bool = True) -> V1Factory:
     os.environ.setdefault("VF_LOG_LEVEL", "WARNING")
@@ -328,6 +345,8 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     taskset_id = manifest.entry.split(":")[0].split(".")[0]  # its package, as Verifiers' loader imports it
     env_args = {**manifest.env_args, **env_args}
     env = load_environment(env_config(vf, taskset_id, env_args, manifest.harness))
+    if sandboxed:
+        resource_server_reachable(env, manifest)
     tasks = LazyTasks(env.taskset, manifest.max_tasks)
     tasks.read_to(1)  # the first task only: a taskset may be endless, and its tasks costly to make
     if not tasks.read:
@@ -336,7 +355,7 @@ def load_v1_environment(manifest: VerifiersManifest, env_args: dict[str, Any],
     scripts = Path(SubprocessRuntime.scripts_dir)
     scripts.mkdir(parents=True, exist_ok=True)  # (shown to its sandboxes: it must be there when they are made)
     policy = SandboxPolicy(**sandbox_network(manifest.network), cpu_seconds=3600, file_bytes=256 << 20, open_files=4096,
-                           readable=(str(manifest.folder), str(scripts),
+                           readable=(str(manifest.folder), str(scripts), *script_pythons(),
                                      *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))))
     install_runtime(task_class.toolsets.__func__ is not vf.Task.toolsets.__func__, policy, sandboxed)
     return LocalV1Factory(env, tasks, manifest, endpoint, vf, env_args)

@@ -1,0 +1,3 @@
+from prepared_script.taskset import ScriptEnv, ScriptTaskset
+
+__all__ = ["ScriptEnv", "ScriptTaskset"]
