@@ -23,7 +23,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig
 
 from openenv_gym.client.native.connection import Connection
 from openenv_gym.client.native.handshake import connect
-from openenv_gym.episode.assistant import ASSISTANT_MESSAGES
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, REPLY_TAKEN, REWRITES_REPLIES
 from openenv_gym.episode.results import episode_failure
 from openenv_gym.episode.tasks import TASK_SPEC
 from openenv_gym.errors import EnvError
@@ -32,6 +32,7 @@ from openenv_gym.rollout.turns import Reply, action_of, assistant_message, episo
 from openenv_gym_verifiers.harness import close_client, requests
 from openenv_gym_verifiers.seats import Seats
 from openenv_gym_verifiers.speedups import memoize_default_factory_check
+from openenv_gym_verifiers.taskset import RepliesTakenTask
 
 REWARD = "reward"  # the trace's reward: the episode's return, where the env names no rewards of its own
 
@@ -62,7 +63,8 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
         connection, description = await _connected(self.config.taskset.url)
         own_messages = bool(description.get(ASSISTANT_MESSAGES))
         session = connection.session()
-        seats = Seats(agents.player, task)
+        steps = Steps(session, own_messages)  # (taken at the model boundary where the env may rewrite a reply)
+        seats = Seats(agents.player, RepliesTakenTask(task, steps.take) if description.get(REWRITES_REPLIES) else task)
         try:
             obs, info = await session.reset(seed=task.data.seed, options=_options(task.data, description))
             system = [{"role": "system", "content": task.data.system_prompt}] if task.data.system_prompt else []
@@ -82,12 +84,11 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                         seat.opening = False
                     finally:
                         requests.pop(trace_id, None)
-                    if segment.terminated:
-                        break
-                    answer = message_to_wire(segment.messages[-1])
-                    reply = reply_of({"choices": [{"message": answer}]})
-                    action = _as_written(answer, reply) if own_messages else action_of(reply)
-                    obs, reward, terminated, truncated, info = await session.step(action)
+                    if not steps.taken:
+                        if segment.terminated:
+                            break
+                        await steps.take(segment.messages[-1])
+                    answer, reply, (obs, reward, terminated, truncated, info) = steps.result()
                     total, final = total + reward, info
                     if terminated or truncated:
                         break
@@ -105,6 +106,37 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
                 raise _failed(final["error"], failure)
         finally:
             await session.close()
+
+
+class Steps:
+    """The step each turn takes with the model's reply: after the turn, or, for an env that may take a reply as
+    another (RepliesTakenTask), at the model boundary, while the turn is on."""
+
+    def __init__(self, session: Any, own_messages: bool) -> None:
+        self.session, self.own_messages = session, own_messages
+        self.taken: tuple[dict[str, Any], Reply, Any] | BaseException | None = None
+
+    async def take(self, message: Any) -> str | None:
+        """Step with `message` (a Verifiers assistant message); the text the env took it as, if it rewrote it."""
+        answer = message_to_wire(message)
+        reply = reply_of({"choices": [{"message": answer}]})
+        action = _as_written(answer, reply) if self.own_messages else action_of(reply)
+        try:
+            stepped = await self.session.step(action)
+        except Exception as error:  # (raised again after the turn, by result(): the run fails with it)
+            self.taken = error
+            return None
+        self.taken = answer, reply, stepped
+        taken = stepped[4].get(REPLY_TAKEN)
+        return taken if isinstance(taken, str) else None
+
+    def result(self) -> tuple[dict[str, Any], Reply, Any]:
+        """(the reply as written, as read, the step's result) of the turn's step."""
+        taken, self.taken = self.taken, None
+        if isinstance(taken, BaseException):
+            raise taken
+        assert taken is not None, "result() after take()"
+        return taken
 
 
 def _options(data: Any, description: dict[str, Any]) -> dict[str, Any]:

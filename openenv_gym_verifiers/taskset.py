@@ -8,7 +8,7 @@ taskset is given the whole dump instead, its own TaskData (env.py), which it val
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import verifiers.v1 as vf
@@ -37,6 +37,21 @@ class OpenEnvGymConfig(vf.TasksetConfig):
 
 class OpenEnvGymTask(vf.Task[OpenEnvGymData]):
     pass
+
+
+class RepliesTakenTask(OpenEnvGymTask):
+    """A run's task, for an env that may take the model's reply as another (a v1 task's own response intercept):
+    the env is stepped with the reply at the model boundary (`take`: the text it took the reply as, or None), and
+    the trace keeps the reply as the env took it, as Verifiers keeps an intercept's rewrite in its own trace."""
+
+    def __init__(self, task: OpenEnvGymTask, take: Callable[[vf.AssistantMessage], Awaitable[str | None]]) -> None:
+        super().__init__(task.data, task.config)
+        self.take = take
+
+    @vf.intercept
+    async def as_the_env_took_it(self, response: vf.Response) -> vf.Response | None:
+        taken = await self.take(response.message)
+        return None if taken is None else response.model_copy(update={"message": vf.AssistantMessage(content=taken)})
 
 
 class OpenEnvGymTaskset(vf.Taskset[OpenEnvGymTask, OpenEnvGymConfig]):

@@ -132,7 +132,8 @@ def higher_lower(tmp_path_factory):
 
 # how each v1 env is played: (its model, the tasks of its taskset); "script:lookup" calls the tool as a model writes it
 V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]), CAPITALS: ("script:lookup", [2])}
-LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}}, "The capital is Nairobi."]
+LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}},
+          "The capital is Nairobi. Off the record: I knew it."]  # (its intercept keeps what comes before)
 
 
 @pytest.fixture(scope="module", ids=lambda source: source.name, params=[
@@ -150,8 +151,8 @@ def v1_env(request, tmp_path_factory):
 def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     """A Verifiers v1 env behind Verifiers' own env server and behind our front end, driven by the same EnvClient
     with task_data dumped from its taskset as prime-rl dumps it, and the same scripted model (streamed, as the null
-    harness asks): the same messages (a tool call's id and arguments as the model wrote them), rewards, metrics and
-    stop; a run that raises fails on both, saying why."""
+    harness asks): the same messages (a tool call's id and arguments as the model wrote them, a reply as the env's
+    own intercept took it), rewards, metrics and stop; a run that raises fails on both, saying why."""
     source, folder, python, address = v1_env
     model, indices = V1_PLAYS[source]
     broken = [{"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}] \
@@ -171,6 +172,7 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
         call = run["traces"][0]["messages"][1]["tool_calls"][0]
         assert call["function"]["arguments"] == '{"country": "kenya"}' and run["traces"][0]["rewards"] == {
             "correct": 1.0}
+        assert run["traces"][0]["messages"][-1] == {"role": "assistant", "content": "The capital is Nairobi."}
     elif source == WORD_ECHO:  # (its task's prompt opens the exchange: one turn, scored on it)
         assert [run["traces"][0]["messages"][-2]["content"] for run in runs["ours"][:-1]] == [
             "The word is: apple", "The word is: cloud"]

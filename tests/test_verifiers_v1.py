@@ -111,13 +111,16 @@ def test_a_multi_turn_env_plays_the_user_as_verifiers_does(served):
 
 def test_a_taskset_with_a_tool_server_calls_its_tools_as_verifiers_does(served):
     """Verifiers starts the package's MCP tool server as `python -m capitals.servers.atlas`: the vendored package
-    must be importable by the env's child processes."""
+    must be importable by the env's child processes. The task's own intercept takes the last reply as its first
+    words (what it said off the record is not kept): the step says so."""
     url, python = served["capitals"]
     call = {"name": "atlas_capital", "arguments": {"country": "Japan"}}
-    first, looked_up, final = ours(url, 1, [call, "It is Tokyo."])
+    replies = [call, "It is Tokyo. Off the record: easy."]
+    first, looked_up, final = ours(url, 1, replies)
     assert names_of(first[1]["tools"]) == ["atlas_capital"]
     assert looked_up[0] == "Tokyo" and looked_up[1:4] == (0.0, False, False)  # the tool's answer, from its server
-    theirs = verifiers_own(python, CAPITALS, 1, [json.dumps(call), "It is Tokyo."])
+    assert "reply_taken" not in looked_up[-1] and final[-1]["reply_taken"] == "It is Tokyo."
+    theirs = verifiers_own(python, CAPITALS, 1, [json.dumps(call), replies[1]])
     assert scored(final) == {key: theirs[key] for key in ("reward", "rewards", "metrics", "stop_condition", "ok")}
     assert [a[-1]["messages"] for a in (first, looked_up)] == theirs["asked"] and final[1] == 1.0
 

@@ -24,6 +24,9 @@ from openenv_gym.episode.toolcalls import normalize_tool_call, parse_tool_calls
 
 # the description key of environments whose actions are assistant messages: a policy's whole turn may go to them
 ASSISTANT_MESSAGES = "assistant_messages"
+# ... and of those that may take a message otherwise than it was written (a Verifiers v1 task's response intercept):
+# a step's info then has the text it took the message as, where it rewrote it
+REWRITES_REPLIES, REPLY_TAKEN = "rewrites_replies", "reply_taken"
 TOKEN_KEYS = ("completion_ids", "logprobs")  # what a policy that samples tokens may add to its message
 PROMPT_TOKENS = "prompt_tokens"  # and the count of its prompt's tokens
 REASONING = "reasoning_content"  # a message's reasoning (vLLM's name before 0.16, and the one every dialect reads)

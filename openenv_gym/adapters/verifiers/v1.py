@@ -43,7 +43,7 @@ from openenv_gym.adapters.verifiers.runtime import install as install_runtime
 from openenv_gym.adapters.verifiers.runtime import script_pythons
 from openenv_gym.adapters.verifiers.v1_config import env_config
 from openenv_gym.adapters.verifiers.v1_tasks import LazyTasks
-from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, assistant_message
+from openenv_gym.episode.assistant import ASSISTANT_MESSAGES, REPLY_TAKEN, REWRITES_REPLIES, assistant_message
 from openenv_gym.episode.groups import FinishedEpisode
 from openenv_gym.episode.options import CATALOG_OPTIONS, vocabulary
 from openenv_gym.episode.results import ResetResult, StepResult, invalid_action, reward_of
@@ -92,7 +92,12 @@ class V1Factory:
         return {"name": self.name, "description": doc, "action": "text", "tools": [], "max_steps": None,
                 "source": "verifiers", "api": self.manifest.api, "class": type(self.taskset).__name__,
                 "env_args": self.env_args, "endless": self.task_reader.endless,
-                "reset_options": vocabulary(CATALOG_OPTIONS, (TASK_SPEC,)), ASSISTANT_MESSAGES: True}
+                "reset_options": vocabulary(CATALOG_OPTIONS, (TASK_SPEC,)), ASSISTANT_MESSAGES: True,
+                REWRITES_REPLIES: self.rewrites_replies()}
+
+    def rewrites_replies(self) -> bool:
+        """Whether its tasks intercept the model's replies (`@vf.intercept`), and so may take one as another."""
+        return False
 
     async def splits(self) -> list[dict[str, str]]:
         return [{"name": SPLIT, "type": "train"}]
@@ -141,6 +146,11 @@ class LocalV1Factory(V1Factory):
         self.serving: Any = None
         self.starting = asyncio.Lock()
 
+    def rewrites_replies(self) -> bool:
+        from verifiers.v1.utils.decorators import discover_decorated
+
+        return bool(self.task_reader.read and discover_decorated(self.task_reader.read[0], "intercept"))
+
     async def run_episode(self, task: Any, base_url: str, on_trace: Callable[[Any], None]) -> Any:
         context = self.vf.ModelContext(model=MODEL, client=self.vf.EvalClientConfig(base_url=base_url,
                                                                                     api_key_var=KEY_VARIABLE))
@@ -181,7 +191,8 @@ class V1Session(Environment):
         self.turns: PolicyTurns | None = None
         self.lease: EndpointLease | None = None
         self.tool_names: set[str] = set()
-        self.seats: dict[str, dict[str, Any]] = {}  # each trace's agent (by trace id), as its run started
+        self.traces: dict[str, Any] = {}  # the episode's traces by id, each as its agent's run started
+        self.asking: Any = None  # the trace whose model request waits for the step's answer
         self.replies = 0
         self.task: Any = None
         self.finished: tuple[Any, Any] | None = None  # (task, episode) of the episode that ended, for score_group
@@ -194,7 +205,7 @@ class V1Session(Environment):
             await factory.task_reader.get(chosen["index"])
         await self.close()
         await factory.serve()
-        self.replies, self.seats = 0, {}
+        self.replies, self.traces = 0, {}
         self.turns = PolicyTurns(lambda ask: self._run(ask, task))
         turn = await self.turns.next_turn()
         if turn.done:
@@ -214,15 +225,17 @@ class V1Session(Environment):
             lease.close()
 
     def _seated(self, trace: Any) -> None:
-        self.seats[trace.id] = {"agent": trace.agent.name, "trainable": trace.agent.trainable}
+        self.traces[trace.id] = trace
 
     def _request_info(self, request: ChatRequest) -> dict[str, Any]:
         """The request's info; which trace (agent run) of the episode asks, and the model it names if it is not
         the policy's (a seat pinned to a model of its own)."""
         self.tool_names = tool_names(request.tools)
         info = request.info()
+        self.asking = trace = self.traces.get(request.trace)
         if request.trace:
-            info["trace"] = {"id": request.trace, **self.seats.get(request.trace, {})}
+            info["trace"] = {"id": request.trace, **({"agent": trace.agent.name, "trainable": trace.agent.trainable}
+                                                     if trace is not None and trace.agent is not None else {})}
         if request.model and request.model != MODEL:
             info["model"] = request.model
         return info
@@ -233,10 +246,14 @@ class V1Session(Environment):
         message = await read_action(assistant_message, action, self.tool_names, self.replies)
         if isinstance(message, str):
             return invalid_action(message)
+        asking = self.asking
+        rewrites = len(asking.response_rewrites) if asking is not None else 0
         turn: Turn = await self.turns.answer(message)
-        if turn.done:
-            return self._final(turn.output)
-        return StepResult(turn.request.last_text, info=self._request_info(turn.request))
+        result = self._final(turn.output) if turn.done else \
+            StepResult(turn.request.last_text, info=self._request_info(turn.request))
+        if asking is not None and len(asking.response_rewrites) > rewrites:  # (a response intercept of its task's)
+            result.info[REPLY_TAKEN] = asking.assistant_messages[-1].content or ""
+        return result
 
     def episode_record(self) -> tuple[Any, Any] | None:
         finished, self.finished = self.finished, None

@@ -1,4 +1,5 @@
-"""capitals: the model looks the capital up with the atlas tool (an MCP server of this package), then answers."""
+"""capitals: the model looks the capital up with the atlas tool (an MCP server of this package), then answers.
+What a reply says after "Off the record:" is not kept (a response intercept: the episode takes the rest)."""
 
 import verifiers.v1 as vf
 
@@ -17,6 +18,11 @@ class CapitalsTask(vf.Task[CapitalsData, vf.State, CapitalsTaskConfig]):
     @classmethod
     def toolsets(cls, config: CapitalsTaskConfig) -> list[vf.Toolset]:
         return [AtlasToolset(config.tools)]
+
+    @vf.intercept
+    def off_the_record(self, response: vf.Response) -> vf.Response | None:
+        kept, cut, _ = (response.message.content or "").partition("Off the record:")
+        return response.model_copy(update={"message": vf.AssistantMessage(content=kept.strip())}) if cut else None
 
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
