@@ -101,7 +101,8 @@ class OpenEnvGymEnv(vf.Env[OpenEnvGymEnvConfig]):
             # (a run that failed is not scored, as Verifiers leaves it; an env of seats says which ended before)
             endings = _endings(final, total) if failure is None or "traces" in final else {}
             for trace, ending in await seats.close(endings, truncated):
-                _score(trace, ending)
+                if not trace.errors:  # (a trace whose rollout failed, its model call say, is not scored either)
+                    _score(trace, ending)
             if failure is not None:
                 raise _failed(final["error"], failure)
         finally:

@@ -5,6 +5,8 @@ model calls go through the endpoint (`Harness.launch`)."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 from typing import Any
 
 import aiohttp
@@ -14,6 +16,10 @@ from verifiers.v1.runtimes import ProgramResult
 # a model's answer takes what it takes (the episode's timeout bounds it). aiohttp (Verifiers' own interception server
 # is made with it): httpx's pool polls every idle connection at each request, which cost most of a run's time here
 TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30.0)
+# a call that failed for want of the server (its connection, a 408/409/429 or 5xx) is tried again, as the openai
+# package's clients try it (what Verifiers' own harnesses call the model with): twice more, after 0.5 s then 1 s
+RETRIES, FIRST_DELAY, MAX_DELAY = 2, 0.5, 8.0
+RETRY_COUNT_HEADER = "x-stainless-retry-count"  # (the interception replays a retried call's turn by it)
 
 # the request of each trace's next turn (by trace id), as env.py composed it: {"messages", "tools"}
 requests: dict[str, dict[str, Any]] = {}
@@ -41,15 +47,23 @@ class PolicyCall(vf.Harness[PolicyCallConfig]):
                                         "which composes each request; pair another env with another harness")
         body = {"model": ctx.model, "messages": request["messages"]} | (
             {"tools": request["tools"]} if request["tools"] else {})
-        try:
-            async with _client().post(f"{endpoint.rstrip('/')}/chat/completions", json=body,
-                                      headers={"Authorization": f"Bearer {secret}"}) as answer:
-                said = await answer.text()
-        except aiohttp.ClientError as exc:
-            return ProgramResult(1, "", f"the model call failed: {exc!r}")
-        if answer.status != 200:
-            return ProgramResult(1, "", f"the model call failed ({answer.status}): {said[:2000]}")
-        return ProgramResult(0, "", "")
+        url = f"{endpoint.rstrip('/')}/chat/completions"
+        for attempt in range(RETRIES + 1):
+            if attempt:
+                await asyncio.sleep(min(FIRST_DELAY * 2 ** (attempt - 1), MAX_DELAY) * (1 - 0.25 * random.random()))
+            headers = {"Authorization": f"Bearer {secret}", RETRY_COUNT_HEADER: str(attempt)}
+            try:
+                async with _client().post(url, json=body, headers=headers) as answer:
+                    said = await answer.text()
+            except aiohttp.ClientError as exc:
+                failure = f"the model call failed: {exc!r}"
+                continue
+            if answer.status == 200:
+                return ProgramResult(0, "", "")
+            failure = f"the model call failed ({answer.status}): {said[:2000]}"
+            if answer.status not in (408, 409, 429) and answer.status < 500:
+                break
+        return ProgramResult(1, "", failure)
 
 
 async def close_client() -> None:

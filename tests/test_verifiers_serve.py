@@ -131,7 +131,9 @@ def higher_lower(tmp_path_factory):
 
 
 # how each v1 env is played: (its model, the tasks of its taskset); "script:lookup" calls the tool as a model writes it
-V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]), CAPITALS: ("script:lookup", [2])}
+# (capitals' second run: a model with no script, whose server drops the connection)
+V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]),
+            CAPITALS: (["script:lookup", "script:missing"], [2, 2])}
 LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}},
           "The capital is Nairobi. Off the record: I knew it."]  # (its intercept keeps what comes before)
 
@@ -152,7 +154,8 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     """A Verifiers v1 env behind Verifiers' own env server and behind our front end, driven by the same EnvClient
     with task_data dumped from its taskset as prime-rl dumps it, and the same scripted model (streamed, as the null
     harness asks): the same messages (a tool call's id and arguments as the model wrote them, a reply as the env's
-    own intercept took it), rewards, metrics and stop; a run that raises fails on both, saying why."""
+    own intercept took it), rewards, metrics and stop; a run that raises fails on both, saying why; a model server
+    that drops the connection is tried three times, and the run fails unscored."""
     source, folder, python, address = v1_env
     model, indices = V1_PLAYS[source]
     broken = [{"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}] \
@@ -166,6 +169,9 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
                     failed[side] = played.pop(-2)
                 runs[side] = played
     assert runs["ours"] == runs["theirs"]
+    if source == CAPITALS:  # (tried three times, the run fails unscored)
+        [trace] = runs["ours"].pop(1)["traces"]
+        assert (trace["stop_condition"], trace["calls"], trace["rewards"]) == ("provider_error", 3, {})
     assert all(run["ok"] and run["traces"][0]["calls"] for run in runs["ours"][:-1])
     if source == CAPITALS:
         [run, _] = runs["ours"]
@@ -183,6 +189,7 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
         assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
         for side, run in failed.items():
             assert not run["ok"] and "the secret 0 is not a number from 1 to 100" in run["errors"][0], side
+
 
 
 def test_an_episode_of_several_agents_gives_a_trace_per_agent_as_under_verifiers_own_env_server(tmp_path):
