@@ -131,9 +131,7 @@ def higher_lower(tmp_path_factory):
 
 
 # how each v1 env is played: (its model, the tasks of its taskset); "script:lookup" calls the tool as a model writes it
-# (capitals' second run: a model with no script, whose server drops the connection)
-V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]),
-            CAPITALS: (["script:lookup", "script:missing"], [2, 2])}
+V1_PLAYS = {HIGHER_LOWER: ("m", [0, 3]), WORD_ECHO: ("m", [0, 3]), CAPITALS: ("script:lookup", [2])}
 LOOKUP = [{"name": "atlas_capital", "arguments": {"country": "kenya"}},
           "The capital is Nairobi. Off the record: I knew it."]  # (its intercept keeps what comes before)
 
@@ -160,7 +158,7 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
     model, indices = V1_PLAYS[source]
     broken = [{"idx": 9, "name": "secret-0", "prompt": None, "system_prompt": "Guess.", "secret": 0}] \
         if source == HIGHER_LOWER else None  # (then a run that raises)
-    runs, failed = {}, {}
+    runs, failed, dropped = {}, {}, {}
     with LocalServer(str(folder), 1, 100, *FRONT_END) as server:
         for side, where in {"ours": server.status["verifiers"], "theirs": address}.items():
             with ScriptedServer({"lookup": LOOKUP}) as scripted:  # (a model each: its calls' ids count its requests)
@@ -168,9 +166,13 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
                 if broken:
                     failed[side] = played.pop(-2)
                 runs[side] = played
-    assert runs["ours"] == runs["theirs"]
+            if source == CAPITALS:  # (a model with no script, whose server drops the connection; on its own, as
+                with ScriptedServer() as scripted:  # its requests would count in the other run's calls' ids)
+                    dropped[side] = verifiers_runs((None, where, python), scripted.url, "script:missing",
+                                                   taskset=(source, indices))[0]
+    assert runs["ours"] == runs["theirs"] and dropped.get("ours") == dropped.get("theirs")
     if source == CAPITALS:  # (tried three times, the run fails unscored)
-        [trace] = runs["ours"].pop(1)["traces"]
+        [trace] = dropped["ours"]["traces"]
         assert (trace["stop_condition"], trace["calls"], trace["rewards"]) == ("provider_error", 3, {})
     assert all(run["ok"] and run["traces"][0]["calls"] for run in runs["ours"][:-1])
     if source == CAPITALS:
@@ -189,7 +191,6 @@ def test_a_v1_env_plays_as_under_verifiers_own_env_server(v1_env):
         assert found["traces"][0]["messages"][0]["role"] == "system" and health == {"healthy_after": True}
         for side, run in failed.items():
             assert not run["ok"] and "the secret 0 is not a number from 1 to 100" in run["errors"][0], side
-
 
 
 def test_an_episode_of_several_agents_gives_a_trace_per_agent_as_under_verifiers_own_env_server(tmp_path):

@@ -234,8 +234,7 @@ class V1Session(Environment):
         info = request.info()
         self.asking = trace = self.traces.get(request.trace)
         if request.trace:
-            info["trace"] = {"id": request.trace, **({"agent": trace.agent.name, "trainable": trace.agent.trainable}
-                                                     if trace is not None and trace.agent is not None else {})}
+            info["trace"] = {"id": request.trace, **_seat(trace)}
         if request.model and request.model != MODEL:
             info["model"] = request.model
         return info
@@ -303,9 +302,13 @@ def _outcome(trace: Any) -> dict[str, Any]:
 
 def _identity(trace: Any) -> dict[str, Any]:
     """Which trace it is: its id (the one its model requests named), its agent, its reward (None: unscored)."""
+    return {"id": trace.id, "reward": trace.reward, **_seat(trace)}
+
+
+def _seat(trace: Any) -> dict[str, Any]:
+    """The agent a trace is the run of, and whether it trains (nothing where that is not known)."""
     agent = getattr(trace, "agent", None)
-    return {"id": trace.id, "reward": trace.reward, **({"agent": agent.name, "trainable": agent.trainable}
-                                                       if agent is not None else {})}
+    return {"agent": agent.name, "trainable": agent.trainable} if agent is not None else {}
 
 
 def _errors(episode: Any) -> str:
